@@ -1,0 +1,38 @@
+// EngineConfig: how the engine is sized and what it may do.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kestrel {
+
+struct EngineConfig {
+  // "auto" (CUDA if built and a GPU is present, else CPU), "cpu" or "cuda".
+  std::string device = "auto";
+  // Most sequences in one step.
+  int max_num_seqs = 256;
+  // Token budget of one step (prompt chunks plus decodes).
+  int max_num_batched_tokens = 8192;
+  // Longest sequence (prompt + output). 0: the model's max_position_embeddings.
+  int max_model_len = 0;
+  // Tokens per KV block. A power of two.
+  int block_size = 16;
+  // KV blocks to allocate. 0: size the cache from memory (kv_cache_memory_bytes on the CPU,
+  // gpu_memory_utilization on a GPU).
+  int num_kv_blocks = 0;
+  // CPU backend: bytes for the KV cache when num_kv_blocks is 0.
+  int64_t kv_cache_memory_bytes = int64_t{4} << 30;
+  // CUDA backend: fraction of device memory the engine may use.
+  float gpu_memory_utilization = 0.9f;
+  bool enable_prefix_caching = true;
+  // When false, a prompt must fit in one step's budget and is never split.
+  bool enable_chunked_prefill = true;
+  // CPU backend threads; 0: all cores.
+  int num_threads = 0;
+  // CUDA backend: no CUDA graphs.
+  bool enforce_eager = false;
+  // Seed for requests that bring none.
+  uint64_t seed = 0;
+};
+
+}  // namespace kestrel

@@ -1,0 +1,46 @@
+// SamplingParams: how one request's tokens are chosen and when it stops.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+namespace kestrel {
+
+struct SamplingParams {
+  // 0 means greedy (argmax). Must be >= 0.
+  float temperature = 1.0f;
+  // Keep the k most likely tokens; 0 or -1 disables. Must be -1 or >= 0.
+  int top_k = -1;
+  // Keep the smallest set of tokens whose probability sums to >= top_p. In (0, 1].
+  float top_p = 1.0f;
+  // Drop tokens with probability < min_p * max probability. In [0, 1].
+  float min_p = 0.0f;
+  // Makes sampling reproducible for this request whatever else is in the batch.
+  // Without a seed the engine draws one per request.
+  std::optional<uint64_t> seed;
+  // Most tokens to generate. >= 1. nullopt: up to the model's context length.
+  std::optional<int> max_tokens = 16;
+  // EOS and stop ids are ignored until this many tokens were generated. >= 0, <= max_tokens.
+  int min_tokens = 0;
+  bool ignore_eos = false;
+  // Extra token ids that end the request (the matched id is kept in the output).
+  std::vector<int> stop_token_ids;
+  // HF semantics: logits of tokens seen in prompt or output divided (if > 0) or multiplied
+  // (if < 0) by this. > 0; 1 disables.
+  float repetition_penalty = 1.0f;
+  // OpenAI semantics over generated tokens only. In [-2, 2].
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  // Independent samples for the prompt; they share the prompt's KV blocks. >= 1.
+  int n = 1;
+  // Return the log-probabilities of this many most likely tokens (plus the sampled one)
+  // for each generated token. nullopt: none. 0..20.
+  std::optional<int> logprobs;
+
+  bool greedy() const { return temperature == 0.0f; }
+  // Throws kestrel::Error naming the first parameter out of range.
+  void validate(int vocab_size) const;
+};
+
+}  // namespace kestrel

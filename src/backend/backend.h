@@ -1,0 +1,110 @@
+// Backend: the operations the model is written against. The CPU backend is the fp32
+// reference; the CUDA backend (src/backend/cuda) is the fast one. Both take the same
+// tensors and metadata, so a test can run one op on both and compare.
+//
+// Every op validates shapes and dtypes at entry and throws kestrel::Error on a mismatch.
+// Ops may run asynchronously (CUDA stream); synchronize() waits for them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace kestrel {
+
+// One step's flat batch, in the backend's memory. T tokens from B sequences; sequence b owns
+// tokens [query_start_loc[b], query_start_loc[b+1]) whose positions are
+// seq_lens[b] - query_len .. seq_lens[b] - 1. Its keys are positions 0 .. seq_lens[b] - 1,
+// found through its block table (the new tokens' K/V are written there first).
+struct AttentionMetadata {
+  int num_tokens = 0;     // T
+  int num_seqs = 0;       // B
+  int max_query_len = 0;
+  int max_seq_len = 0;
+  int block_size = 0;
+  Tensor positions;        // i32 [T]
+  Tensor slot_mapping;     // i32 [T]: block * block_size + offset; -1 = write nothing (padding)
+  Tensor query_start_loc;  // i32 [B + 1]
+  Tensor seq_lens;         // i32 [B]: context length including this step's tokens
+  Tensor block_tables;     // i32 [B, max_blocks_per_seq]; unused entries are 0
+};
+
+struct KvCacheSpec {
+  int num_layers = 0;
+  int num_blocks = 0;
+  int block_size = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  DType dtype = DType::kF32;
+  // Over all layers, K and V.
+  size_t bytes_per_block() const {
+    return size_t(2) * num_layers * block_size * num_kv_heads * head_dim * dtype_size(dtype);
+  }
+};
+
+// One layer's K and V pages. The layout belongs to the backend; the CPU backend uses
+// [num_blocks, block_size, num_kv_heads, head_dim] for each.
+struct LayerKvCache {
+  Tensor k;
+  Tensor v;
+};
+
+struct AttentionShape {
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual Device device() const = 0;
+  virtual std::string name() const = 0;
+  // Element type of activations and of weights after upload (F32 on the CPU, BF16 on CUDA).
+  virtual DType compute_dtype() const = 0;
+
+  // Memory.
+  virtual Tensor empty(DType dtype, Shape shape) = 0;
+  // Copies a host tensor into backend memory, converting float types to `dtype`.
+  virtual Tensor upload(const Tensor& host, DType dtype) = 0;
+  // Copies a backend tensor to host memory of the same dtype and shape (waits for it).
+  virtual Tensor to_host(const Tensor& t) = 0;
+  virtual std::vector<LayerKvCache> allocate_kv_cache(const KvCacheSpec& spec) = 0;
+  virtual void synchronize() = 0;
+
+  // Ops. Shapes: T tokens, H hidden, V vocab, S sampled rows.
+
+  // out[t] = table[ids[t]]. ids i32 [T], table [V, H], out [T, H].
+  virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  // out = x / rms(x) * w over the last dim. x, out [T, H]; w [H].
+  virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
+  // residual += x; x = rms_norm(residual) * w. Both [T, H], updated in place.
+  virtual void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) = 0;
+  // out[T, N] = x[T, K] * w[N, K]^T (+ bias[N] when defined). out may be F32 for logits.
+  virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) = 0;
+  // x [T, 2I] = [gate | up]; out [T, I] = silu(gate) * up.
+  virtual void silu_mul(const Tensor& x, Tensor& out) = 0;
+  // out[s] = x[rows[s]]. rows i32 [S].
+  virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) = 0;
+
+  // qkv [T, (Hq + 2 Hkv) D]. Per-head RMSNorm of q and k with q_norm/k_norm [D] when those
+  // are defined, then RoPE (neox: rotate halves) with cos_sin F32 [max_pos, D] holding cos in
+  // [:, :D/2] and sin in [:, D/2:], at meta.positions. Writes q to q_out [T, Hq D] and k, v
+  // into `kv` at meta.slot_mapping.
+  virtual void qk_norm_rope_store(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                  float eps, const Tensor& cos_sin, const AttentionShape& shape,
+                                  const AttentionMetadata& meta, LayerKvCache& kv,
+                                  Tensor& q_out) = 0;
+  // Causal attention of q [T, Hq D] over each sequence's cached keys (see AttentionMetadata),
+  // GQA (query head h reads KV head h / (Hq / Hkv)). out [T, Hq D].
+  virtual void attention(const Tensor& q, const LayerKvCache& kv, const AttentionShape& shape,
+                         const AttentionMetadata& meta, float scale, Tensor& out) = 0;
+};
+
+// "cpu", "cuda" or "auto". Throws kestrel::Error if the device is unavailable.
+std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads);
+
+}  // namespace kestrel

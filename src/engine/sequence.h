@@ -1,0 +1,62 @@
+// Sequence: one stream of tokens being generated (one of a request's n samples).
+//
+// Pure bookkeeping: token ids, how many of them have KV in the cache, the block table
+// and the sampling parameters. No tensors, no CUDA.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kestrel/request_output.h"
+#include "kestrel/sampling_params.h"
+
+namespace kestrel {
+
+enum class SequenceStatus : uint8_t { kWaiting, kRunning, kFinished };
+
+class Sequence {
+ public:
+  Sequence(int64_t seq_id, std::string request_id, int sample_index, std::vector<int> prompt,
+           std::shared_ptr<const SamplingParams> params, uint64_t seed)
+      : seq_id(seq_id),
+        request_id(std::move(request_id)),
+        sample_index(sample_index),
+        token_ids(std::move(prompt)),
+        num_prompt_tokens(static_cast<int>(token_ids.size())),
+        params(std::move(params)),
+        seed(seed) {}
+
+  int num_tokens() const { return static_cast<int>(token_ids.size()); }
+  int num_output_tokens() const { return num_tokens() - num_prompt_tokens; }
+  std::span<const int> prompt_token_ids() const { return {token_ids.data(), size_t(num_prompt_tokens)}; }
+  std::span<const int> output_token_ids() const {
+    return {token_ids.data() + num_prompt_tokens, size_t(num_output_tokens())};
+  }
+  // Tokens whose KV still has to be computed before the next token can be sampled.
+  int num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
+  bool is_finished() const { return status == SequenceStatus::kFinished; }
+
+  const int64_t seq_id;          // unique per engine, increasing in arrival order
+  const std::string request_id;
+  const int sample_index;        // 0..n-1 within its request
+  std::vector<int> token_ids;    // prompt followed by generated tokens
+  const int num_prompt_tokens;
+  // Tokens [0, num_computed_tokens) have their K/V in the cache (computed or prefix hits).
+  int num_computed_tokens = 0;
+  // Prompt tokens found in the prefix cache when the sequence was last admitted.
+  int num_cached_tokens = 0;
+  // Physical KV block of each logical block.
+  std::vector<int> block_table;
+  SequenceStatus status = SequenceStatus::kWaiting;
+  std::shared_ptr<const SamplingParams> params;
+  // Seed of this sample's random stream; a token's draw depends only on (seed, position).
+  const uint64_t seed;
+  std::string finish_reason;           // set when finished
+  std::vector<TokenLogprobs> logprobs; // per generated token, when params->logprobs is set
+  int num_preemptions = 0;
+};
+
+}  // namespace kestrel
