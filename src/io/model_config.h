@@ -1,11 +1,10 @@
 // The parts of a Hugging Face config.json and generation_config.json the engine uses.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "core/dtype.h"
 
@@ -32,6 +31,8 @@ struct RopeScaling {
   std::optional<double> mscale;
   std::optional<double> mscale_all_dim;
   std::optional<double> attention_factor;
+  // yarn (transformers >= 4.56): whether the correction range is floored/ceiled to integers.
+  bool truncate = true;
 };
 
 struct ModelConfig {
@@ -42,15 +43,17 @@ struct ModelConfig {
   int num_hidden_layers = 0;
   int num_attention_heads = 0;
   int num_key_value_heads = 0;
-  int head_dim = 0;  // config's head_dim, else hidden_size / num_attention_heads
+  // config's head_dim; when absent: Qwen3 128 (transformers' default), Qwen2 and Llama
+  // hidden_size / num_attention_heads.
+  int head_dim = 0;
   double rms_norm_eps = 1e-6;
   double rope_theta = 10000.0;
   RopeScaling rope_scaling;
   int max_position_embeddings = 0;
   bool tie_word_embeddings = false;
-  bool attention_bias = false;  // bias on q/k/v projections (Qwen2: true)
-  bool qk_norm = false;         // per-head RMSNorm on q and k (Qwen3: true)
-  DType dtype = DType::kBF16;   // torch_dtype / dtype
+  bool attention_bias = false;     // bias on q/k/v projections (Qwen2: true)
+  bool qk_norm = false;            // per-head RMSNorm on q and k (Qwen3: true)
+  DType dtype = DType::kBF16;      // torch_dtype / dtype
   std::vector<int> eos_token_ids;  // from config.json (int or list); may be empty
   std::optional<int> bos_token_id;
 };
@@ -70,6 +73,8 @@ struct GenerationDefaults {
   std::optional<float> repetition_penalty;
   std::optional<int> max_new_tokens;
   std::vector<int> eos_token_ids;  // int or list
+  std::optional<int> bos_token_id;
+  std::optional<bool> do_sample;  // HF: false means greedy, sampling fields unused
 };
 
 // Reads <model_dir>/generation_config.json if present (all fields empty when absent).
