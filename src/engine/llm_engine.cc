@@ -1,0 +1,156 @@
+#include "engine/llm_engine.h"
+
+#include <xxhash.h>
+
+#include <string_view>
+#include <unordered_set>
+
+#include "core/error.h"
+
+namespace kestrel {
+namespace {
+
+SchedulerConfig scheduler_config(const EngineLimits& limits) {
+  KS_CHECK(limits.vocab_size >= 1, "vocab_size must be >= 1, got {}", limits.vocab_size);
+  SchedulerConfig config;
+  config.max_num_seqs = limits.max_num_seqs;
+  config.max_num_batched_tokens = limits.max_num_batched_tokens;
+  config.max_model_len = limits.max_model_len;
+  config.enable_chunked_prefill = limits.enable_chunked_prefill;
+  config.eos_token_ids = limits.eos_token_ids;
+  return config;
+}
+
+}  // namespace
+
+uint64_t sample_seed(uint64_t request_seed, int sample_index) {
+  const uint64_t index = static_cast<uint64_t>(sample_index);
+  return XXH3_64bits_withSeed(&index, sizeof(index), request_seed);
+}
+
+LLMEngine::LLMEngine(const EngineLimits& limits, ModelExecutor& executor)
+    : limits_(limits),
+      executor_(executor),
+      block_manager_(limits.num_kv_blocks, limits.block_size, limits.enable_prefix_caching),
+      scheduler_(scheduler_config(limits), block_manager_),
+      seed_rng_(limits.seed) {}
+
+LLMEngine::~LLMEngine() = default;
+
+void LLMEngine::add_request(std::string request_id, std::vector<int> prompt,
+                            SamplingParams params) {
+  KS_CHECK(!requests_.contains(request_id), "request id '{}' is already in use", request_id);
+  params.validate(limits_.vocab_size);
+  KS_CHECK(!prompt.empty(), "request '{}': the prompt is empty", request_id);
+  for (size_t i = 0; i < prompt.size(); ++i) {
+    KS_CHECK(prompt[i] >= 0 && prompt[i] < limits_.vocab_size,
+             "request '{}': prompt token {} at position {} is outside the vocabulary [0, {})",
+             request_id, prompt[i], i, limits_.vocab_size);
+  }
+  try {
+    scheduler_.check_prompt_len(static_cast<int>(prompt.size()));
+  } catch (const Error& e) {
+    throw_error("request '{}': {}", request_id, e.what());
+  }
+
+  const uint64_t request_seed = params.seed ? *params.seed : seed_rng_();
+  Request request;
+  request.params = std::make_shared<const SamplingParams>(std::move(params));
+  const int n = request.params->n;
+  for (int i = 0; i < n; ++i) {
+    // The last sample takes the prompt vector itself; the others copy it.
+    std::vector<int> tokens = i + 1 == n ? std::move(prompt) : prompt;
+    request.samples.push_back(std::make_unique<Sequence>(next_seq_id_++, request_id, i,
+                                                         std::move(tokens), request.params,
+                                                         sample_seed(request_seed, i)));
+  }
+  std::vector<Sequence*> samples;
+  for (auto& seq : request.samples) samples.push_back(seq.get());
+  total_prompt_tokens_ += samples[0]->num_prompt_tokens;
+  scheduler_.add(samples);
+  requests_.emplace(std::move(request_id), std::move(request));
+}
+
+bool LLMEngine::abort_request(const std::string& request_id) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return false;
+  for (auto& seq : it->second.samples) scheduler_.abort(seq.get());
+  requests_.erase(it);
+  return true;
+}
+
+RequestOutput LLMEngine::make_output(const std::string& request_id, const Request& request) const {
+  RequestOutput out;
+  out.request_id = request_id;
+  const Sequence& first = *request.samples[0];
+  out.prompt_token_ids.assign(first.prompt_token_ids().begin(), first.prompt_token_ids().end());
+  out.num_cached_tokens = first.num_cached_tokens;
+  out.finished = true;
+  for (const auto& seq : request.samples) {
+    CompletionOutput c;
+    c.index = seq->sample_index;
+    c.token_ids.assign(seq->output_token_ids().begin(), seq->output_token_ids().end());
+    c.finish_reason = seq->finish_reason;
+    c.logprobs = seq->logprobs;
+    out.finished = out.finished && seq->is_finished();
+    out.outputs.push_back(std::move(c));
+  }
+  return out;
+}
+
+std::vector<RequestOutput> LLMEngine::step() {
+  ScheduledBatch batch = scheduler_.schedule();
+  if (batch.empty()) {
+    KS_ASSERT(!scheduler_.has_unfinished(), "work is queued but nothing could be scheduled");
+    return {};
+  }
+  int num_sampled = 0;
+  for (const ScheduledSeq& s : batch.seqs) num_sampled += s.sample ? 1 : 0;
+  const std::vector<SampledToken> sampled = executor_.execute(batch);
+  KS_CHECK(static_cast<int>(sampled.size()) == num_sampled,
+           "the model executor returned {} tokens for {} sampled sequences", sampled.size(),
+           num_sampled);
+  for (const SampledToken& t : sampled) {
+    KS_CHECK(t.token_id >= 0 && t.token_id < limits_.vocab_size,
+             "the model executor sampled token {} outside the vocabulary [0, {})", t.token_id,
+             limits_.vocab_size);
+  }
+  const std::vector<Sequence*> changed = scheduler_.postprocess(batch, sampled);
+  ++num_steps_;
+  total_computed_tokens_ += batch.num_tokens;
+  total_generation_tokens_ += num_sampled;
+
+  std::vector<RequestOutput> outputs;
+  std::unordered_set<std::string_view> reported;
+  for (Sequence* seq : changed) {
+    if (!reported.insert(seq->request_id).second) continue;
+    auto it = requests_.find(seq->request_id);
+    KS_ASSERT(it != requests_.end());
+    outputs.push_back(make_output(it->first, it->second));
+  }
+  // Only now: erasing a request destroys its sequences, which `changed` points to.
+  for (const RequestOutput& out : outputs) {
+    if (out.finished) requests_.erase(out.request_id);
+  }
+  return outputs;
+}
+
+EngineStats LLMEngine::stats() const {
+  EngineStats s;
+  s.num_running = scheduler_.num_running();
+  s.num_waiting = scheduler_.num_waiting();
+  s.num_free_kv_blocks = block_manager_.num_free_blocks();
+  s.kv_cache_usage = block_manager_.usage();
+  const PrefixCacheStats& cache = block_manager_.prefix_cache_stats();
+  s.prefix_cache_queries = cache.queries;
+  s.prefix_cache_hits = cache.hits;
+  s.prefix_cache_hit_rate = cache.hit_rate();
+  s.num_preemptions = scheduler_.num_preemptions();
+  s.total_prompt_tokens = total_prompt_tokens_;
+  s.total_generation_tokens = total_generation_tokens_;
+  s.total_computed_tokens = total_computed_tokens_;
+  s.num_steps = num_steps_;
+  return s;
+}
+
+}  // namespace kestrel

@@ -1,0 +1,115 @@
+// LLMEngine: requests in, tokens out, one step at a time.
+//
+// Each step runs Scheduler::schedule -> ModelExecutor::execute -> Scheduler::postprocess
+// and reports the requests that changed. It owns the requests' sequences, the block
+// manager and the scheduler; the executor (which owns the model and the KV tensors sized
+// num_kv_blocks x block_size) is borrowed.
+//
+// A request with n > 1 becomes n sequences with seeds sample_seed(request seed, i). Sample
+// 0 is scheduled first; the others are queued once its prompt is computed and start from
+// its full prompt blocks (see scheduler.h), so the prompt is computed about once.
+//
+// Not thread-safe: one thread calls everything (the server wraps the engine in its own
+// loop). If execute() throws, the exception propagates and the step is undone except for
+// block allocations, which the next step reuses; the engine can go on.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/block_manager.h"
+#include "engine/model_executor.h"
+#include "engine/scheduler.h"
+#include "engine/sequence.h"
+#include "kestrel/request_output.h"
+#include "kestrel/sampling_params.h"
+
+namespace kestrel {
+
+struct EngineLimits {
+  int max_num_seqs = 256;
+  int max_num_batched_tokens = 8192;
+  // Longest sequence (prompt + output); see Scheduler::max_seq_len for the effective one.
+  int max_model_len = 4096;
+  int block_size = 16;
+  int num_kv_blocks = 0;  // >= 1
+  bool enable_prefix_caching = true;
+  bool enable_chunked_prefill = true;
+  int vocab_size = 0;  // >= 1; prompt and stop ids must lie in [0, vocab_size)
+  std::vector<int> eos_token_ids;
+  // Seeds the draw of a per-request seed for requests that bring none.
+  uint64_t seed = 0;
+};
+
+struct EngineStats {
+  int num_running = 0;
+  int num_waiting = 0;
+  int num_free_kv_blocks = 0;
+  double kv_cache_usage = 0.0;       // fraction of KV blocks in use, [0, 1]
+  int64_t prefix_cache_queries = 0;  // tokens
+  int64_t prefix_cache_hits = 0;     // tokens
+  double prefix_cache_hit_rate = 0.0;
+  int64_t num_preemptions = 0;
+  int64_t total_prompt_tokens = 0;      // prompt lengths of requests added
+  int64_t total_generation_tokens = 0;  // tokens sampled
+  int64_t total_computed_tokens = 0;    // tokens whose K/V was computed (recompute included)
+  int64_t num_steps = 0;
+};
+
+// Seed of sample `sample_index` of a request seeded with `request_seed`:
+// XXH3_64bits_withSeed(sample_index as 8 little-endian bytes, request_seed).
+uint64_t sample_seed(uint64_t request_seed, int sample_index);
+
+class LLMEngine {
+ public:
+  // Throws Error on a bad limit (vocab_size, num_kv_blocks, block_size, ... < 1).
+  LLMEngine(const EngineLimits& limits, ModelExecutor& executor);
+  ~LLMEngine();
+  LLMEngine(const LLMEngine&) = delete;
+  LLMEngine& operator=(const LLMEngine&) = delete;
+
+  // Queues a request. Throws Error, leaving the engine unchanged, when the id is already
+  // in use, the params are out of range, the prompt is empty, has a token outside
+  // [0, vocab_size) or is too long (prompt_len >= max_seq_len()).
+  void add_request(std::string request_id, std::vector<int> prompt, SamplingParams params);
+
+  // Finishes every sample of the request with "abort" and frees its blocks. The request is
+  // forgotten at once (no output for it from later steps). False when the id is unknown
+  // (never added or already finished).
+  bool abort_request(const std::string& request_id);
+
+  // Runs one step. Returns one RequestOutput per request that got tokens or finished in
+  // this step, with the cumulative output of all its n samples. A finished request is
+  // reported once and forgotten. Empty when there was nothing to do.
+  std::vector<RequestOutput> step();
+
+  bool has_unfinished() const { return !requests_.empty(); }
+  EngineStats stats() const;
+  int max_seq_len() const { return scheduler_.max_seq_len(); }
+  const BlockManager& block_manager() const { return block_manager_; }
+
+ private:
+  struct Request {
+    std::shared_ptr<const SamplingParams> params;
+    std::vector<std::unique_ptr<Sequence>> samples;
+  };
+  RequestOutput make_output(const std::string& request_id, const Request& request) const;
+
+  const EngineLimits limits_;
+  ModelExecutor& executor_;
+  BlockManager block_manager_;
+  Scheduler scheduler_;
+  std::unordered_map<std::string, Request> requests_;
+  std::mt19937_64 seed_rng_;
+  int64_t next_seq_id_ = 0;
+  int64_t total_prompt_tokens_ = 0;
+  int64_t total_generation_tokens_ = 0;
+  int64_t total_computed_tokens_ = 0;
+  int64_t num_steps_ = 0;
+};
+
+}  // namespace kestrel

@@ -1,0 +1,194 @@
+// Test doubles for the engine: a fake model that keeps a simulated paged KV cache, and a
+// reference generator that knows nothing of blocks or scheduling.
+//
+// The fake model's "K/V" at position p is kv(p) = mix(kv(p - 1), token p): like real K/V
+// it depends on every token before it. The executor computes it from the value it reads
+// back from the cache at position p - 1 (through the block table), and samples from the
+// cached value of the last position. So a wrong prefix hit, a block written while shared
+// or a block table that misses a position changes the sampled tokens, and is also caught
+// directly: every sampled sequence's cached chain is checked against its tokens.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "engine/llm_engine.h"
+#include "engine/model_executor.h"
+
+namespace kestrel::testing {
+
+constexpr uint64_t kKvRoot = 0x243f6a8885a308d3ull;
+
+inline uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t z = a ^ (b + 0x9e3779b97f4a7c15ull + (a << 6) + (a >> 2));
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+inline uint64_t kv_value(uint64_t prev, int token) { return mix(prev, uint64_t(token) + 1); }
+
+// The token the fake model emits after a sequence whose last K/V value is `last_kv`.
+inline int next_token(uint64_t seed, uint64_t last_kv, int vocab_size) {
+  return static_cast<int>(mix(seed, last_kv) % uint64_t(vocab_size));
+}
+
+// Independent of the engine: XXH3 of the sample index under the request seed, as the
+// engine documents it.
+inline uint64_t expected_sample_seed(uint64_t request_seed, int index) {
+  const uint64_t i = uint64_t(index);
+  return XXH3_64bits_withSeed(&i, 8, request_seed);
+}
+
+struct StepEntry {
+  int64_t seq_id = 0;
+  std::string request_id;
+  int sample_index = 0;
+  int computed_before = 0;
+  int num_new = 0;
+  bool sample = false;
+  int num_preemptions = 0;
+  int num_tokens = 0;
+  int num_cached = 0;
+  // Admitted in this step: only then is num_computed_tokens still the prefix-cache hit
+  // count (a running sequence has computed at least one token beyond it).
+  bool admitted() const { return computed_before == num_cached; }
+};
+struct StepRecord {
+  std::vector<StepEntry> entries;
+  int num_tokens = 0;
+};
+
+class PagedFakeExecutor : public ModelExecutor {
+ public:
+  PagedFakeExecutor(int num_blocks, int block_size, int vocab_size)
+      : block_size_(block_size),
+        vocab_size_(vocab_size),
+        cache_(size_t(num_blocks) * block_size, 0) {}
+
+  std::vector<SampledToken> execute(const ScheduledBatch& batch) override {
+    StepRecord record;
+    std::set<size_t> written;
+    std::vector<SampledToken> out;
+    int total = 0;
+    for (const ScheduledSeq& s : batch.seqs) {
+      const Sequence& seq = *s.seq;
+      const int begin = seq.num_computed_tokens;
+      const int end = begin + s.num_new_tokens;
+      total += s.num_new_tokens;
+      record.entries.push_back(StepEntry{seq.seq_id, seq.request_id, seq.sample_index, begin,
+                                         s.num_new_tokens, s.sample, seq.num_preemptions,
+                                         seq.num_tokens(), seq.num_cached_tokens});
+      if (s.num_new_tokens < 1 || end > seq.num_tokens()) error("bad token range", seq);
+      if (int64_t(seq.block_table.size()) * block_size_ < end) {
+        error("block table does not cover the step", seq);
+        continue;
+      }
+      if (s.sample != (end == seq.num_tokens())) error("wrong sample flag", seq);
+      for (int p = begin; p < end; ++p) {
+        const uint64_t prev = p == 0 ? kKvRoot : cache_[slot(seq, p - 1)];
+        const size_t sl = slot(seq, p);
+        if (!written.insert(sl).second) error("two writes to one slot in a step", seq);
+        cache_[sl] = kv_value(prev, seq.token_ids[p]);
+      }
+      if (!s.sample) continue;
+      uint64_t expected = kKvRoot;
+      for (int p = 0; p < end; ++p) {
+        expected = kv_value(expected, seq.token_ids[p]);
+        if (cache_[slot(seq, p)] != expected) {
+          error("cached K/V does not match the tokens", seq);
+          break;
+        }
+      }
+      SampledToken t;
+      t.token_id = next_token(seq.seed, cache_[slot(seq, end - 1)], vocab_size_);
+      if (seq.params->logprobs) {
+        t.logprobs = TokenLogprobs{t.token_id, -0.25f * float(t.token_id % 5), 1, {}};
+      }
+      out.push_back(t);
+    }
+    record.num_tokens = total;
+    if (total != batch.num_tokens) ADD_FAILURE() << "batch.num_tokens is wrong";
+    steps.push_back(std::move(record));
+    return out;
+  }
+
+  std::vector<StepRecord> steps;
+  std::vector<std::string> errors;
+
+ private:
+  size_t slot(const Sequence& seq, int pos) const {
+    return size_t(seq.block_table[pos / block_size_]) * block_size_ + pos % block_size_;
+  }
+  void error(const std::string& what, const Sequence& seq) {
+    errors.push_back(what + " (seq " + std::to_string(seq.seq_id) + ")");
+  }
+
+  const int block_size_;
+  const int vocab_size_;
+  std::vector<uint64_t> cache_;
+};
+
+// What one sample should produce, computed straight from the token chain.
+struct Expected {
+  std::vector<int> tokens;
+  std::string finish_reason;
+};
+
+inline Expected reference_generate(const std::vector<int>& prompt, uint64_t seed,
+                                   const SamplingParams& params, int vocab_size,
+                                   const std::vector<int>& eos_ids, int max_seq_len) {
+  Expected e;
+  uint64_t kv = kKvRoot;
+  for (int t : prompt) kv = kv_value(kv, t);
+  int num_tokens = static_cast<int>(prompt.size());
+  while (true) {
+    const int t = next_token(seed, kv, vocab_size);
+    e.tokens.push_back(t);
+    ++num_tokens;
+    kv = kv_value(kv, t);
+    const int n = static_cast<int>(e.tokens.size());
+    const bool is_eos = std::find(eos_ids.begin(), eos_ids.end(), t) != eos_ids.end();
+    const bool is_stop = std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), t) !=
+                         params.stop_token_ids.end();
+    if (n > params.min_tokens && ((is_eos && !params.ignore_eos) || is_stop)) {
+      e.finish_reason = "stop";
+      return e;
+    }
+    if ((params.max_tokens && n >= *params.max_tokens) || num_tokens >= max_seq_len) {
+      e.finish_reason = "length";
+      return e;
+    }
+  }
+}
+
+// Steps the engine until it is idle; returns each request's final output.
+inline std::map<std::string, RequestOutput> run_to_completion(LLMEngine& engine,
+                                                              int max_steps = 100000) {
+  std::map<std::string, RequestOutput> done;
+  for (int i = 0; i < max_steps && engine.has_unfinished(); ++i) {
+    for (RequestOutput& out : engine.step()) {
+      if (out.finished) done[out.request_id] = std::move(out);
+    }
+  }
+  EXPECT_FALSE(engine.has_unfinished()) << "engine did not finish in " << max_steps << " steps";
+  return done;
+}
+
+// Deterministic, non-zero prompt tokens.
+inline std::vector<int> make_prompt(int length, uint64_t salt, int vocab_size) {
+  std::vector<int> p(length);
+  for (int i = 0; i < length; ++i)
+    p[i] = 1 + int(mix(salt, uint64_t(i)) % uint64_t(vocab_size - 1));
+  return p;
+}
+
+}  // namespace kestrel::testing
