@@ -1,0 +1,248 @@
+// CUDA backend micro-benchmark: the device's copy bandwidth and bf16 GEMM rate (the two
+// ceilings), then the production ops against the floor those ceilings give.
+//
+// Build: ninja cuda_ops_bench (configured with KESTREL_CUDA=ON); run: build/bench/cuda_ops_bench.
+// Each op is captured REPS times into a CUDA graph (no launch gaps; this also checks that the
+// op is graph-capturable) and the replay is timed with events; the median of 7 replays is
+// reported. Inputs are random (never zeros).
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/cuda_check.h"
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace kestrel {
+namespace {
+
+constexpr int kReplays = 7;
+
+uint64_t g_state = 0x9e3779b97f4a7c15ull;
+float next_uniform() {  // xorshift64*, in [-1, 1)
+  g_state ^= g_state >> 12;
+  g_state ^= g_state << 25;
+  g_state ^= g_state >> 27;
+  const uint64_t r = g_state * 0x2545f4914f6cdd1dull;
+  return static_cast<float>(r >> 40) / float(1 << 23) - 1.0f;
+}
+
+Tensor random_bf16(Backend& be, Shape shape) {
+  Tensor h = Tensor::host(DType::kBF16, shape);
+  auto* p = h.data_as<uint16_t>();
+  for (int64_t i = 0; i < h.numel(); ++i) p[i] = f32_to_bf16(next_uniform());
+  return be.upload(h, DType::kBF16);
+}
+
+Tensor i32(Backend& be, const std::vector<int32_t>& v, Shape shape) {
+  Tensor h = Tensor::host(DType::kI32, shape);
+  std::copy(v.begin(), v.end(), h.data_as<int32_t>());
+  return be.upload(h, DType::kI32);
+}
+
+// Milliseconds per call of `op`, from graph replays of `reps` calls.
+double time_ms(CudaBackend& be, int reps, const std::function<void()>& op) {
+  cudaStream_t s = be.stream();
+  for (int i = 0; i < 2; ++i) op();  // warm-up: GEMM plans, module loading
+  be.synchronize();
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  KS_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < reps; ++i) op();
+  KS_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+  KS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t a, b;
+  KS_CUDA_CHECK(cudaEventCreate(&a));
+  KS_CUDA_CHECK(cudaEventCreate(&b));
+  KS_CUDA_CHECK(cudaGraphLaunch(exec, s));  // warm replay
+  std::vector<double> ms;
+  for (int r = 0; r < kReplays; ++r) {
+    KS_CUDA_CHECK(cudaEventRecord(a, s));
+    KS_CUDA_CHECK(cudaGraphLaunch(exec, s));
+    KS_CUDA_CHECK(cudaEventRecord(b, s));
+    KS_CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    KS_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t / reps);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+struct Ceilings {
+  double bytes_per_s;
+  double flops_per_s;
+};
+
+void row(const char* what, double ms, double floor_ms, const char* floor_kind) {
+  std::printf("%-44s %9.3f ms   floor %8.3f ms (%s)   %5.1f%% of floor\n", what, ms, floor_ms,
+              floor_kind, 100.0 * floor_ms / ms);
+}
+
+Ceilings measure_ceilings(CudaBackend& be) {
+  const int64_t n = int64_t(1) << 29;  // 1 GiB of bf16 per buffer
+  Tensor src = random_bf16(be, Shape{n});
+  Tensor dst = be.empty(DType::kBF16, Shape{n});
+  const double copy_ms = time_ms(be, 5, [&] {
+    KS_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice,
+                                  be.stream()));
+  });
+  // The same copies issued directly (a graph's memcpy node may take another engine).
+  cudaEvent_t e0, e1;
+  KS_CUDA_CHECK(cudaEventCreate(&e0));
+  KS_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<double> direct;
+  for (int r = 0; r < kReplays; ++r) {
+    KS_CUDA_CHECK(cudaEventRecord(e0, be.stream()));
+    for (int i = 0; i < 5; ++i) {
+      KS_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice,
+                                    be.stream()));
+    }
+    KS_CUDA_CHECK(cudaEventRecord(e1, be.stream()));
+    KS_CUDA_CHECK(cudaEventSynchronize(e1));
+    float t = 0;
+    KS_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+    direct.push_back(t / 5);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(direct.begin(), direct.end());
+  const double direct_ms = direct[direct.size() / 2];
+  std::printf("%-44s %9.3f ms   %.0f GB/s (bytes read + written)\n", "D2D copy of 1 GiB (graph)",
+              copy_ms, 2.0 * src.nbytes() / (copy_ms * 1e-3) / 1e9);
+  std::printf("%-44s %9.3f ms   %.0f GB/s (bytes read + written)\n", "D2D copy of 1 GiB (stream)",
+              direct_ms, 2.0 * src.nbytes() / (direct_ms * 1e-3) / 1e9);
+  const double bw = 2.0 * src.nbytes() / (std::min(copy_ms, direct_ms) * 1e-3);
+
+  const int m = 8192;
+  Tensor x = random_bf16(be, Shape{m, m});
+  Tensor w = random_bf16(be, Shape{m, m});
+  Tensor out = be.empty(DType::kBF16, Shape{m, m});
+  const double gemm_ms = time_ms(be, 10, [&] { be.linear(x, w, Tensor(), out); });
+  const double rate = 2.0 * m * double(m) * m / (gemm_ms * 1e-3);
+  std::printf("%-44s %9.3f ms   %.0f TFLOP/s\n", "linear bf16 8192 x 8192 x 8192", gemm_ms,
+              rate / 1e12);
+  return {bw, rate};
+}
+
+void bench_gemms(CudaBackend& be, const Ceilings& c) {
+  // One Qwen3-0.6B decode step at batch 256: [T, K] x [N, K]^T.
+  struct G {
+    const char* name;
+    int t, k, n;
+    bool f32;
+  };
+  const G shapes[] = {{"qkv_proj   T=256 K=1024 N=4096", 256, 1024, 4096, false},
+                      {"o_proj     T=256 K=2048 N=1024", 256, 2048, 1024, false},
+                      {"gate_up    T=256 K=1024 N=6144", 256, 1024, 6144, false},
+                      {"down_proj  T=256 K=3072 N=1024", 256, 3072, 1024, false},
+                      {"lm_head    T=256 K=1024 N=151936 (F32)", 256, 1024, 151936, true},
+                      {"qkv_proj   T=1 K=1024 N=4096", 1, 1024, 4096, false}};
+  for (const G& g : shapes) {
+    Tensor x = random_bf16(be, Shape{g.t, g.k});
+    Tensor w = random_bf16(be, Shape{g.n, g.k});
+    Tensor out = be.empty(g.f32 ? DType::kF32 : DType::kBF16, Shape{g.t, g.n});
+    const double ms = time_ms(be, 20, [&] { be.linear(x, w, Tensor(), out); });
+    const double bytes = 2.0 * (double(g.t) * g.k + double(g.n) * g.k) + out.nbytes();
+    const double flops = 2.0 * g.t * double(g.k) * g.n;
+    const double mem_ms = bytes / c.bytes_per_s * 1e3, math_ms = flops / c.flops_per_s * 1e3;
+    row(g.name, ms, std::max(mem_ms, math_ms), mem_ms > math_ms ? "bytes" : "flops");
+  }
+}
+
+// Attention over `num_seqs` sequences of `ctx` keys each, the last `q_len` of them new.
+void bench_attention(CudaBackend& be, const Ceilings& c, const char* name, int num_seqs, int ctx,
+                     int q_len, bool scatter_pages = true) {
+  const int hq = 16, hkv = 8, d = 128, bs = 16;
+  const int blocks_per_seq = (ctx + bs - 1) / bs;
+  const int num_blocks = num_seqs * blocks_per_seq;
+  std::vector<int32_t> perm(num_blocks);
+  for (int i = 0; i < num_blocks; ++i) perm[i] = i;
+  for (int i = num_blocks - 1; scatter_pages && i > 0; --i) {  // as after a while of serving
+    std::swap(perm[i], perm[static_cast<int>((next_uniform() + 1.0f) * 0.5f * i)]);
+  }
+  std::vector<int32_t> qsl{0}, lens;
+  for (int b = 0; b < num_seqs; ++b) {
+    qsl.push_back(qsl.back() + q_len);
+    lens.push_back(ctx);
+  }
+  const int t = qsl.back();
+  AttentionMetadata meta;
+  meta.num_tokens = t;
+  meta.num_seqs = num_seqs;
+  meta.max_query_len = q_len;
+  meta.max_seq_len = ctx;
+  meta.block_size = bs;
+  meta.query_start_loc = i32(be, qsl, Shape{num_seqs + 1});
+  meta.seq_lens = i32(be, lens, Shape{num_seqs});
+  meta.block_tables = i32(be, perm, Shape{num_seqs, blocks_per_seq});
+  const Shape pages = be.kv_layout() == CudaKvLayout::kHeadMajor ? Shape{num_blocks, hkv, bs, d}
+                                                                  : Shape{num_blocks, bs, hkv, d};
+  LayerKvCache kv{random_bf16(be, pages), random_bf16(be, pages)};
+  Tensor q = random_bf16(be, Shape{t, hq * d});
+  Tensor out = be.empty(DType::kBF16, Shape{t, hq * d});
+  const AttentionShape shape{hq, hkv, d};
+  const double ms = time_ms(be, 10, [&] {
+    be.attention(q, kv, shape, meta, 1.0f / std::sqrt(float(d)), out);
+  });
+  const double bytes = 2.0 * kv.k.nbytes() + q.nbytes() + out.nbytes();
+  // Causal: query i of a sequence sees ctx - q_len + i + 1 keys; QK and PV are 2 D flops each.
+  double keys = 0;
+  for (int i = 0; i < q_len; ++i) keys += ctx - q_len + i + 1;
+  const double flops = 4.0 * d * keys * hq * num_seqs;
+  const double mem_ms = bytes / c.bytes_per_s * 1e3, math_ms = flops / c.flops_per_s * 1e3;
+  row(name, ms, std::max(mem_ms, math_ms), mem_ms > math_ms ? "bytes" : "tensor flops");
+  std::printf("%-44s %9s      %.0f GB/s achieved, %.1f TFLOP/s\n", "", "", bytes / (ms * 1e-3) / 1e9,
+              flops / (ms * 1e-3) / 1e12);
+}
+
+int run() {
+  if (!cuda_device_available()) {
+    std::printf("cuda_ops_bench: no CUDA device\n");
+    return 1;
+  }
+  auto backend = make_cuda_backend(0);
+  auto& be = dynamic_cast<CudaBackend&>(*backend);
+  std::printf("device: %s\n\n-- ceilings --\n", be.name().c_str());
+  const Ceilings c = measure_ceilings(be);
+  std::printf("\n-- GEMMs (floor from the ceilings above) --\n");
+  bench_gemms(be, c);
+  std::printf("\n-- paged attention, Hq 16, Hkv 8, D 128, block 16, token-major pages --\n");
+  bench_attention(be, c, "decode 256 seqs x 1024 ctx", 256, 1024, 1);
+  bench_attention(be, c, "decode 256 seqs x 1024 ctx, pages in order", 256, 1024, 1, false);
+  bench_attention(be, c, "decode 16 seqs x 4096 ctx", 16, 4096, 1);
+  bench_attention(be, c, "prefill 4 seqs x 1024 new", 4, 1024, 1024);
+  backend.reset();
+  auto head_major = make_cuda_backend(0, CudaKvLayout::kHeadMajor);
+  auto& hm = dynamic_cast<CudaBackend&>(*head_major);
+  std::printf("\n-- the same, head-major pages --\n");
+  bench_attention(hm, c, "decode 256 seqs x 1024 ctx", 256, 1024, 1);
+  bench_attention(hm, c, "decode 256 seqs x 1024 ctx, pages in order", 256, 1024, 1, false);
+  bench_attention(hm, c, "decode 16 seqs x 4096 ctx", 16, 4096, 1);
+  bench_attention(hm, c, "prefill 4 seqs x 1024 new", 4, 1024, 1024);
+  return 0;
+}
+
+}  // namespace
+}  // namespace kestrel
+
+int main() {
+  try {
+    return kestrel::run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "cuda_ops_bench: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,362 @@
+// Paged attention over a flat mixed batch (prefill chunks and decodes in one launch).
+//
+// Maths, for query token t of sequence b at position pos (= seq_len - query_len + i) and
+// query head h reading KV head g = h / G (G = Hq / Hkv):
+//   out[t, h] = sum_{j <= pos} softmax_j(scale * q[t, h] . K[b, j, g]) V[b, j, g]
+// with K/V of key j of sequence b in page block_tables[b, j / block_size] at offset
+// j % block_size (bf16; layout in kv_layout.cuh). Accumulation in fp32, output rounded to bf16.
+//
+// Geometry (FlashAttention-2 style, on CUDA cores for now). A CTA of 4 warps owns one
+// (sequence, KV head, tile of query tokens): its rows are the (token, head) pairs of up to
+// q_tile = 16 / G tokens times the G query heads of the group, so every K/V byte the CTA loads
+// serves the whole GQA group. Keys stream through shared memory in tiles of 32, double-
+// buffered with cp.async (16-byte copies, zero-filled past the end). Warp w owns rows
+// w, w + 4, ... and keeps an online softmax per row: lane j scores key j of the tile, the
+// warp reduces max and sum, and for P.V lane l owns dims [l D/32, (l+1) D/32).
+//
+// The flat batch has no host-side plan: grid.x = ceil(T / q_tile) + B bounds the number of
+// (sequence, tile) pairs, and each CTA finds its pair by a warp prefix scan over
+// query_start_loc; CTAs past the last pair exit. That keeps the launch graph-capturable.
+// When those CTAs cannot fill the GPU (few long sequences), grid.z splits each one's keys
+// into chunks (Flash-Decoding): each CTA writes its rows' (max, sum, unnormalised output) in
+// fp32 and merge_kernel combines them.
+//
+// Bytes: each CTA reads K and V of keys [0, last position of its tile], so decode reads the
+// KV cache once per step (the floor); prefill re-reads it once per query tile (from L2 mostly).
+#include <algorithm>
+#include <cfloat>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/kv_layout.cuh"
+
+namespace kestrel::kernels {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kKeysPerTile = 32;
+constexpr int kMaxRows = kMaxAttentionGroup;  // (token, head) rows per CTA
+constexpr int kRowsPerWarp = kMaxRows / kWarps;
+constexpr int kKPad = 8;  // bf16 of padding per K row: lane j reading row j avoids bank conflicts
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? 16 : 0;  // 0: fill the 16 bytes with zeros, read nothing
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+template <int D>
+struct alignas(16) Smem {  // 16-byte rows: cp.async targets and float4 reads
+  bf16 k[2][kKeysPerTile][D + kKPad];
+  bf16 v[2][kKeysPerTile][D];
+  float q[kMaxRows][D];  // pre-multiplied by scale * log2(e)
+  int seq;               // -1: this CTA has no work
+  int tile;
+};
+
+// Finds which (sequence, query tile) CTA number `x` owns; run by warp 0.
+__device__ void locate_tile(const PagedAttentionArgs& a, int q_tile, int x, int* seq, int* tile) {
+  const int lane = threadIdx.x % 32;
+  int before = 0;  // tiles of the sequences scanned so far
+  for (int base = 0; base < a.num_seqs; base += 32) {
+    const int b = base + lane;
+    int n = 0;
+    if (b < a.num_seqs) n = (a.query_start_loc[b + 1] - a.query_start_loc[b] + q_tile - 1) / q_tile;
+    int incl = n;  // inclusive prefix sum over the warp
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += y;
+    }
+    const unsigned hit = __ballot_sync(0xffffffffu, x < before + incl);
+    if (hit != 0) {
+      const int first = __ffs(hit) - 1;
+      const int start = __shfl_sync(0xffffffffu, before + incl - n, first);
+      if (lane == 0) {
+        *seq = base + first;
+        *tile = x - start;
+      }
+      return;
+    }
+    before += __shfl_sync(0xffffffffu, incl, 31);
+  }
+  if (lane == 0) *seq = -1;
+}
+
+template <int D, bool kHeadMajor>
+__global__ void __launch_bounds__(kThreads)
+    paged_attention_kernel(PagedAttentionArgs a, int group, int q_tile, AttentionSplit split,
+                           float* part_ml, float* part_acc) {
+  constexpr int kDimsPerLane = D / 32;
+  constexpr int kChunks = D / 8;  // 16-byte chunks per K/V row
+  __shared__ Smem<D> sm;
+  const int tid = threadIdx.x;
+  const int lane = tid % 32;
+  const int warp = tid / 32;
+  const int g = blockIdx.y;
+
+  if (warp == 0) locate_tile(a, q_tile, blockIdx.x, &sm.seq, &sm.tile);
+  __syncthreads();
+  const int b = sm.seq;
+  if (b < 0) return;
+  const int tile = sm.tile;
+
+  const int q_begin = a.query_start_loc[b];
+  const int q_len = a.query_start_loc[b + 1] - q_begin;
+  const int seq_len = a.seq_lens[b];
+  const int first = tile * q_tile;  // first query token of this tile, within the sequence
+  const int num_tok = min(q_tile, q_len - first);
+  const int num_rows = num_tok * group;
+  const int pos0 = seq_len - q_len + first;  // position of that token
+  const int kv_end = pos0 + num_tok;         // keys [0, kv_end) are needed by some row
+  // This CTA's keys: [k_begin, k_end), possibly empty (then it writes empty partials).
+  const int z = blockIdx.z;
+  const int k_begin = z * split.kv_chunk;
+  const int k_end = z + 1 == split.num_splits ? kv_end : min(kv_end, k_begin + split.kv_chunk);
+
+  // Row r: token first + r / group, query head g * group + r % group.
+  const float qscale = a.scale * kLog2e;
+  for (int i = tid; i < num_rows * (D / 2); i += kThreads) {
+    const int r = i / (D / 2);
+    const int d = (i % (D / 2)) * 2;
+    const int64_t tok = q_begin + first + r / group;
+    const int head = g * group + r % group;
+    const __nv_bfloat162 v =
+        *reinterpret_cast<const __nv_bfloat162*>(a.q + (tok * a.num_q_heads + head) * D + d);
+    sm.q[r][d] = __low2float(v) * qscale;
+    sm.q[r][d + 1] = __high2float(v) * qscale;
+  }
+
+  const int32_t* block_table = a.block_tables + int64_t(b) * a.max_blocks_per_seq;
+  const int first_tile = k_begin / kKeysPerTile;  // kv_chunk is a multiple of the tile
+  auto load_tile = [&](int kt, int buf) {
+    // Unrolled so that each thread's block-table reads are in flight together.
+#pragma unroll
+    for (int n = 0; n < kKeysPerTile * kChunks / kThreads; ++n) {
+      const int i = tid + n * kThreads;
+      const int key = i / kChunks;
+      const int part = i % kChunks;
+      const int j = kt * kKeysPerTile + key;
+      const bool valid = j < k_end;
+      int64_t off = 0;
+      if (valid) {
+        off = kv_row_offset<kHeadMajor>(block_table[j / a.block_size], j % a.block_size, g,
+                                        a.num_kv_heads, a.block_size, D) +
+              part * 8;
+      }
+      cp_async_16(&sm.k[buf][key][part * 8], a.k_cache + off, valid);
+      cp_async_16(&sm.v[buf][key][part * 8], a.v_cache + off, valid);
+    }
+    cp_async_commit();
+  };
+
+  float acc[kRowsPerWarp][kDimsPerLane];
+  float m[kRowsPerWarp], l[kRowsPerWarp];
+  int row_end[kRowsPerWarp];  // keys [k_begin, row_end) are visible to the row (causal)
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    m[i] = -FLT_MAX;
+    l[i] = 0.0f;
+    const int r = warp + i * kWarps;
+    row_end[i] = min(pos0 + r / group + 1, k_end);
+#pragma unroll
+    for (int d = 0; d < kDimsPerLane; ++d) acc[i][d] = 0.0f;
+  }
+
+  const int end_tile = k_end > k_begin ? (k_end + kKeysPerTile - 1) / kKeysPerTile : first_tile;
+  if (end_tile > first_tile) load_tile(first_tile, 0);
+  for (int kt = first_tile; kt < end_tile; ++kt) {
+    const int buf = (kt - first_tile) & 1;
+    if (kt + 1 < end_tile) {
+      load_tile(kt + 1, buf ^ 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // tile kt (and, on the first pass, sm.q) visible to all warps
+
+    const int key = kt * kKeysPerTile + lane;
+    float s[kRowsPerWarp];
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) s[i] = 0.0f;
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c) {
+      const BfVec<8> kv = *reinterpret_cast<const BfVec<8>*>(&sm.k[buf][lane][c * 8]);
+      float kf[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) kf[e] = __bfloat162float(kv.v[e]);
+#pragma unroll
+      for (int i = 0; i < kRowsPerWarp; ++i) {
+        if (warp + i * kWarps < num_rows) {
+          const float4 qa = *reinterpret_cast<const float4*>(&sm.q[warp + i * kWarps][c * 8]);
+          const float4 qb = *reinterpret_cast<const float4*>(&sm.q[warp + i * kWarps][c * 8 + 4]);
+          // Two independent halves: shorter dependency chains than one 8-term sum.
+          const float lo = qa.x * kf[0] + qa.y * kf[1] + qa.z * kf[2] + qa.w * kf[3];
+          const float hi = qb.x * kf[4] + qb.y * kf[5] + qb.z * kf[6] + qb.w * kf[7];
+          s[i] += lo + hi;
+        }
+      }
+    }
+
+    // Online softmax; p[i] = 0 for keys the row does not see (so for whole idle rows).
+    float p[kRowsPerWarp];
+#pragma unroll
+    for (int i = 0; i < kRowsPerWarp; ++i) {
+      p[i] = 0.0f;
+      const bool active = warp + i * kWarps < num_rows && kt * kKeysPerTile < row_end[i];
+      if (active) {  // warp-uniform
+        const float si = key < row_end[i] ? s[i] : -FLT_MAX;
+        const float m_new = fmaxf(m[i], warp_max(si));
+        const float corr = exp2f(m[i] - m_new);
+        p[i] = key < row_end[i] ? exp2f(si - m_new) : 0.0f;
+        l[i] = l[i] * corr + warp_sum(p[i]);
+        m[i] = m_new;
+#pragma unroll
+        for (int d = 0; d < kDimsPerLane; ++d) acc[i][d] *= corr;
+      }
+    }
+
+    // All 32 keys, unrolled: past the end p is 0 and V was zero-filled.
+#pragma unroll
+    for (int j = 0; j < kKeysPerTile; ++j) {
+      const BfVec<kDimsPerLane> vv =
+          *reinterpret_cast<const BfVec<kDimsPerLane>*>(&sm.v[buf][j][lane * kDimsPerLane]);
+      float vf[kDimsPerLane];
+#pragma unroll
+      for (int d = 0; d < kDimsPerLane; ++d) vf[d] = __bfloat162float(vv.v[d]);
+#pragma unroll
+      for (int i = 0; i < kRowsPerWarp; ++i) {
+        if (warp + i * kWarps < num_rows) {
+          const float pj = __shfl_sync(0xffffffffu, p[i], j);
+#pragma unroll
+          for (int d = 0; d < kDimsPerLane; ++d) acc[i][d] += pj * vf[d];
+        }
+      }
+    }
+    __syncthreads();  // all warps done with buf before it is refilled
+  }
+
+#pragma unroll
+  for (int i = 0; i < kRowsPerWarp; ++i) {
+    const int r = warp + i * kWarps;
+    if (r >= num_rows) continue;
+    const int64_t row = (q_begin + first + r / group) * int64_t(a.num_q_heads) + g * group + r % group;
+    if (part_acc == nullptr) {
+      const float inv = 1.0f / l[i];
+      BfVec<kDimsPerLane> o;
+#pragma unroll
+      for (int d = 0; d < kDimsPerLane; ++d) o.v[d] = __float2bfloat16(acc[i][d] * inv);
+      *reinterpret_cast<BfVec<kDimsPerLane>*>(a.out + row * D + lane * kDimsPerLane) = o;
+    } else {
+      const int64_t part = int64_t(z) * a.num_tokens * a.num_q_heads + row;
+      if (lane == 0) {
+        part_ml[2 * part] = m[i];
+        part_ml[2 * part + 1] = l[i];
+      }
+#pragma unroll
+      for (int d = 0; d < kDimsPerLane; ++d) part_acc[part * D + lane * kDimsPerLane + d] = acc[i][d];
+    }
+  }
+}
+
+// out[row] = sum_z acc_z 2^(m_z - M) / sum_z l_z 2^(m_z - M), M = max_z m_z; one warp per
+// (token, query head) row. Split 0 always holds key 0, so M is finite and the sum positive.
+template <int D>
+__global__ void merge_kernel(const float* __restrict__ part_ml, const float* __restrict__ part_acc,
+                             int num_splits, int64_t rows, bf16* __restrict__ out) {
+  constexpr int kDimsPerLane = D / 32;
+  const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  float mx = -FLT_MAX;
+  for (int z = 0; z < num_splits; ++z) mx = fmaxf(mx, part_ml[2 * (z * rows + row)]);
+  float sum = 0.0f, acc[kDimsPerLane] = {};
+  for (int z = 0; z < num_splits; ++z) {
+    const int64_t part = z * rows + row;
+    const float w = exp2f(part_ml[2 * part] - mx);
+    sum += part_ml[2 * part + 1] * w;
+#pragma unroll
+    for (int d = 0; d < kDimsPerLane; ++d) acc[d] += part_acc[part * D + lane * kDimsPerLane + d] * w;
+  }
+  BfVec<kDimsPerLane> o;
+#pragma unroll
+  for (int d = 0; d < kDimsPerLane; ++d) o.v[d] = __float2bfloat16(acc[d] / sum);
+  *reinterpret_cast<BfVec<kDimsPerLane>*>(out + row * D + lane * kDimsPerLane) = o;
+}
+
+template <int D>
+void launch(const PagedAttentionArgs& a, const AttentionSplit& split, void* workspace,
+            cudaStream_t stream) {
+  const int group = a.num_q_heads / a.num_kv_heads;
+  const int q_tile = kMaxRows / group;
+  const dim3 grid(static_cast<unsigned>((a.num_tokens + q_tile - 1) / q_tile + a.num_seqs),
+                  static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(split.num_splits));
+  float* part_ml = nullptr;
+  float* part_acc = nullptr;
+  const int64_t rows = int64_t(a.num_tokens) * a.num_q_heads;
+  if (split.num_splits > 1) {
+    part_ml = static_cast<float*>(workspace);
+    part_acc = part_ml + 2 * rows * split.num_splits;
+  }
+  if (a.kv_head_major) {
+    paged_attention_kernel<D, true>
+        <<<grid, kThreads, 0, stream>>>(a, group, q_tile, split, part_ml, part_acc);
+  } else {
+    paged_attention_kernel<D, false>
+        <<<grid, kThreads, 0, stream>>>(a, group, q_tile, split, part_ml, part_acc);
+  }
+  KS_CUDA_CHECK_LAUNCH("paged_attention_kernel");
+  if (split.num_splits > 1) {
+    merge_kernel<D><<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, stream>>>(
+        part_ml, part_acc, split.num_splits, rows, a.out);
+    KS_CUDA_CHECK_LAUNCH("attention merge_kernel");
+  }
+}
+
+// Resident CTAs per SM the split plan assumes (shared memory allows about 5 at D = 128).
+constexpr int kCtasPerSm = 4;
+// Fewer keys than this per split would cost more in partials and merging than it gains.
+constexpr int kMinKeysPerSplit = 128;
+constexpr int kMaxSplits = 32;
+
+}  // namespace
+
+AttentionSplit plan_attention_split(const PagedAttentionArgs& a, int max_seq_len, int num_sms) {
+  const int group = a.num_q_heads / a.num_kv_heads;
+  const int q_tile = kMaxRows / group;
+  const int64_t ctas = (int64_t(a.num_tokens + q_tile - 1) / q_tile + a.num_seqs) * a.num_kv_heads;
+  const int64_t slots = int64_t(num_sms) * kCtasPerSm;
+  if (ctas >= slots || max_seq_len < 2 * kMinKeysPerSplit) return {};
+  int64_t splits = std::min<int64_t>((slots + ctas - 1) / ctas, max_seq_len / kMinKeysPerSplit);
+  splits = std::min<int64_t>(splits, kMaxSplits);
+  if (splits <= 1) return {};
+  int chunk = static_cast<int>((max_seq_len + splits - 1) / splits);
+  chunk = (chunk + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
+  return {(max_seq_len + chunk - 1) / chunk, chunk};
+}
+
+size_t attention_workspace_bytes(const PagedAttentionArgs& a, const AttentionSplit& split) {
+  if (split.num_splits <= 1) return 0;
+  return size_t(split.num_splits) * a.num_tokens * a.num_q_heads * (2 + a.head_dim) * sizeof(float);
+}
+
+void paged_attention(const PagedAttentionArgs& a, const AttentionSplit& split, void* workspace,
+                     cudaStream_t stream) {
+  if (a.num_tokens == 0 || a.num_seqs == 0) return;
+  switch (a.head_dim) {
+    case 64: launch<64>(a, split, workspace, stream); break;
+    case 128: launch<128>(a, split, workspace, stream); break;
+    default: KS_CUDA_CHECK(cudaErrorInvalidValue);  // entry point validates head_dim first
+  }
+}
+
+}  // namespace kestrel::kernels

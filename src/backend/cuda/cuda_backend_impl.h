@@ -1,0 +1,68 @@
+// CudaBackend: the Backend implementation behind make_cuda_backend(). Internal to
+// src/backend/cuda; the public contract is in cuda_backend.h.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/gemm.h"
+
+namespace kestrel {
+
+// The stream outlives the backend while any tensor still needs it for its stream-ordered
+// free, so tensors hold a reference to this.
+struct CudaStreamHolder {
+  explicit CudaStreamHolder(int device);
+  ~CudaStreamHolder();
+  int device;
+  cudaStream_t stream = nullptr;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(int device_index, CudaKvLayout kv_layout);
+
+  Device device() const override { return Device::kCuda; }
+  std::string name() const override { return name_; }
+  DType compute_dtype() const override { return DType::kBF16; }
+
+  Tensor empty(DType dtype, Shape shape) override;
+  Tensor upload(const Tensor& host, DType dtype) override;
+  Tensor to_host(const Tensor& t) override;
+  std::vector<LayerKvCache> allocate_kv_cache(const KvCacheSpec& spec) override;
+  void synchronize() override;
+
+  void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
+  void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
+  void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) override;
+  void silu_mul(const Tensor& x, Tensor& out) override;
+  void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
+  void qk_norm_rope_store(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                          float eps, const Tensor& cos_sin, const AttentionShape& shape,
+                          const AttentionMetadata& meta, LayerKvCache& kv,
+                          Tensor& q_out) override;
+  void attention(const Tensor& q, const LayerKvCache& kv, const AttentionShape& shape,
+                 const AttentionMetadata& meta, float scale, Tensor& out) override;
+
+  cudaStream_t stream() const { return holder_->stream; }
+  CudaKvLayout kv_layout() const { return kv_layout_; }
+
+ private:
+  // Device scratch of at least `bytes`, reused across calls; grows (new address) only when a
+  // call needs more, so a warm-up call before CUDA graph capture fixes its address.
+  void* scratch(size_t bytes);
+
+  std::shared_ptr<CudaStreamHolder> holder_;
+  std::unique_ptr<GemmRunner> gemm_;
+  std::string name_;
+  int num_sms_ = 0;
+  CudaKvLayout kv_layout_;
+  Tensor scratch_;
+};
+
+}  // namespace kestrel

@@ -1,0 +1,65 @@
+// Small device helpers shared by the kernels: vector loads of bf16, warp and block
+// reductions, rounding to bf16. Included by .cu files only.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace kestrel::kernels {
+
+// N consecutive bf16 values, aligned so that a load of the whole struct is one
+// 2N-byte access (N = 8: one 16-byte load).
+template <int N>
+struct alignas(2 * N) BfVec {
+  __nv_bfloat16 v[N];
+};
+
+// Rounds through bf16 and back: where HF's bf16 model stores an intermediate.
+__device__ __forceinline__ float round_bf16(float x) {
+  return __bfloat162float(__float2bfloat16(x));
+}
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets it.
+// `scratch` holds 32 floats of shared memory; the call ends with a barrier, so scratch may be
+// reused right after.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+  const int lane = threadIdx.x % 32;
+  const int warp = threadIdx.x / 32;
+  v = warp_sum(v);
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  const int num_warps = blockDim.x / 32;
+  float total = lane < num_warps ? scratch[lane] : 0.0f;
+  total = warp_sum(total);
+  __syncthreads();
+  return total;
+}
+
+// Largest vector width (in elements, from {8, 4, 2, 1}) dividing `n` elements such that
+// every given pointer is aligned to it.
+inline int bf16_vec_width(int64_t n, const void* a, const void* b = nullptr,
+                          const void* c = nullptr) {
+  for (int w = 8; w > 1; w /= 2) {
+    const uintptr_t bytes = static_cast<uintptr_t>(w) * 2;
+    bool ok = n % w == 0 && reinterpret_cast<uintptr_t>(a) % bytes == 0 &&
+              reinterpret_cast<uintptr_t>(b) % bytes == 0 &&
+              reinterpret_cast<uintptr_t>(c) % bytes == 0;
+    if (ok) return w;
+  }
+  return 1;
+}
+
+}  // namespace kestrel::kernels

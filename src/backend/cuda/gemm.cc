@@ -1,0 +1,105 @@
+#include "backend/cuda/gemm.h"
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "core/error.h"
+
+namespace kestrel {
+namespace {
+
+// cuBLASLt's guidance for Hopper is 32 MiB; smaller workspaces rule out some split-K algos.
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+int pointer_alignment(const void* p) {
+  const auto v = reinterpret_cast<uintptr_t>(p);
+  int a = 256;
+  while (a > 1 && v % a != 0) a /= 2;
+  return a;
+}
+
+}  // namespace
+
+GemmRunner::GemmRunner(cudaStream_t stream) : stream_(stream) {
+  KS_CUBLAS_CHECK(cublasLtCreate(&handle_));
+  KS_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
+  workspace_bytes_ = kWorkspaceBytes;
+}
+
+GemmRunner::~GemmRunner() {
+  for (auto& [key, p] : plans_) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.d);
+    cublasLtMatmulDescDestroy(p.desc);
+  }
+  cudaFree(workspace_);  // no throw from a destructor; errors here are at process teardown
+  cublasLtDestroy(handle_);
+}
+
+GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return it->second;
+  const auto [t, n, k, out_type_int, has_bias, align] = key;
+  const auto out_type = static_cast<cudaDataType_t>(out_type_int);
+
+  // Row-major out[t, n] = x[t, k] w[n, k]^T is column-major out^T[n, t] = w^T x^T, with w
+  // seen as a column-major k x n matrix (transposed by the op) and x as k x t.
+  Plan p;
+  KS_CUBLAS_CHECK(cublasLtMatmulDescCreate(&p.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t op_t = CUBLAS_OP_T, op_n = CUBLAS_OP_N;
+  KS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_t, sizeof(op_t)));
+  KS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_n, sizeof(op_n)));
+  if (has_bias) {
+    const cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_BIAS;
+    KS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  }
+  KS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.a, CUDA_R_16BF, k, n, k));
+  KS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.b, CUDA_R_16BF, k, t, k));
+  KS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&p.d, out_type, n, t, n));
+
+  cublasLtMatmulPreference_t pref = nullptr;
+  KS_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  KS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes_, sizeof(workspace_bytes_)));
+  const uint32_t align_bytes = static_cast<uint32_t>(align);
+  for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                    CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    KS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align_bytes, sizeof(align_bytes)));
+  }
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d,
+                                                           pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    cublasLtMatrixLayoutDestroy(p.a);
+    cublasLtMatrixLayoutDestroy(p.b);
+    cublasLtMatrixLayoutDestroy(p.d);
+    cublasLtMatmulDescDestroy(p.desc);
+    throw_error("cuBLASLt has no algorithm for linear x[{}, {}] * w[{}, {}]^T -> {} (bias: {}, "
+                "alignment {} bytes): {}",
+                t, k, n, k, out_type == CUDA_R_32F ? "F32" : "BF16", has_bias, align,
+                cublasLtGetStatusString(st));
+  }
+  p.algo = result.algo;
+  return plans_.emplace(key, p).first->second;
+}
+
+void GemmRunner::run(const void* x, const void* w, const void* bias, void* out,
+                     cudaDataType_t out_type, int64_t t, int64_t n, int64_t k) {
+  if (t == 0 || n == 0) return;
+  KS_ASSERT(bias == nullptr || out_type == CUDA_R_16BF, "GEMM bias needs a bf16 output");
+  int align = std::min(pointer_alignment(x), std::min(pointer_alignment(w), pointer_alignment(out)));
+  if (bias != nullptr) align = std::min(align, pointer_alignment(bias));
+  Plan& p = plan_for(Key{t, n, k, static_cast<int>(out_type), bias != nullptr, align});
+  if (bias != nullptr) {
+    KS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                   sizeof(bias)));
+  }
+  const float alpha = 1.0f, beta = 0.0f;
+  KS_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d,
+                                 &p.algo, workspace_, workspace_bytes_, stream_));
+}
+
+}  // namespace kestrel

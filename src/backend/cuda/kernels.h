@@ -1,0 +1,98 @@
+// Host launchers of the CUDA backend's kernels (the middle of three tiers: kernel, launcher,
+// validating entry point in cuda_backend.cc). Launchers take raw device pointers and a
+// stream, trust their arguments (the entry points validate them), enqueue work without
+// synchronizing, and check the launch with KS_CUDA_CHECK_LAUNCH.
+//
+// Element types: bf16 is __nv_bfloat16; every float computation is done in fp32. Where a
+// kernel rounds an intermediate to bf16 it is because Hugging Face's bf16 model rounds
+// there too (parity with the reference implementation, not extra precision, is the goal).
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kestrel::kernels {
+
+using bf16 = __nv_bfloat16;
+
+// out[i] = table[rows[i]] for i < num_rows, each row `row_bytes` bytes. Rows outside
+// [0, num_table_rows) produce zeros (never an out-of-bounds read). Used for the embedding
+// lookup and gather_rows.
+void gather_rows(const void* table, int64_t num_table_rows, size_t row_bytes,
+                 const int32_t* rows, int64_t num_rows, void* out, cudaStream_t stream);
+
+// out[t] = bf16(w * bf16(x[t] / rms(x[t]))) over rows of h elements.
+void rms_norm(const bf16* x, const bf16* w, float eps, int64_t rows, int h, bf16* out,
+              cudaStream_t stream);
+// residual[t] = bf16(x[t] + residual[t]); x[t] = rms_norm(residual[t]) * w. In place.
+void add_rms_norm(bf16* x, bf16* residual, const bf16* w, float eps, int64_t rows, int h,
+                  cudaStream_t stream);
+
+// x [rows, 2 inter] = [gate | up]; out [rows, inter] = bf16(bf16(silu(gate)) * up).
+void silu_mul(const bf16* x, int64_t rows, int inter, bf16* out, cudaStream_t stream);
+
+// out[t, n] += bias[n] for an fp32 out [rows, n].
+void add_bias_f32(float* out, const bf16* bias, int64_t rows, int n, cudaStream_t stream);
+
+struct QkNormRopeArgs {
+  const bf16* qkv = nullptr;        // [T, (Hq + 2 Hkv) D]
+  const bf16* q_norm = nullptr;     // [D] or null (no q norm)
+  const bf16* k_norm = nullptr;     // [D] or null (no k norm)
+  const float* cos_sin = nullptr;   // [max_pos, D]: cos in [:, :D/2], sin in [:, D/2:]
+  const int32_t* positions = nullptr;     // [T], clamped to [0, max_pos)
+  const int32_t* slot_mapping = nullptr;  // [T], -1 = do not store
+  bf16* q_out = nullptr;            // [T, Hq D]
+  bf16* k_cache = nullptr;          // one layer's pages, layout per kv_head_major
+  bf16* v_cache = nullptr;
+  bool kv_head_major = false;       // see kv_layout.cuh
+  int block_size = 0;
+  float eps = 1e-6f;
+  int num_tokens = 0;
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;                 // 64, 128 or 256
+  int max_pos = 0;
+};
+void qk_norm_rope_store(const QkNormRopeArgs& args, cudaStream_t stream);
+
+struct PagedAttentionArgs {
+  const bf16* q = nullptr;                 // [T, Hq D]
+  const bf16* k_cache = nullptr;           // one layer's pages, layout per kv_head_major
+  const bf16* v_cache = nullptr;
+  bool kv_head_major = false;              // see kv_layout.cuh
+  const int32_t* query_start_loc = nullptr;  // [B + 1]
+  const int32_t* seq_lens = nullptr;         // [B]
+  const int32_t* block_tables = nullptr;     // [B, max_blocks_per_seq]
+  bf16* out = nullptr;                     // [T, Hq D]
+  float scale = 1.0f;
+  int num_tokens = 0;
+  int num_seqs = 0;
+  int num_q_heads = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;                        // 64 or 128
+  int block_size = 0;
+  int max_blocks_per_seq = 0;
+};
+// Largest GQA group (query heads per KV head) paged_attention supports.
+constexpr int kMaxAttentionGroup = 16;
+
+// How the keys of one (sequence, KV head, query tile) are shared out (Flash-Decoding): with
+// num_splits > 1, CTA z takes keys [z kv_chunk, (z + 1) kv_chunk) (the last one takes the
+// rest), writes fp32 partials, and a second kernel merges them. Chosen when the batch alone
+// cannot fill the GPU.
+struct AttentionSplit {
+  int num_splits = 1;
+  int kv_chunk = 0;
+};
+// max_seq_len: the batch's longest sequence (host-side metadata); num_sms: the device's.
+AttentionSplit plan_attention_split(const PagedAttentionArgs& args, int max_seq_len, int num_sms);
+// Device workspace paged_attention needs for `split` (0 when it is not split).
+size_t attention_workspace_bytes(const PagedAttentionArgs& args, const AttentionSplit& split);
+// `workspace`: at least attention_workspace_bytes() of device memory, 16-byte aligned.
+void paged_attention(const PagedAttentionArgs& args, const AttentionSplit& split, void* workspace,
+                     cudaStream_t stream);
+
+}  // namespace kestrel::kernels

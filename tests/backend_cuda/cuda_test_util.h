@@ -1,0 +1,132 @@
+// Helpers shared by the CUDA backend tests: one backend per test binary, bf16 inputs with
+// their exact values for the double-precision references, NaN-poisoned outputs, and a
+// bf16-aware comparison.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "backend/cuda/cuda_backend.h"
+#include "core/dtype.h"
+#include "core/tensor.h"
+
+namespace kestrel::cuda_test {
+
+// Every GPU test starts with this: CI machines have no GPU and skip.
+#define KS_REQUIRE_GPU()                                                     \
+  do {                                                                       \
+    if (!::kestrel::cuda_device_available()) GTEST_SKIP() << "no CUDA device"; \
+  } while (0)
+
+// One backend per KV layout for the whole binary (creating one sets up cuBLASLt and its
+// workspace). Each backend has its own stream: a test uses one backend for all its tensors.
+inline Backend& gpu(CudaKvLayout layout = CudaKvLayout::kTokenMajor) {
+  static std::unique_ptr<Backend> token_major = make_cuda_backend(0, CudaKvLayout::kTokenMajor);
+  if (layout == CudaKvLayout::kTokenMajor) return *token_major;
+  static std::unique_ptr<Backend> head_major = make_cuda_backend(0, CudaKvLayout::kHeadMajor);
+  return *head_major;
+}
+
+inline const char* layout_name(CudaKvLayout layout) {
+  return layout == CudaKvLayout::kHeadMajor ? "head-major" : "token-major";
+}
+
+// Element offset of K/V row (block, offset in block, kv head) in a layer's pages, written
+// from the layouts' definitions in cuda_backend.h.
+inline size_t kv_row(CudaKvLayout layout, int64_t block, int offset, int kv_head,
+                     int num_kv_heads, int block_size, int head_dim) {
+  const int64_t row = layout == CudaKvLayout::kHeadMajor
+                          ? (block * num_kv_heads + kv_head) * block_size + offset
+                          : (block * block_size + offset) * num_kv_heads + kv_head;
+  return static_cast<size_t>(row * head_dim);
+}
+
+// A bf16 host tensor of uniform random values in [lo, hi) and the exact values it holds.
+struct Bf16Data {
+  Tensor host;
+  std::vector<double> values;
+};
+
+inline Bf16Data random_bf16(Shape shape, std::mt19937& rng, float lo = -1.0f, float hi = 1.0f) {
+  Bf16Data d{Tensor::host(DType::kBF16, shape), {}};
+  std::uniform_real_distribution<float> dist(lo, hi);
+  auto* p = d.host.data_as<uint16_t>();
+  d.values.resize(static_cast<size_t>(shape.numel()));
+  for (size_t i = 0; i < d.values.size(); ++i) {
+    p[i] = f32_to_bf16(dist(rng));
+    d.values[i] = bf16_to_f32(p[i]);
+  }
+  return d;
+}
+
+inline Tensor i32_host(const std::vector<int32_t>& v, Shape shape) {
+  Tensor t = Tensor::host(DType::kI32, shape);
+  for (size_t i = 0; i < v.size(); ++i) t.data_as<int32_t>()[i] = v[i];
+  return t;
+}
+
+inline Tensor i32_host(const std::vector<int32_t>& v) {
+  return i32_host(v, Shape{static_cast<int64_t>(v.size())});
+}
+
+// A device tensor filled with NaN, so an element the op fails to write is caught.
+inline Tensor poisoned(DType dtype, Shape shape, Backend& be = gpu()) {
+  Tensor h = Tensor::host(dtype, shape);
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    if (dtype == DType::kBF16) h.data_as<uint16_t>()[i] = 0x7fc0;
+    else h.data_as<float>()[i] = std::numeric_limits<float>::quiet_NaN();
+  }
+  return be.upload(h, dtype);
+}
+
+// Device tensor -> host doubles (BF16 or F32).
+inline std::vector<double> fetch(const Tensor& t, Backend& be = gpu()) {
+  Tensor h = be.to_host(t);
+  std::vector<double> v(static_cast<size_t>(h.numel()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] = h.dtype() == DType::kBF16 ? bf16_to_f32(h.data_as<uint16_t>()[i])
+                                     : h.data_as<float>()[i];
+  }
+  return v;
+}
+
+// got vs a double reference: every element finite, ||got - ref|| / ||ref|| <= rel_norm, and
+// each |got_i - ref_i| <= elem_rel * |ref_i| + elem_abs * rms(ref) (the absolute part covers
+// results that cancel to near zero).
+inline void expect_close(const std::vector<double>& got, const std::vector<double>& ref,
+                         const std::string& what, double rel_norm = 1e-2, double elem_rel = 2e-2,
+                         double elem_abs = 1e-2) {
+  ASSERT_EQ(got.size(), ref.size()) << what;
+  double num = 0, den = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    num += (got[i] - ref[i]) * (got[i] - ref[i]);
+    den += ref[i] * ref[i];
+  }
+  ASSERT_GT(den, 0.0) << what << ": reference is all zeros";
+  const double rms = std::sqrt(den / ref.size());
+  int bad = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const bool ok = std::isfinite(got[i]) &&
+                    std::fabs(got[i] - ref[i]) <= elem_rel * std::fabs(ref[i]) + elem_abs * rms;
+    if (!ok && ++bad <= 5) {
+      ADD_FAILURE() << what << ": element " << i << " is " << got[i] << ", expected " << ref[i];
+    }
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << ref.size() << " elements off";
+  EXPECT_LE(std::sqrt(num / den), rel_norm) << what << ": relative error norm";
+}
+
+// The token counts the tests sweep (odd on purpose).
+inline const std::vector<int>& token_counts() {
+  static const std::vector<int> counts{1, 7, 33, 200};
+  return counts;
+}
+
+}  // namespace kestrel::cuda_test

@@ -1,0 +1,100 @@
+// linear (cuBLASLt) against a double-precision reference, and the reuse of GEMM plans.
+#include <gtest/gtest.h>
+
+#include "backend/cuda/gemm.h"
+#include "cuda_test_util.h"
+
+namespace kestrel {
+namespace {
+
+using namespace cuda_test;
+
+// out[t, n] = sum_k x[t, k] w[n, k] (+ bias[n]).
+std::vector<double> linear_ref(const Bf16Data& x, const Bf16Data& w, const Bf16Data* bias, int t,
+                               int n, int k) {
+  std::vector<double> out(size_t(t) * n);
+  for (int i = 0; i < t; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double s = bias ? bias->values[j] : 0.0;
+      const double* xr = &x.values[size_t(i) * k];
+      const double* wr = &w.values[size_t(j) * k];
+      for (int c = 0; c < k; ++c) s += xr[c] * wr[c];
+      out[size_t(i) * n + j] = s;
+    }
+  }
+  return out;
+}
+
+struct GemmShape {
+  int k, n;
+};
+
+// Qwen3-0.6B's qkv (1024 -> 4096) and down (3072 -> 1024) projections, and odd sizes.
+const GemmShape kShapes[] = {{1024, 4096}, {3072, 1024}, {1000, 200}, {77, 51}};
+
+TEST(CudaLinear, Bf16OutputMatchesReference) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(31);
+  for (const GemmShape& s : kShapes) {
+    Bf16Data w = random_bf16(Shape{s.n, s.k}, rng);
+    Bf16Data bias = random_bf16(Shape{s.n}, rng);
+    Tensor w_d = gpu().upload(w.host, DType::kBF16);
+    Tensor bias_d = gpu().upload(bias.host, DType::kBF16);
+    for (int t : token_counts()) {
+      for (bool with_bias : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "T " << t << " K " << s.k << " N " << s.n << " bias "
+                                        << with_bias);
+        Bf16Data x = random_bf16(Shape{t, s.k}, rng);
+        Tensor out = poisoned(DType::kBF16, Shape{t, s.n});
+        gpu().linear(gpu().upload(x.host, DType::kBF16), w_d, with_bias ? bias_d : Tensor(), out);
+        expect_close(fetch(out), linear_ref(x, w, with_bias ? &bias : nullptr, t, s.n, s.k),
+                     "linear bf16");
+      }
+    }
+  }
+}
+
+TEST(CudaLinear, F32LogitsMatchReference) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(32);
+  const int k = 1024, n = 5003;  // an odd vocabulary
+  Bf16Data w = random_bf16(Shape{n, k}, rng);
+  Bf16Data bias = random_bf16(Shape{n}, rng);
+  Tensor w_d = gpu().upload(w.host, DType::kBF16);
+  for (int t : {1, 7, 33}) {
+    for (bool with_bias : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "T " << t << " bias " << with_bias);
+      Bf16Data x = random_bf16(Shape{t, k}, rng);
+      Tensor out = poisoned(DType::kF32, Shape{t, n});
+      gpu().linear(gpu().upload(x.host, DType::kBF16), w_d,
+                   with_bias ? gpu().upload(bias.host, DType::kBF16) : Tensor(), out);
+      // fp32 output of fp32 accumulation: far tighter than bf16.
+      expect_close(fetch(out), linear_ref(x, w, with_bias ? &bias : nullptr, t, n, k),
+                   "linear f32", 1e-4, 1e-3, 1e-4);
+    }
+  }
+}
+
+TEST(CudaGemmRunner, PlansOncePerShape) {
+  KS_REQUIRE_GPU();
+  gpu();  // makes the device current
+  cudaStream_t stream = nullptr;  // the legacy default stream
+  GemmRunner runner(stream);
+  std::mt19937 rng(33);
+  Bf16Data x = random_bf16(Shape{8, 64}, rng);
+  Bf16Data w = random_bf16(Shape{32, 64}, rng);
+  Tensor xd = gpu().upload(x.host, DType::kBF16);
+  Tensor wd = gpu().upload(w.host, DType::kBF16);
+  Tensor out = poisoned(DType::kBF16, Shape{8, 32});
+  gpu().synchronize();
+  runner.run(xd.data(), wd.data(), nullptr, out.data(), CUDA_R_16BF, 8, 32, 64);
+  runner.run(xd.data(), wd.data(), nullptr, out.data(), CUDA_R_16BF, 8, 32, 64);
+  EXPECT_EQ(runner.num_plans(), 1u);
+  runner.run(xd.data(), wd.data(), nullptr, out.data(), CUDA_R_16BF, 5, 32, 64);
+  EXPECT_EQ(runner.num_plans(), 2u);
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  expect_close(fetch(out), linear_ref(x, w, nullptr, 8, 32, 64), "runner output");
+}
+
+}  // namespace
+}  // namespace kestrel
