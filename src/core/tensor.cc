@@ -1,5 +1,7 @@
 #include "core/tensor.h"
 
+#include <sys/mman.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -41,6 +43,14 @@ Tensor::Tensor(std::shared_ptr<void> storage, void* data, DType dtype, Shape sha
 
 Tensor Tensor::host(DType dtype, Shape shape) {
   size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  if (bytes >= (size_t{1} << 20)) {
+    // Large buffers (KV cache, weights) come from the kernel already zeroed, page by page on
+    // first touch, instead of being written once here.
+    void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) throw_error("out of host memory allocating {} bytes", bytes);
+    std::shared_ptr<void> storage(p, [bytes](void* q) { munmap(q, bytes); });
+    return Tensor(std::move(storage), p, dtype, shape, Device::kCpu);
+  }
   // 64-byte alignment for vector loads; at least one byte so empty tensors are still "defined".
   size_t alloc = (bytes + 63) / 64 * 64 + 64;
   void* p = std::aligned_alloc(64, alloc);

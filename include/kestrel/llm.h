@@ -1,0 +1,75 @@
+// LLM: the offline API. Load a Hugging Face model directory once, then generate for a
+// batch of prompts; the engine batches them continuously.
+//
+//   kestrel::LLM llm("/models/Qwen3-0.6B", {.device = "cpu"});
+//   kestrel::SamplingParams params = llm.default_sampling_params();
+//   params.max_tokens = 64;
+//   auto outputs = llm.generate({"Hello, my name is"}, params);
+//
+// Not thread-safe: use one LLM from one thread (the server runs its own engine loop).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kestrel/engine_config.h"
+#include "kestrel/request_output.h"
+#include "kestrel/sampling_params.h"
+
+namespace kestrel {
+
+class LLMEngine;
+class Tokenizer;
+
+struct EngineMetrics {
+  int num_kv_blocks = 0;
+  int block_size = 0;
+  double kv_cache_usage = 0.0;         // [0, 1]
+  double prefix_cache_hit_rate = 0.0;  // [0, 1], over prompt tokens looked up
+  int64_t num_preemptions = 0;
+  int64_t prompt_tokens = 0;
+  int64_t generation_tokens = 0;
+  int64_t computed_tokens = 0;  // including recomputation after preemption
+};
+
+class LLM {
+ public:
+  // Loads the model (config.json, safetensors, tokenizer when present) and sizes the KV
+  // cache. Throws kestrel::Error naming the problem for bad files or configuration.
+  explicit LLM(const std::string& model_dir, const EngineConfig& config = {});
+  ~LLM();
+  LLM(const LLM&) = delete;
+  LLM& operator=(const LLM&) = delete;
+
+  // One output per prompt, in input order. Throws kestrel::Error (before running anything)
+  // when a prompt or parameter is invalid. `params` has one entry, or one per prompt.
+  std::vector<RequestOutput> generate(const std::vector<std::vector<int>>& prompts,
+                                      const std::vector<SamplingParams>& params,
+                                      bool progress = true);
+  std::vector<RequestOutput> generate(const std::vector<std::vector<int>>& prompts,
+                                      const SamplingParams& params, bool progress = true);
+  // Text prompts (needs tokenizer.json in the model directory). Outputs carry text.
+  std::vector<RequestOutput> generate(const std::vector<std::string>& prompts,
+                                      const SamplingParams& params, bool progress = true);
+
+  // SamplingParams with generation_config.json's defaults applied.
+  SamplingParams default_sampling_params() const;
+  // nullptr when the model directory has no tokenizer.
+  const Tokenizer* tokenizer() const;
+  LLMEngine& engine();
+  EngineMetrics metrics() const;
+  int vocab_size() const;
+  int max_model_len() const;
+  // "cpu" or "cuda".
+  std::string device() const;
+  // Bytes of weights and KV cache in the backend's memory.
+  size_t weight_bytes() const;
+  size_t kv_cache_bytes() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kestrel

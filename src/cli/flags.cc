@@ -1,0 +1,66 @@
+#include "cli/flags.h"
+
+#include <spdlog/spdlog.h>
+
+namespace kestrel::cli {
+
+void add_engine_flags(CLI::App& app, EngineConfig& c) {
+  app.add_option("--device", c.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
+  app.add_option("--max-num-seqs", c.max_num_seqs, "most sequences per step")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "token budget per step")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--max-model-len", c.max_model_len, "longest sequence; 0 = the model's")->check(CLI::NonNegativeNumber);
+  app.add_option("--block-size", c.block_size, "tokens per KV block (a power of two)")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--num-kv-blocks", c.num_kv_blocks, "KV blocks; 0 = size from memory")->check(CLI::NonNegativeNumber);
+  app.add_option("--kv-cache-memory", c.kv_cache_memory_bytes, "CPU: KV cache bytes when --num-kv-blocks is 0")->check(CLI::PositiveNumber);
+  app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization, "CUDA: fraction of GPU memory to use")->check(CLI::Range(0.05f, 1.0f))->capture_default_str();
+  app.add_flag("!--no-prefix-caching", c.enable_prefix_caching, "disable prefix caching");
+  app.add_flag("!--no-chunked-prefill", c.enable_chunked_prefill, "never split a prompt across steps");
+  app.add_option("--threads", c.num_threads, "CPU threads; 0 = all cores")->check(CLI::NonNegativeNumber);
+  app.add_flag("--enforce-eager", c.enforce_eager, "CUDA: no CUDA graphs");
+}
+
+void add_sampling_flags(CLI::App& app, SamplingFlags& f) {
+  app.add_option("--temperature", f.temperature, "0 = greedy (default: the model's generation_config)");
+  app.add_option("--top-k", f.top_k, "-1 or 0 = off");
+  app.add_option("--top-p", f.top_p);
+  app.add_option("--min-p", f.min_p);
+  app.add_option("--seed", f.seed, "per-request seed (reproducible sampling)");
+  app.add_option("--max-tokens", f.max_tokens, "tokens to generate (default 64)");
+  app.add_option("--min-tokens", f.min_tokens);
+  app.add_flag("--ignore-eos", f.ignore_eos);
+  app.add_option("--stop-token-ids", f.stop_token_ids)->delimiter(',');
+  app.add_option("--repetition-penalty", f.repetition_penalty);
+  app.add_option("--presence-penalty", f.presence_penalty);
+  app.add_option("--frequency-penalty", f.frequency_penalty);
+  app.add_option("-n,--n", f.n, "samples per prompt");
+  app.add_option("--logprobs", f.logprobs, "top log-probabilities per token (0..20)");
+}
+
+SamplingParams SamplingFlags::apply(SamplingParams p) const {
+  if (temperature) p.temperature = *temperature;
+  if (top_k) p.top_k = *top_k;
+  if (top_p) p.top_p = *top_p;
+  if (min_p) p.min_p = *min_p;
+  if (seed) p.seed = *seed;
+  if (max_tokens) p.max_tokens = *max_tokens;
+  if (min_tokens) p.min_tokens = *min_tokens;
+  if (repetition_penalty) p.repetition_penalty = *repetition_penalty;
+  if (presence_penalty) p.presence_penalty = *presence_penalty;
+  if (frequency_penalty) p.frequency_penalty = *frequency_penalty;
+  if (n) p.n = *n;
+  if (logprobs) p.logprobs = *logprobs;
+  p.ignore_eos = p.ignore_eos || ignore_eos;
+  p.stop_token_ids.insert(p.stop_token_ids.end(), stop_token_ids.begin(), stop_token_ids.end());
+  return p;
+}
+
+void add_log_flag(CLI::App& app, std::string& level) {
+  app.add_option("--log-level", level, "trace, debug, info, warn, error, off")
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error", "off"}));
+}
+
+void set_log_level(const std::string& level) {
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+}  // namespace kestrel::cli

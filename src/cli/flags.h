@@ -1,0 +1,34 @@
+// Command-line flags shared by the kestrel subcommands (CLI11).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <optional>
+#include <string>
+
+#include "kestrel/engine_config.h"
+#include "kestrel/sampling_params.h"
+
+namespace kestrel::cli {
+
+// Engine sizing flags (--device, --max-num-seqs, ...), written into `config`.
+void add_engine_flags(CLI::App& app, EngineConfig& config);
+
+// Sampling flags. Unset flags stay nullopt so model defaults can fill them.
+struct SamplingFlags {
+  std::optional<float> temperature, top_p, min_p, repetition_penalty;
+  std::optional<float> presence_penalty, frequency_penalty;
+  std::optional<int> top_k, max_tokens, min_tokens, n, logprobs;
+  std::optional<uint64_t> seed;
+  bool ignore_eos = false;
+  std::vector<int> stop_token_ids;
+  // Flags over `base` (the model's defaults).
+  SamplingParams apply(SamplingParams base) const;
+};
+void add_sampling_flags(CLI::App& app, SamplingFlags& flags);
+
+// Process-wide setup from flags: log level.
+void add_log_flag(CLI::App& app, std::string& level);
+void set_log_level(const std::string& level);
+
+}  // namespace kestrel::cli

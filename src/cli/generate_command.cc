@@ -1,0 +1,97 @@
+#include <cstdio>
+#include <memory>
+#include <sstream>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "core/error.h"
+#include "kestrel/llm.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kestrel::cli {
+
+namespace {
+
+std::vector<int> parse_ids(const std::string& s) {
+  std::vector<int> ids;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    size_t used = 0;
+    int v = 0;
+    try {
+      v = std::stoi(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    KS_CHECK(used > 0 && used == item.size(), "--prompt-ids: '{}' is not an integer", item);
+    ids.push_back(v);
+  }
+  return ids;
+}
+
+void print_output(const RequestOutput& out, const Tokenizer* tok, const std::string& prompt) {
+  for (const CompletionOutput& c : out.outputs) {
+    std::printf("--- prompt: %s\n", prompt.c_str());
+    if (out.outputs.size() > 1) std::printf("--- sample %d\n", c.index);
+    if (tok) std::printf("%s\n", c.text.c_str());
+    std::printf("--- %zu tokens, finish_reason=%s, token ids:", c.token_ids.size(),
+                c.finish_reason.c_str());
+    for (int id : c.token_ids) std::printf(" %d", id);
+    std::printf("\n");
+    for (size_t i = 0; i < c.logprobs.size(); ++i) {
+      const TokenLogprobs& lp = c.logprobs[i];
+      std::printf("    [%zu] %d logprob=%.4f rank=%d top:", i, lp.token_id, lp.logprob, lp.rank);
+      for (auto& [id, l] : lp.top) std::printf(" %d:%.4f", id, l);
+      std::printf("\n");
+    }
+  }
+}
+
+}  // namespace
+
+Runner add_generate_command(CLI::App& app) {
+  struct Options {
+    std::string model;
+    std::vector<std::string> prompts;
+    std::vector<std::string> prompt_ids;
+    EngineConfig engine;
+    SamplingFlags sampling;
+    std::string log_level = "warn";
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("generate", "generate from text or token-id prompts");
+  cmd->add_option("--model", o->model, "Hugging Face model directory")->required();
+  cmd->add_option("-p,--prompt", o->prompts, "text prompt (repeatable)");
+  cmd->add_option("--prompt-ids", o->prompt_ids, "comma-separated token ids (repeatable)");
+  add_engine_flags(*cmd, o->engine);
+  add_sampling_flags(*cmd, o->sampling);
+  add_log_flag(*cmd, o->log_level);
+  return [o] {
+    set_log_level(o->log_level);
+    KS_CHECK(!o->prompts.empty() || !o->prompt_ids.empty(),
+             "give at least one --prompt or --prompt-ids");
+    LLM llm(o->model, o->engine);
+    SamplingParams defaults = llm.default_sampling_params();
+    defaults.max_tokens = 64;
+    const SamplingParams params = o->sampling.apply(defaults);
+
+    std::vector<std::vector<int>> prompts;
+    std::vector<std::string> labels;
+    for (const std::string& text : o->prompts) {
+      KS_CHECK(llm.tokenizer() != nullptr,
+               "--prompt needs tokenizer.json in {}; use --prompt-ids", o->model);
+      prompts.push_back(llm.tokenizer()->encode(text, true));
+      labels.push_back(text);
+    }
+    for (const std::string& ids : o->prompt_ids) {
+      prompts.push_back(parse_ids(ids));
+      labels.push_back("[" + ids + "]");
+    }
+    std::vector<RequestOutput> outputs = llm.generate(prompts, params);
+    for (size_t i = 0; i < outputs.size(); ++i) print_output(outputs[i], llm.tokenizer(), labels[i]);
+    return 0;
+  };
+}
+
+}  // namespace kestrel::cli

@@ -1,0 +1,195 @@
+#include "kestrel/llm.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "core/error.h"
+#include "engine/llm_engine.h"
+#include "io/model_config.h"
+#include "runtime/model_runner.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kestrel {
+
+namespace {
+
+EngineLimits make_limits(const EngineConfig& config, const ModelRunner& runner,
+                         const std::vector<int>& eos_token_ids) {
+  const ModelConfig& model = runner.model_config();
+  EngineLimits limits;
+  limits.max_num_seqs = config.max_num_seqs;
+  limits.max_num_batched_tokens = config.max_num_batched_tokens;
+  limits.max_model_len =
+      config.max_model_len > 0 ? config.max_model_len : model.max_position_embeddings;
+  KS_CHECK(limits.max_model_len <= model.max_position_embeddings,
+           "max_model_len {} exceeds the model's max_position_embeddings {}",
+           limits.max_model_len, model.max_position_embeddings);
+  limits.block_size = runner.block_size();
+  limits.num_kv_blocks = runner.num_kv_blocks();
+  limits.enable_prefix_caching = config.enable_prefix_caching;
+  limits.enable_chunked_prefill = config.enable_chunked_prefill;
+  limits.vocab_size = model.vocab_size;
+  limits.eos_token_ids = eos_token_ids;
+  limits.seed = config.seed;
+  return limits;
+}
+
+// A one-line progress bar on stderr, redrawn at most every 100 ms, like nano-vLLM's tqdm.
+class ProgressBar {
+ public:
+  ProgressBar(size_t total, bool enabled) : total_(total), enabled_(enabled && isatty(2)) {}
+  void update(size_t done, double prefill_tps, double decode_tps) {
+    if (!enabled_) return;
+    auto now = std::chrono::steady_clock::now();
+    if (done < total_ && now - last_ < std::chrono::milliseconds(100)) return;
+    last_ = now;
+    const int width = 30;
+    int filled = total_ ? static_cast<int>(width * done / total_) : width;
+    std::fprintf(stderr, "\rGenerating [%.*s%*s] %zu/%zu  prefill %.0f tok/s  decode %.0f tok/s",
+                 filled, "==============================", width - filled, "", done, total_,
+                 prefill_tps, decode_tps);
+    if (done == total_) std::fputc('\n', stderr);
+  }
+
+ private:
+  size_t total_;
+  bool enabled_;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+}  // namespace
+
+struct LLM::Impl {
+  EngineConfig config;
+  std::unique_ptr<ModelRunner> runner;
+  std::unique_ptr<LLMEngine> engine;
+  std::unique_ptr<Tokenizer> tokenizer;
+  GenerationDefaults generation;
+  uint64_t next_request = 0;
+};
+
+LLM::LLM(const std::string& model_dir, const EngineConfig& config) : impl_(new Impl) {
+  impl_->config = config;
+  impl_->generation = load_generation_config(model_dir);
+  impl_->runner = std::make_unique<ModelRunner>(model_dir, config);
+  std::vector<int> eos = impl_->runner->eos_token_ids();
+  if (std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json")) {
+    impl_->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_dir(model_dir));
+    if (eos.empty() && impl_->tokenizer->eos_token_id()) eos.push_back(*impl_->tokenizer->eos_token_id());
+  }
+  impl_->engine =
+      std::make_unique<LLMEngine>(make_limits(config, *impl_->runner, eos), *impl_->runner);
+}
+
+LLM::~LLM() = default;
+
+std::vector<RequestOutput> LLM::generate(const std::vector<std::vector<int>>& prompts,
+                                         const std::vector<SamplingParams>& params,
+                                         bool progress) {
+  KS_CHECK(params.size() == 1 || params.size() == prompts.size(),
+           "generate: {} sampling params for {} prompts (give one, or one per prompt)",
+           params.size(), prompts.size());
+  LLMEngine& engine = *impl_->engine;
+  std::vector<std::string> ids;
+  ids.reserve(prompts.size());
+  try {
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      ids.push_back("gen-" + std::to_string(impl_->next_request++));
+      try {
+        engine.add_request(ids.back(), prompts[i], params.size() == 1 ? params[0] : params[i]);
+      } catch (const Error& e) {
+        ids.pop_back();
+        throw_error("prompt {}: {}", i, e.what());
+      }
+    }
+  } catch (...) {
+    for (const std::string& id : ids) engine.abort_request(id);
+    throw;
+  }
+
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < ids.size(); ++i) index[ids[i]] = i;
+  std::vector<RequestOutput> results(prompts.size());
+  size_t done = 0;
+  ProgressBar bar(prompts.size(), progress);
+  while (done < prompts.size()) {
+    const EngineStats before = engine.stats();
+    auto t0 = std::chrono::steady_clock::now();
+    std::vector<RequestOutput> outputs = engine.step();
+    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const EngineStats after = engine.stats();
+    for (RequestOutput& out : outputs) {
+      if (!out.finished) continue;
+      auto it = index.find(out.request_id);
+      if (it == index.end()) continue;
+      if (impl_->tokenizer) {
+        for (CompletionOutput& c : out.outputs) c.text = impl_->tokenizer->decode(c.token_ids, true);
+      }
+      results[it->second] = std::move(out);
+      ++done;
+    }
+    const double computed = double(after.total_computed_tokens - before.total_computed_tokens);
+    const double sampled = double(after.total_generation_tokens - before.total_generation_tokens);
+    bar.update(done, dt > 0 ? (computed - sampled) / dt : 0, dt > 0 ? sampled / dt : 0);
+  }
+  return results;
+}
+
+std::vector<RequestOutput> LLM::generate(const std::vector<std::vector<int>>& prompts,
+                                         const SamplingParams& params, bool progress) {
+  return generate(prompts, std::vector<SamplingParams>{params}, progress);
+}
+
+std::vector<RequestOutput> LLM::generate(const std::vector<std::string>& prompts,
+                                         const SamplingParams& params, bool progress) {
+  KS_CHECK(impl_->tokenizer != nullptr,
+           "text prompts need tokenizer.json in the model directory; pass token ids instead");
+  std::vector<std::vector<int>> ids;
+  ids.reserve(prompts.size());
+  for (const std::string& p : prompts) ids.push_back(impl_->tokenizer->encode(p, true));
+  return generate(ids, params, progress);
+}
+
+SamplingParams LLM::default_sampling_params() const {
+  SamplingParams p;
+  const GenerationDefaults& g = impl_->generation;
+  if (g.do_sample.has_value() && !*g.do_sample) {
+    p.temperature = 0.0f;
+    return p;
+  }
+  if (g.temperature) p.temperature = *g.temperature;
+  if (g.top_k) p.top_k = *g.top_k;
+  if (g.top_p) p.top_p = *g.top_p;
+  if (g.min_p) p.min_p = *g.min_p;
+  if (g.repetition_penalty) p.repetition_penalty = *g.repetition_penalty;
+  return p;
+}
+
+const Tokenizer* LLM::tokenizer() const { return impl_->tokenizer.get(); }
+LLMEngine& LLM::engine() { return *impl_->engine; }
+
+EngineMetrics LLM::metrics() const {
+  const EngineStats s = impl_->engine->stats();
+  EngineMetrics m;
+  m.num_kv_blocks = impl_->runner->num_kv_blocks();
+  m.block_size = impl_->runner->block_size();
+  m.kv_cache_usage = s.kv_cache_usage;
+  m.prefix_cache_hit_rate = s.prefix_cache_hit_rate;
+  m.num_preemptions = s.num_preemptions;
+  m.prompt_tokens = s.total_prompt_tokens;
+  m.generation_tokens = s.total_generation_tokens;
+  m.computed_tokens = s.total_computed_tokens;
+  return m;
+}
+
+int LLM::vocab_size() const { return impl_->runner->model_config().vocab_size; }
+int LLM::max_model_len() const { return impl_->engine->max_seq_len(); }
+std::string LLM::device() const { return impl_->runner->backend().name(); }
+size_t LLM::weight_bytes() const { return impl_->runner->weight_bytes(); }
+size_t LLM::kv_cache_bytes() const { return impl_->runner->kv_cache_bytes(); }
+
+}  // namespace kestrel
