@@ -1,0 +1,195 @@
+// End-to-end engine tests on the CPU backend against Hugging Face transformers' greedy
+// continuations (tests/data/hf, made by tools/make_hf_fixture.py), and the engine
+// invariants: batched == one at a time, chunked prefill, prefix caching and forced
+// preemption all give HF's tokens.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "engine/llm_engine.h"
+#include "kestrel/llm.h"
+
+namespace kestrel {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Fixture {
+  std::string dir;
+  std::vector<std::vector<int>> prompts;
+  std::vector<std::vector<int>> greedy;
+};
+
+std::vector<Fixture> load_fixtures() {
+  std::vector<Fixture> out;
+  const fs::path root = fs::path(KESTREL_SOURCE_DIR) / "tests/data/hf";
+  for (const auto& entry : fs::directory_iterator(root)) {
+    if (!fs::exists(entry.path() / "expected.json")) continue;
+    std::ifstream in(entry.path() / "expected.json");
+    nlohmann::json j = nlohmann::json::parse(in);
+    out.push_back({entry.path().string(), j["prompts"].get<std::vector<std::vector<int>>>(),
+                   j["greedy"].get<std::vector<std::vector<int>>>()});
+  }
+  std::sort(out.begin(), out.end(), [](auto& a, auto& b) { return a.dir < b.dir; });
+  return out;
+}
+
+SamplingParams greedy_params(int max_tokens) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.ignore_eos = true;
+  p.max_tokens = max_tokens;
+  return p;
+}
+
+EngineConfig cpu_config() {
+  EngineConfig c;
+  c.device = "cpu";
+  c.num_kv_blocks = 256;
+  c.num_threads = 2;
+  return c;
+}
+
+std::vector<std::vector<int>> tokens_of(const std::vector<RequestOutput>& outs) {
+  std::vector<std::vector<int>> t;
+  for (const RequestOutput& o : outs) t.push_back(o.outputs.at(0).token_ids);
+  return t;
+}
+
+class HfGreedy : public ::testing::TestWithParam<std::string> {};
+
+TEST(HfFixtures, Present) { ASSERT_GE(load_fixtures().size(), 5u); }
+
+// Every engine configuration must reproduce HF's greedy tokens exactly.
+void expect_hf_greedy(const Fixture& f, const EngineConfig& config, const char* what,
+                      int64_t* preemptions = nullptr, double* hit_rate = nullptr) {
+  LLM llm(f.dir, config);
+  const auto outs = llm.generate(f.prompts, greedy_params(20), false);
+  ASSERT_EQ(outs.size(), f.prompts.size());
+  for (size_t i = 0; i < outs.size(); ++i) {
+    EXPECT_EQ(outs[i].outputs.at(0).token_ids, f.greedy[i])
+        << what << ": " << f.dir << " prompt " << i << " (length " << f.prompts[i].size() << ")";
+    EXPECT_EQ(outs[i].outputs[0].finish_reason, "length");
+    EXPECT_EQ(outs[i].prompt_token_ids, f.prompts[i]);
+  }
+  if (preemptions) *preemptions = llm.metrics().num_preemptions;
+  if (hit_rate) *hit_rate = llm.metrics().prefix_cache_hit_rate;
+}
+
+TEST(HfGreedyTest, BatchedMatchesHf) {
+  for (const Fixture& f : load_fixtures()) expect_hf_greedy(f, cpu_config(), "batched");
+}
+
+TEST(HfGreedyTest, OneAtATimeMatchesHf) {
+  for (const Fixture& f : load_fixtures()) {
+    LLM llm(f.dir, cpu_config());
+    for (size_t i = 0; i < f.prompts.size(); ++i) {
+      const auto outs = llm.generate({f.prompts[i]}, greedy_params(20), false);
+      EXPECT_EQ(outs.at(0).outputs.at(0).token_ids, f.greedy[i]) << f.dir << " prompt " << i;
+    }
+  }
+}
+
+TEST(HfGreedyTest, ChunkedPrefillMatchesHf) {
+  EngineConfig c = cpu_config();
+  c.max_num_batched_tokens = 7;  // prompts of 16..64 tokens are split into many chunks
+  c.block_size = 4;
+  for (const Fixture& f : load_fixtures()) expect_hf_greedy(f, c, "chunked prefill");
+}
+
+TEST(HfGreedyTest, NoChunkingNoPrefixCacheMatchesHf) {
+  EngineConfig c = cpu_config();
+  c.enable_chunked_prefill = false;
+  c.enable_prefix_caching = false;
+  for (const Fixture& f : load_fixtures()) expect_hf_greedy(f, c, "no chunking, no cache");
+}
+
+TEST(HfGreedyTest, ForcedPreemptionMatchesHf) {
+  EngineConfig c = cpu_config();
+  c.block_size = 4;
+  c.num_kv_blocks = 24;  // 96 token slots: the longest sequence (64 + 20) fits alone only
+  int64_t preemptions = 0;
+  const Fixture f = load_fixtures().front();
+  expect_hf_greedy(f, c, "tiny KV cache", &preemptions);
+  EXPECT_GT(preemptions, 0) << "the KV cache was meant to force preemption";
+}
+
+TEST(HfGreedyTest, PrefixCacheHitsGiveSameTokens) {
+  for (const Fixture& f : load_fixtures()) {
+    LLM llm(f.dir, cpu_config());
+    const auto first = tokens_of(llm.generate(f.prompts, greedy_params(20), false));
+    // The second pass finds every full block of each prompt in the cache.
+    const auto second = tokens_of(llm.generate(f.prompts, greedy_params(20), false));
+    EXPECT_EQ(first, f.greedy) << f.dir;
+    EXPECT_EQ(second, f.greedy) << f.dir;
+    EXPECT_GT(llm.metrics().prefix_cache_hit_rate, 0.2) << f.dir;
+  }
+}
+
+TEST(Sampling, SeededSamplingIsReproducibleAcrossBatches) {
+  const Fixture f = load_fixtures().front();
+  LLM llm(f.dir, cpu_config());
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.top_p = 0.9f;
+  p.seed = 1234;
+  p.max_tokens = 16;
+  p.ignore_eos = true;
+  const auto alone = llm.generate({f.prompts[3]}, p, false);
+  const auto batched = llm.generate(f.prompts, p, false);
+  EXPECT_EQ(alone[0].outputs[0].token_ids, batched[3].outputs[0].token_ids);
+  p.seed = 99;
+  const auto other = llm.generate({f.prompts[3]}, p, false);
+  EXPECT_NE(alone[0].outputs[0].token_ids, other[0].outputs[0].token_ids);
+}
+
+TEST(Sampling, ParallelSamplesShareThePrompt) {
+  const Fixture f = load_fixtures().front();
+  LLM llm(f.dir, cpu_config());
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 7;
+  p.n = 4;
+  p.max_tokens = 12;
+  p.ignore_eos = true;
+  const auto outs = llm.generate({f.prompts[4]}, p, false);
+  ASSERT_EQ(outs[0].outputs.size(), 4u);
+  std::set<std::vector<int>> distinct;
+  for (const auto& c : outs[0].outputs) {
+    EXPECT_EQ(c.token_ids.size(), 12u);
+    distinct.insert(c.token_ids);
+  }
+  EXPECT_GT(distinct.size(), 1u);
+  // Samples 1..3 found sample 0's prompt blocks (64 tokens = 4 full blocks of 16 each).
+  EXPECT_GT(llm.metrics().prefix_cache_hit_rate, 0.5);
+}
+
+TEST(Errors, BadRequestsAreRejectedAndOthersGoOn) {
+  const Fixture f = load_fixtures().front();
+  LLM llm(f.dir, cpu_config());
+  SamplingParams bad = greedy_params(4);
+  bad.top_p = 1.5f;
+  EXPECT_THROW(llm.generate({f.prompts[0]}, bad, false), Error);
+  EXPECT_THROW(llm.generate(std::vector<std::vector<int>>{{1, 2, 100000}}, greedy_params(4), false), Error);  // id >= vocab
+  EXPECT_THROW(llm.generate(std::vector<std::vector<int>>(1), greedy_params(4), false), Error);
+  std::vector<int> too_long(llm.max_model_len() + 1, 5);
+  EXPECT_THROW(llm.generate({too_long}, greedy_params(4), false), Error);
+  // The engine still serves.
+  EXPECT_EQ(tokens_of(llm.generate({f.prompts[1]}, greedy_params(20), false))[0], f.greedy[1]);
+  EXPECT_FALSE(llm.engine().has_unfinished());
+}
+
+TEST(Errors, BadModelDirectory) {
+  EXPECT_THROW(LLM("/nonexistent/model", cpu_config()), Error);
+  EngineConfig c = cpu_config();
+  c.device = "tpu";
+  EXPECT_THROW(LLM(load_fixtures().front().dir, c), Error);
+}
+
+}  // namespace
+}  // namespace kestrel
