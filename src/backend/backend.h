@@ -6,11 +6,15 @@
 // Ops may run asynchronously (CUDA stream); synchronize() waits for them.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "backend/sampling_batch.h"
+#include "core/error.h"
 #include "core/tensor.h"
+#include "engine/model_executor.h"
 
 namespace kestrel {
 
@@ -57,6 +61,19 @@ struct AttentionShape {
   int head_dim = 0;
 };
 
+struct MemoryInfo {
+  size_t total = 0;       // device memory
+  size_t free = 0;        // free now, as the driver reports it
+  size_t peak_bytes = 0;  // most bytes this backend held at once since reset_peak_memory()
+};
+
+// A recorded sequence of ops replayed with fixed shapes and addresses (a CUDA graph).
+class Graph {
+ public:
+  virtual ~Graph() = default;
+  virtual void replay() = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -74,6 +91,22 @@ class Backend {
   virtual Tensor to_host(const Tensor& t) = 0;
   virtual std::vector<LayerKvCache> allocate_kv_cache(const KvCacheSpec& spec) = 0;
   virtual void synchronize() = 0;
+  // Device memory, for sizing the KV cache. Zeros where it has no meaning (CPU).
+  virtual MemoryInfo memory_info() { return {}; }
+  virtual void reset_peak_memory() {}
+
+  // Records the ops `record` issues into a replayable graph; nullptr when the backend has
+  // no graphs (the caller then runs the ops eagerly).
+  virtual std::unique_ptr<Graph> capture_graph(const std::function<void()>& record) {
+    return nullptr;
+  }
+
+  // Samples one token per row of logits F32 [S, V] on the device. Only called when
+  // supports_sampling(); otherwise the runner samples on the host.
+  virtual bool supports_sampling() const { return false; }
+  virtual std::vector<SampledToken> sample(const Tensor& logits, const SamplingBatch& batch) {
+    throw_error("{} backend: no device sampler", name());
+  }
 
   // Ops. Shapes: T tokens, H hidden, V vocab, S sampled rows.
 
