@@ -9,9 +9,12 @@
 // Not thread-safe: use one LLM from one thread (the server runs its own engine loop).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "kestrel/engine_config.h"
 #include "kestrel/request_output.h"
@@ -52,6 +55,19 @@ class LLM {
   // Text prompts (needs tokenizer.json in the model directory). Outputs carry text.
   std::vector<RequestOutput> generate(const std::vector<std::string>& prompts,
                                       const SamplingParams& params, bool progress = true);
+
+  // One request, calling on_text with each new piece of text as soon as it is final (no
+  // half characters). Needs a tokenizer. Returns the finished output.
+  RequestOutput generate_streaming(const std::vector<int>& prompt, const SamplingParams& params,
+                                   const std::function<void(const std::string&)>& on_text);
+
+  // Renders chat messages ([{"role": ..., "content": ...}, ...]) with the model's chat
+  // template, as transformers' apply_chat_template does. `extra` holds further template
+  // variables (tools, enable_thinking, ...). Throws kestrel::Error when the model has no
+  // chat template or the template fails (the message names the line and column).
+  std::string apply_chat_template(
+      const nlohmann::ordered_json& messages, bool add_generation_prompt = true,
+      const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
 
   // SamplingParams with generation_config.json's defaults applied.
   SamplingParams default_sampling_params() const;

@@ -55,6 +55,9 @@ Runner add_generate_command(CLI::App& app) {
     std::string model;
     std::vector<std::string> prompts;
     std::vector<std::string> prompt_ids;
+    std::vector<std::string> messages;
+    bool chat = false;
+    bool enable_thinking = false;
     EngineConfig engine;
     SamplingFlags sampling;
     std::string log_level = "warn";
@@ -64,13 +67,18 @@ Runner add_generate_command(CLI::App& app) {
   cmd->add_option("--model", o->model, "Hugging Face model directory")->required();
   cmd->add_option("-p,--prompt", o->prompts, "text prompt (repeatable)");
   cmd->add_option("--prompt-ids", o->prompt_ids, "comma-separated token ids (repeatable)");
+  cmd->add_option("--messages", o->messages,
+                  "chat messages as a JSON array of {role, content} (repeatable); rendered "
+                  "with the model's chat template");
+  cmd->add_flag("--chat", o->chat, "send each --prompt as one user message through the chat template");
+  cmd->add_flag("--enable-thinking", o->enable_thinking, "chat template variable enable_thinking");
   add_engine_flags(*cmd, o->engine);
   add_sampling_flags(*cmd, o->sampling);
   add_log_flag(*cmd, o->log_level);
   return [o] {
     set_log_level(o->log_level);
-    KS_CHECK(!o->prompts.empty() || !o->prompt_ids.empty(),
-             "give at least one --prompt or --prompt-ids");
+    KS_CHECK(!o->prompts.empty() || !o->prompt_ids.empty() || !o->messages.empty(),
+             "give at least one --prompt, --prompt-ids or --messages");
     LLM llm(o->model, o->engine);
     SamplingParams defaults = llm.default_sampling_params();
     defaults.max_tokens = 64;
@@ -78,11 +86,31 @@ Runner add_generate_command(CLI::App& app) {
 
     std::vector<std::vector<int>> prompts;
     std::vector<std::string> labels;
+    KS_CHECK(llm.tokenizer() != nullptr || (o->prompts.empty() && o->messages.empty()),
+             "--prompt and --messages need tokenizer.json in {}; use --prompt-ids", o->model);
+    const nlohmann::ordered_json extra = {{"enable_thinking", o->enable_thinking}};
+    auto add_chat = [&](const nlohmann::ordered_json& messages, const std::string& label) {
+      // The rendered template holds its own special tokens: no BOS is added again.
+      prompts.push_back(llm.tokenizer()->encode(llm.apply_chat_template(messages, true, extra), false));
+      labels.push_back(label);
+    };
     for (const std::string& text : o->prompts) {
-      KS_CHECK(llm.tokenizer() != nullptr,
-               "--prompt needs tokenizer.json in {}; use --prompt-ids", o->model);
-      prompts.push_back(llm.tokenizer()->encode(text, true));
-      labels.push_back(text);
+      if (o->chat) {
+        add_chat(nlohmann::ordered_json::array({{{"role", "user"}, {"content", text}}}), text);
+      } else {
+        prompts.push_back(llm.tokenizer()->encode(text, true));
+        labels.push_back(text);
+      }
+    }
+    for (const std::string& json : o->messages) {
+      nlohmann::ordered_json messages;
+      try {
+        messages = nlohmann::ordered_json::parse(json);
+      } catch (const nlohmann::json::exception& e) {
+        throw_error("--messages is not valid JSON: {}", e.what());
+      }
+      KS_CHECK(messages.is_array() && !messages.empty(), "--messages must be a non-empty JSON array");
+      add_chat(messages, json);
     }
     for (const std::string& ids : o->prompt_ids) {
       prompts.push_back(parse_ids(ids));

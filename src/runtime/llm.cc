@@ -6,11 +6,14 @@
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "core/error.h"
 #include "engine/llm_engine.h"
 #include "io/model_config.h"
 #include "runtime/model_runner.h"
+#include "chat/chat_template.h"
+#include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel {
@@ -69,6 +72,7 @@ struct LLM::Impl {
   std::unique_ptr<LLMEngine> engine;
   std::unique_ptr<Tokenizer> tokenizer;
   GenerationDefaults generation;
+  std::optional<ChatTemplate> chat_template;  // parsed on first use
   uint64_t next_request = 0;
 };
 
@@ -152,6 +156,48 @@ std::vector<RequestOutput> LLM::generate(const std::vector<std::string>& prompts
   ids.reserve(prompts.size());
   for (const std::string& p : prompts) ids.push_back(impl_->tokenizer->encode(p, true));
   return generate(ids, params, progress);
+}
+
+RequestOutput LLM::generate_streaming(const std::vector<int>& prompt, const SamplingParams& params,
+                                      const std::function<void(const std::string&)>& on_text) {
+  KS_CHECK(impl_->tokenizer != nullptr, "streaming text needs tokenizer.json in the model directory");
+  KS_CHECK(params.n == 1, "generate_streaming: n must be 1, got {}", params.n);
+  LLMEngine& engine = *impl_->engine;
+  const std::string id = "stream-" + std::to_string(impl_->next_request++);
+  engine.add_request(id, prompt, params);
+  Detokenizer detok(*impl_->tokenizer, {}, prompt);
+  try {
+    while (true) {
+      for (RequestOutput& out : engine.step()) {
+        if (out.request_id != id) continue;
+        const std::string text = detok.update(out.outputs.at(0).token_ids);
+        if (!text.empty()) on_text(text);
+        if (out.finished) {
+          const std::string rest = detok.finish();
+          if (!rest.empty()) on_text(rest);
+          out.outputs[0].text = std::string(detok.output_text());
+          return out;
+        }
+      }
+    }
+  } catch (...) {
+    engine.abort_request(id);
+    throw;
+  }
+}
+
+std::string LLM::apply_chat_template(const nlohmann::ordered_json& messages,
+                                     bool add_generation_prompt,
+                                     const nlohmann::ordered_json& extra) const {
+  KS_CHECK(impl_->tokenizer != nullptr && !impl_->tokenizer->chat_template().empty(),
+           "the model has no chat template (tokenizer_config.json chat_template)");
+  if (!impl_->chat_template) {
+    impl_->chat_template = ChatTemplate::parse(impl_->tokenizer->chat_template());
+  }
+  nlohmann::ordered_json vars = extra;
+  if (!vars.contains("bos_token")) vars["bos_token"] = impl_->tokenizer->bos_token();
+  if (!vars.contains("eos_token")) vars["eos_token"] = impl_->tokenizer->eos_token();
+  return impl_->chat_template->render(make_chat_context(messages, add_generation_prompt, vars));
 }
 
 SamplingParams LLM::default_sampling_params() const {
