@@ -1,0 +1,159 @@
+#include "backend/cpu/cpu_backend.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace kestrel {
+namespace {
+
+bool is_float(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+
+// OpenBLAS picks its kernels when it is loaded. Releases older than the CPU (Debian 12 ships
+// 0.3.21) fall back to the SSE3 "Prescott" kernels on unknown AVX-512 parts, ~5x slower
+// GEMMs; the only fix is the environment variable, read at load time.
+void warn_if_generic_blas() {
+#if defined(__x86_64__) && defined(__GNUC__)
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const std::string core = openblas_get_corename();
+    const bool generic = core == "Prescott" || core == "Core2" || core == "Katmai" ||
+                         core == "Nehalem" || core == "Unknown";
+    if (!generic || !__builtin_cpu_supports("avx2")) return;
+    KS_LOG_WARN(
+        "OpenBLAS is using its generic '{}' kernels on this AVX2 CPU; run with "
+        "OPENBLAS_CORETYPE={} for several times faster CPU matrix products",
+        core, __builtin_cpu_supports("avx512f") ? "SkylakeX" : "Haswell");
+  });
+#endif
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(int num_threads)
+    : num_threads_(num_threads > 0 ? num_threads : omp_get_max_threads()) {
+  // Parallelism comes from OpenMP only; cpu_linear.cc says why.
+  openblas_set_num_threads(1);
+  warn_if_generic_blas();
+}
+
+Tensor CpuBackend::empty(DType dtype, Shape shape) {
+  for (int i = 0; i < shape.ndim(); ++i) {
+    KS_CHECK(shape[i] >= 0, "cpu empty: negative dimension in shape {}", shape.str());
+  }
+  return Tensor::host(dtype, shape);
+}
+
+Tensor CpuBackend::upload(const Tensor& host, DType dtype) {
+  KS_CHECK(host.defined(), "cpu upload: tensor is not defined");
+  KS_CHECK(host.device() == Device::kCpu, "cpu upload: source is not host memory");
+  Tensor out = Tensor::host(dtype, host.shape());
+  if (host.dtype() == dtype) {
+    std::memcpy(out.data(), host.data(), host.nbytes());
+    return out;
+  }
+  KS_CHECK(is_float(host.dtype()) && is_float(dtype), "cpu upload: cannot convert {} to {}",
+           dtype_name(host.dtype()), dtype_name(dtype));
+  // Chunks so large weights convert on every thread.
+  constexpr int64_t kChunk = 1 << 16;
+  const int64_t n = host.numel();
+  const size_t in_size = dtype_size(host.dtype());
+  const char* src = static_cast<const char*>(host.data());
+  float* f32 = dtype == DType::kF32 ? out.data_as<float>() : nullptr;
+#pragma omp parallel for num_threads(cpu::team_size(n, num_threads_)) schedule(static)
+  for (int64_t begin = 0; begin < n; begin += kChunk) {
+    const int64_t len = std::min(kChunk, n - begin);
+    if (f32 != nullptr) {
+      convert_to_f32(src + begin * in_size, host.dtype(), f32 + begin, len);
+    } else {
+      std::vector<float> tmp(len);
+      convert_to_f32(src + begin * in_size, host.dtype(), tmp.data(), len);
+      convert_from_f32(tmp.data(), static_cast<char*>(out.data()) + begin * dtype_size(dtype),
+                       dtype, len);
+    }
+  }
+  return out;
+}
+
+Tensor CpuBackend::to_host(const Tensor& t) {
+  KS_CHECK(t.defined(), "cpu to_host: tensor is not defined");
+  KS_CHECK(t.device() == Device::kCpu, "cpu to_host: tensor is not in CPU memory");
+  Tensor out = Tensor::host(t.dtype(), t.shape());
+  std::memcpy(out.data(), t.data(), t.nbytes());
+  return out;
+}
+
+std::vector<LayerKvCache> CpuBackend::allocate_kv_cache(const KvCacheSpec& spec) {
+  KS_CHECK(spec.dtype == DType::kF32, "cpu allocate_kv_cache: the CPU cache is F32, got {}",
+           dtype_name(spec.dtype));
+  KS_CHECK(spec.num_layers > 0 && spec.num_blocks > 0 && spec.block_size > 0 &&
+               spec.num_kv_heads > 0 && spec.head_dim > 0,
+           "cpu allocate_kv_cache: every size must be positive (layers {}, blocks {}, block "
+           "size {}, kv heads {}, head_dim {})",
+           spec.num_layers, spec.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_dim);
+  const Shape shape{spec.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_dim};
+  const size_t per_tensor = static_cast<size_t>(shape.numel()) * sizeof(float);
+  const size_t total = per_tensor * 2 * spec.num_layers;
+  void* p = std::aligned_alloc(64, (total + 63) / 64 * 64);
+  KS_CHECK(p != nullptr, "cpu allocate_kv_cache: out of host memory allocating {} bytes", total);
+  std::memset(p, 0, total);
+  std::shared_ptr<void> storage(p, [](void* q) { std::free(q); });
+  std::vector<LayerKvCache> layers(spec.num_layers);
+  char* base = static_cast<char*>(p);
+  for (int l = 0; l < spec.num_layers; ++l) {
+    layers[l].k = Tensor(storage, base + (2 * l) * per_tensor, DType::kF32, shape, Device::kCpu);
+    layers[l].v =
+        Tensor(storage, base + (2 * l + 1) * per_tensor, DType::kF32, shape, Device::kCpu);
+  }
+  return layers;
+}
+
+void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
+  cpu::embedding(ids, table, out, num_threads_);
+}
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
+  cpu::rms_norm(x, w, eps, out, num_threads_);
+}
+
+void CpuBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) {
+  cpu::add_rms_norm(x, residual, w, eps, num_threads_);
+}
+
+void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
+  cpu::linear(x, w, bias, out, num_threads_);
+}
+
+void CpuBackend::silu_mul(const Tensor& x, Tensor& out) { cpu::silu_mul(x, out, num_threads_); }
+
+void CpuBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {
+  cpu::gather_rows(x, rows, out, num_threads_);
+}
+
+void CpuBackend::qk_norm_rope_store(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                    float eps, const Tensor& cos_sin, const AttentionShape& shape,
+                                    const AttentionMetadata& meta, LayerKvCache& kv,
+                                    Tensor& q_out) {
+  cpu::qk_norm_rope_store(qkv, q_norm, k_norm, eps, cos_sin, shape, meta, kv, q_out, num_threads_);
+}
+
+void CpuBackend::attention(const Tensor& q, const LayerKvCache& kv, const AttentionShape& shape,
+                           const AttentionMetadata& meta, float scale, Tensor& out) {
+  cpu::attention(q, kv, shape, meta, scale, out, num_threads_);
+}
+
+std::unique_ptr<Backend> make_cpu_backend(int num_threads) {
+  return std::make_unique<CpuBackend>(num_threads);
+}
+
+}  // namespace kestrel

@@ -1,0 +1,74 @@
+// Row-wise ops with no reduction across rows: embedding lookup, SiLU-and-multiply, row
+// gather. Each parallelises over rows.
+#include <cmath>
+#include <cstring>
+
+#include "backend/cpu/cpu_check.h"
+#include "backend/cpu/cpu_ops.h"
+#include "core/error.h"
+
+namespace kestrel::cpu {
+
+void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int num_threads) {
+  const char* op = "embedding";
+  check_tensor(ids, op, "ids", DType::kI32, 1);
+  check_tensor(table, op, "table", DType::kF32, 2);
+  check_tensor(out, op, "out", DType::kF32, 2);
+  const int64_t T = ids.dim(0), V = table.dim(0), H = table.dim(1);
+  check_dim(out, op, "out", 0, T, "T");
+  check_dim(out, op, "out", 1, H, "hidden");
+  const int32_t* id = ids.data_as<int32_t>();
+  for (int64_t t = 0; t < T; ++t) {
+    KS_CHECK(id[t] >= 0 && id[t] < V, "{}: token id {} at row {} is outside the vocabulary of {}",
+             op, id[t], t, V);
+  }
+  const float* src = table.data_as<float>();
+  float* dst = out.data_as<float>();
+#pragma omp parallel for num_threads(team_size(T* H, num_threads)) schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    std::memcpy(dst + t * H, src + static_cast<int64_t>(id[t]) * H, H * sizeof(float));
+  }
+}
+
+void silu_mul(const Tensor& x, Tensor& out, int num_threads) {
+  const char* op = "silu_mul";
+  check_tensor(x, op, "x", DType::kF32, 2);
+  check_tensor(out, op, "out", DType::kF32, 2);
+  const int64_t T = x.dim(0), I = out.dim(1);
+  check_dim(out, op, "out", 0, T, "T");
+  check_dim(x, op, "x", 1, 2 * I, "2 * intermediate");
+  const float* in = x.data_as<float>();
+  float* o = out.data_as<float>();
+#pragma omp parallel for num_threads(team_size(T* I * 8, num_threads)) schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    const float* gate = in + t * 2 * I;
+    const float* up = gate + I;
+    float* row = o + t * I;
+    for (int64_t i = 0; i < I; ++i) {
+      const float g = gate[i];
+      row[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+  }
+}
+
+void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out, int num_threads) {
+  const char* op = "gather_rows";
+  check_tensor(x, op, "x", DType::kF32, 2);
+  check_tensor(rows, op, "rows", DType::kI32, 1);
+  check_tensor(out, op, "out", DType::kF32, 2);
+  const int64_t N = x.dim(0), H = x.dim(1), S = rows.dim(0);
+  check_dim(out, op, "out", 0, S, "S");
+  check_dim(out, op, "out", 1, H, "hidden");
+  const int32_t* r = rows.data_as<int32_t>();
+  for (int64_t s = 0; s < S; ++s) {
+    KS_CHECK(r[s] >= 0 && r[s] < N, "{}: rows[{}] = {} is outside x's {} rows", op, s, r[s], N);
+  }
+  const float* src = x.data_as<float>();
+  float* dst = out.data_as<float>();
+#pragma omp parallel for num_threads(team_size(S* H, num_threads)) schedule(static)
+  for (int64_t s = 0; s < S; ++s) {
+    std::memcpy(dst + s * H, src + static_cast<int64_t>(r[s]) * H, H * sizeof(float));
+  }
+}
+
+}  // namespace kestrel::cpu

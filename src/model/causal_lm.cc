@@ -1,0 +1,129 @@
+#include "model/causal_lm.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "model/rope.h"
+
+namespace kestrel {
+
+std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_dir, Backend& backend) {
+  const ModelConfig config = load_model_config(model_dir);
+  const WeightStore weights = WeightStore::open(model_dir);
+  return load(config, weights, backend);
+}
+
+std::unique_ptr<CausalLM> CausalLM::load(const ModelConfig& config, const WeightStore& weights,
+                                         Backend& backend) {
+  const ArchitectureSpec& arch = find_architecture(config.architecture);
+  std::unique_ptr<CausalLM> m(new CausalLM(config, backend));
+  m->cos_sin_ = backend.upload(build_rope_table(rope_frequencies(config)), DType::kF32);
+  m->weights_ = load_model_weights(weights, config, arch, backend);
+  return m;
+}
+
+KvCacheSpec CausalLM::kv_cache_spec(int num_blocks, int block_size) const {
+  KvCacheSpec s;
+  s.num_layers = config_.num_hidden_layers;
+  s.num_blocks = num_blocks;
+  s.block_size = block_size;
+  s.num_kv_heads = config_.num_key_value_heads;
+  s.head_dim = config_.head_dim;
+  s.dtype = backend_.compute_dtype();
+  return s;
+}
+
+Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
+                         std::vector<LayerKvCache>& kv, const Tensor& sample_rows) {
+  const ModelConfig& c = config_;
+  KS_CHECK(input_ids.defined() && input_ids.ndim() == 1 && input_ids.dtype() == DType::kI32,
+           "forward: input_ids must be i32 [T]");
+  KS_CHECK(sample_rows.defined() && sample_rows.ndim() == 1 && sample_rows.dtype() == DType::kI32,
+           "forward: sample_rows must be i32 [S]");
+  const int64_t T = input_ids.dim(0), S = sample_rows.dim(0);
+  KS_CHECK(T > 0, "forward: no tokens");
+  KS_CHECK(meta.num_tokens == T, "forward: meta.num_tokens {} != {} input ids", meta.num_tokens, T);
+  KS_CHECK(kv.size() == static_cast<size_t>(c.num_hidden_layers),
+           "forward: {} KV cache layers for a model of {} layers", kv.size(), c.num_hidden_layers);
+
+  const int64_t D = c.head_dim;
+  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const float eps = static_cast<float>(c.rms_norm_eps);
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
+  const AttentionShape shape{static_cast<int>(Hq), static_cast<int>(Hkv), static_cast<int>(D)};
+  Backend& be = backend_;
+
+  if (T > ws_.max_tokens || S > ws_.max_rows) {
+    reserve_workspace(std::max(T, ws_.max_tokens), std::max(S, ws_.max_rows));
+  }
+  // Views of the first T (S) rows: the same addresses for every call of the same size.
+  Tensor hidden = ws_.hidden.slice(0, T);
+  Tensor residual = ws_.residual.slice(0, T);
+  Tensor qkv = ws_.qkv.slice(0, T);
+  Tensor q = ws_.q.slice(0, T);
+  Tensor attn = ws_.attn.slice(0, T);
+  Tensor gate_up = ws_.gate_up.slice(0, T);
+  Tensor act = ws_.act.slice(0, T);
+
+  be.embedding(input_ids, weights_.embed, residual);
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    const LayerWeights& w = weights_.layers[l];
+    if (l == 0) {
+      be.rms_norm(residual, w.input_norm, eps, hidden);
+    } else {
+      be.add_rms_norm(hidden, residual, w.input_norm, eps);
+    }
+    be.linear(hidden, w.qkv, w.qkv_bias, qkv);
+    be.qk_norm_rope_store(qkv, w.q_norm, w.k_norm, eps, cos_sin_, shape, meta, kv[l], q);
+    be.attention(q, kv[l], shape, meta, scale, attn);
+    be.linear(attn, w.o_proj, w.o_bias, hidden);
+    be.add_rms_norm(hidden, residual, w.post_norm, eps);
+    be.linear(hidden, w.gate_up, Tensor(), gate_up);
+    be.silu_mul(gate_up, act);
+    be.linear(act, w.down, Tensor(), hidden);
+  }
+  be.add_rms_norm(hidden, residual, weights_.final_norm, eps);
+
+  Tensor sampled = ws_.sampled.slice(0, S);
+  be.gather_rows(hidden, sample_rows, sampled);
+  Tensor logits = ws_.logits.slice(0, S);
+  be.linear(sampled, weights_.lm_head, Tensor(), logits);
+  return logits;
+}
+
+void CausalLM::reserve_workspace(int64_t max_tokens, int64_t max_rows) {
+  KS_CHECK(max_tokens >= 0 && max_rows >= 0, "reserve_workspace: negative size ({}, {})",
+           max_tokens, max_rows);
+  if (max_tokens <= ws_.max_tokens && max_rows <= ws_.max_rows) return;
+  const ModelConfig& c = config_;
+  const int64_t T = std::max(max_tokens, ws_.max_tokens);
+  const int64_t S = std::max(max_rows, ws_.max_rows);
+  const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
+  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const DType dt = backend_.compute_dtype();
+  Backend& be = backend_;
+  ws_ = Workspace();  // free the old buffers first
+  ws_.max_tokens = T;
+  ws_.max_rows = S;
+  ws_.hidden = be.empty(dt, {T, H});
+  ws_.residual = be.empty(dt, {T, H});
+  ws_.qkv = be.empty(dt, {T, (Hq + 2 * Hkv) * D});
+  ws_.q = be.empty(dt, {T, Hq * D});
+  ws_.attn = be.empty(dt, {T, Hq * D});
+  ws_.gate_up = be.empty(dt, {T, 2 * I});
+  ws_.act = be.empty(dt, {T, I});
+  ws_.sampled = be.empty(dt, {S, H});
+  ws_.logits = be.empty(DType::kF32, {S, c.vocab_size});
+}
+
+size_t CausalLM::workspace_bytes() const {
+  size_t n = 0;
+  for (const Tensor* t : {&ws_.hidden, &ws_.residual, &ws_.qkv, &ws_.q, &ws_.attn, &ws_.gate_up,
+                          &ws_.act, &ws_.sampled, &ws_.logits}) {
+    if (t->defined()) n += t->nbytes();
+  }
+  return n;
+}
+
+}  // namespace kestrel

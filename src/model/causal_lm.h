@@ -1,0 +1,91 @@
+// CausalLM: a decoder-only language model (Qwen3, Qwen2, Llama; see architecture.h) written
+// once against the Backend interface.
+//
+// One forward call runs one engine step: a flat batch of T new tokens from any number of
+// sequences (prompt chunks and decodes mixed, see AttentionMetadata), writes their K/V into
+// the paged cache and returns logits for the rows asked for.
+//
+// Per layer: RMSNorm (fused with the residual add after the first layer), one QKV GEMM
+// (+bias), per-head q/k RMSNorm (Qwen3) + RoPE + KV store, paged attention with scale
+// 1/sqrt(head_dim), o_proj, residual add + RMSNorm, one gate_up GEMM, SiLU-mul, down_proj.
+// Then the final norm, the sampled rows, and the LM head in F32.
+//
+// Activations live in a workspace the model keeps between calls (reserve_workspace()), so a
+// forward allocates nothing once the workspace is large enough: every call of the same size
+// uses the same addresses, which is what CUDA graph capture needs.
+//
+// Thread safety: forward() uses the backend, so one call at a time per backend.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "io/model_config.h"
+#include "io/safetensors.h"
+#include "model/architecture.h"
+#include "model/model_weights.h"
+
+namespace kestrel {
+
+class CausalLM {
+ public:
+  // Reads <model_dir>/config.json and its safetensors, uploads the weights to `backend`
+  // (which must outlive the model) and builds the RoPE table. Throws kestrel::Error for an
+  // unsupported architecture or rope type, a missing tensor or a shape mismatch.
+  static std::unique_ptr<CausalLM> load(const std::string& model_dir, Backend& backend);
+  // The same from an already parsed config and opened weights (tests, tools).
+  static std::unique_ptr<CausalLM> load(const ModelConfig& config, const WeightStore& weights,
+                                        Backend& backend);
+
+  const ModelConfig& config() const { return config_; }
+  // Positions the RoPE table covers (0 .. max_positions() - 1); a token at a later position
+  // is rejected by forward().
+  int64_t max_positions() const { return cos_sin_.dim(0); }
+
+  // Cache geometry for this model in the backend's compute dtype; pass to
+  // Backend::allocate_kv_cache.
+  KvCacheSpec kv_cache_spec(int num_blocks, int block_size) const;
+
+  // input_ids i32 [T] and meta in backend memory (meta.num_tokens == T); kv from
+  // allocate_kv_cache(kv_cache_spec(..)), one entry per layer; sample_rows i32 [S] with
+  // values in [0, T). Returns logits F32 [S, vocab_size] in backend memory: a view of the
+  // workspace, valid until the next forward() or reserve_workspace(). Grows the workspace
+  // when T or S exceed it (new addresses: graphs captured before then are invalid). Throws
+  // kestrel::Error for inconsistent arguments (the backend ops validate the rest).
+  Tensor forward(const Tensor& input_ids, const AttentionMetadata& meta,
+                 std::vector<LayerKvCache>& kv, const Tensor& sample_rows);
+
+  // Makes the workspace hold at least `max_tokens` tokens and `max_rows` sampled rows; never
+  // shrinks it. Call with the largest step before capturing graphs.
+  void reserve_workspace(int64_t max_tokens, int64_t max_rows);
+  // Backend bytes the workspace holds now.
+  size_t workspace_bytes() const;
+
+  // Bytes of weights in backend memory (the RoPE table not included).
+  size_t weight_bytes() const { return weights_.bytes; }
+
+ private:
+  CausalLM(const ModelConfig& config, Backend& backend) : config_(config), backend_(backend) {}
+
+  // Activation buffers for up to max_tokens tokens and max_rows sampled rows.
+  struct Workspace {
+    int64_t max_tokens = 0, max_rows = 0;
+    Tensor hidden, residual;  // [T, H]
+    Tensor qkv;               // [T, (Hq + 2 Hkv) D]
+    Tensor q, attn;           // [T, Hq D]
+    Tensor gate_up;           // [T, 2I]
+    Tensor act;               // [T, I]
+    Tensor sampled;           // [S, H]
+    Tensor logits;            // F32 [S, V]
+  };
+
+  ModelConfig config_;
+  Backend& backend_;
+  ModelWeights weights_;
+  Tensor cos_sin_;  // F32 [max_positions, head_dim]
+  Workspace ws_;
+};
+
+}  // namespace kestrel
