@@ -5,6 +5,7 @@
 # Any arguments are passed to `kestrel generate`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/cpu_env.sh
 scripts/install_deps.sh
 scripts/build.sh
 args=("$@")

@@ -4,6 +4,7 @@
 # where no GPU is present.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+source scripts/cpu_env.sh
 scripts/install_deps.sh
 scripts/build.sh
 cd build
