@@ -102,18 +102,13 @@ std::vector<LayerKvCache> CpuBackend::allocate_kv_cache(const KvCacheSpec& spec)
            "size {}, kv heads {}, head_dim {})",
            spec.num_layers, spec.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_dim);
   const Shape shape{spec.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_dim};
-  const size_t per_tensor = static_cast<size_t>(shape.numel()) * sizeof(float);
-  const size_t total = per_tensor * 2 * spec.num_layers;
-  void* p = std::aligned_alloc(64, (total + 63) / 64 * 64);
-  KS_CHECK(p != nullptr, "cpu allocate_kv_cache: out of host memory allocating {} bytes", total);
-  std::memset(p, 0, total);
-  std::shared_ptr<void> storage(p, [](void* q) { std::free(q); });
+  // One allocation for every layer; Tensor::host maps large buffers lazily, so a cache of
+  // gigabytes costs nothing until its pages are written.
+  Tensor all = Tensor::host(DType::kF32, Shape{2 * spec.num_layers, shape[0], shape[1], shape[2] * shape[3]});
   std::vector<LayerKvCache> layers(spec.num_layers);
-  char* base = static_cast<char*>(p);
   for (int l = 0; l < spec.num_layers; ++l) {
-    layers[l].k = Tensor(storage, base + (2 * l) * per_tensor, DType::kF32, shape, Device::kCpu);
-    layers[l].v =
-        Tensor(storage, base + (2 * l + 1) * per_tensor, DType::kF32, shape, Device::kCpu);
+    layers[l].k = all.slice(2 * l, 2 * l + 1).view(shape);
+    layers[l].v = all.slice(2 * l + 1, 2 * l + 2).view(shape);
   }
   return layers;
 }
