@@ -1,19 +1,31 @@
 #!/usr/bin/env bash
-# GPU check: on a machine with an NVIDIA GPU, builds the CUDA backend's tests and
-# micro-benchmark with all cores, runs them, and prints a summary. Assumes only the CUDA
-# toolkit (nvcc), cmake, a C++ compiler and python3; Debian dev packages the build wants
-# but the machine lacks come from .devcarry/ (see --prepare-carry).
+# GPU check: on a machine with an NVIDIA GPU, builds the engine with all cores, runs the GPU
+# tests (CUDA backend ops, then the whole engine against HF's fixtures), optionally the live
+# comparison with HF transformers and the benchmarks, and prints a summary table last.
+# Assumes only the CUDA toolkit (nvcc), cmake, a C++ compiler and python3 (torch and
+# transformers for --hf); Debian dev packages the build wants but the machine lacks come
+# from .devcarry/ (see --prepare-carry).
 #
-#   scripts/gpu_check.sh [--bench] [--no-tests] [--arch 90] [--build-dir build-gpu]
+#   scripts/gpu_check.sh [--bench] [--hf] [--no-tests] [--sanitize] [--arch 90] [--build-dir D]
 #   scripts/gpu_check.sh --prepare-carry   # on a dev machine that has the Debian packages:
-#       copies fmt, spdlog and nlohmann-json headers and GoogleTest's sources into .devcarry/
-#       (git-ignored); carry that folder to the GPU machine.
+#       copies fmt, spdlog and nlohmann-json headers and GoogleTest's sources into .devcarry/,
+#       and into .devcarry/deps the headers and libraries of the tokenizer (pcre2, utf8proc),
+#       the engine (xxhash), the CPU backend (OpenBLAS, xz-compressed, with libgfortran) and
+#       the server (cpp-httplib, with OpenSSL/zlib/brotli headers and fallback libraries).
+#       Carry .devcarry/include, .devcarry/googletest and .devcarry/deps (git-ignored).
+#   --bench     `kestrel bench` on a Qwen3-0.6B-shaped random model: single stream, nano-vLLM's
+#               bench, single stream on a short context, batched decode, prefill, single
+#               stream eager; then cuda_ops_bench
+#   --hf        tools/hf_live_compare.py: kestrel vs HF transformers on that model
+#   --deadline S    start no new step (test binary, comparison, benchmark) after S seconds,
+#                   so that a bounded call still ends with its summary
 #   --force-carry   use .devcarry even where system packages exist (to test that path)
 #   --sanitize      also run compute-sanitizer (memcheck, and racecheck on attention) over
 #                   the kernel tests, each bounded to a few minutes
 #
-# Logs and the summary go to $OUT when it is set (the device tool), else to the build dir.
-# Exit status: 0 when the build and every test passed.
+# Logs, JSON results and the summary go to <build dir>/logs; when $OUT is set (the device
+# tool, which returns few files) the summary and a gpu_check_logs.tar.gz of the logs are
+# copied there at exit. Exit status: 0 when the build and every check that ran passed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -23,24 +35,49 @@ BUILD=$ROOT/build-gpu
 ARCH=90
 RUN_TESTS=1
 RUN_BENCH=0
+RUN_HF=0
 RUN_SANITIZE=0
 FORCE_CARRY=0
+DEADLINE=0
+
+prepare_carry() {
+  mkdir -p "$CARRY/include"
+  for d in fmt spdlog nlohmann; do
+    [[ -d /usr/include/$d ]] || { echo "missing /usr/include/$d (apt-get install the -dev package)"; exit 1; }
+    rm -rf "${CARRY:?}/include/$d" && cp -r "/usr/include/$d" "$CARRY/include/"
+  done
+  [[ -d /usr/src/googletest ]] || { echo "missing /usr/src/googletest (apt-get install googletest)"; exit 1; }
+  rm -rf "$CARRY/googletest" && cp -r /usr/src/googletest "$CARRY/googletest"
+
+  local D=$CARRY/deps A=/usr/lib/x86_64-linux-gnu
+  rm -rf "${D:?}" && mkdir -p "$D/include/openssl" "$D/lib" "$D/fallback"
+  for h in pcre2.h utf8proc.h xxhash.h xxh3.h httplib.h zlib.h zconf.h; do
+    cp "/usr/include/$h" "$D/include/" || exit 1
+  done
+  cp -r /usr/include/brotli "$D/include/" && cp /usr/include/openssl/*.h "$D/include/openssl/" &&
+    cp /usr/include/x86_64-linux-gnu/openssl/*.h "$D/include/openssl/" &&
+    cp /usr/include/x86_64-linux-gnu/openblas-pthread/{cblas.h,openblas_config.h} "$D/include/" || exit 1
+  cp "$A/libpcre2-8.a" "$A/libutf8proc.a" "$A/libxxhash.a" "$D/lib/" || exit 1
+  cp "$(realpath "$A/libcpp-httplib.so")" "$D/lib/libcpp-httplib.so.0.11" || exit 1
+  cp "$(realpath "$A/libquadmath.so.0")" "$D/lib/libquadmath.so.0" || exit 1
+  xz -T0 -6 -c "$(realpath "$A/libopenblas.so.0")" >"$D/lib/libopenblas.so.0.xz" || exit 1
+  xz -T0 -6 -c "$(realpath "$A/libgfortran.so.5")" >"$D/lib/libgfortran.so.5.xz" || exit 1
+  # Used only where the GPU machine lacks them (its own copies are preferred).
+  for l in libssl.so.3 libcrypto.so.3 libz.so.1 libbrotlicommon.so.1 libbrotlidec.so.1 libbrotlienc.so.1; do
+    xz -T0 -6 -c "$(realpath "$A/$l")" >"$D/fallback/$l.xz" || exit 1
+  done
+  du -sh "$CARRY/include" "$CARRY/googletest" "$D"
+}
+
 while (($#)); do
   case $1 in
-    --prepare-carry)
-      mkdir -p "$CARRY/include"
-      for d in fmt spdlog nlohmann; do
-        [[ -d /usr/include/$d ]] || { echo "missing /usr/include/$d (apt-get install the -dev package)"; exit 1; }
-        rm -rf "${CARRY:?}/include/$d" && cp -r "/usr/include/$d" "$CARRY/include/"
-      done
-      [[ -d /usr/src/googletest ]] || { echo "missing /usr/src/googletest (apt-get install googletest)"; exit 1; }
-      rm -rf "$CARRY/googletest" && cp -r /usr/src/googletest "$CARRY/googletest"
-      du -sh "$CARRY"
-      exit 0 ;;
+    --prepare-carry) prepare_carry; exit 0 ;;
     --bench) RUN_BENCH=1 ;;
+    --hf) RUN_HF=1 ;;
     --no-tests) RUN_TESTS=0 ;;
     --sanitize) RUN_SANITIZE=1 ;;
     --force-carry) FORCE_CARRY=1 ;;
+    --deadline) DEADLINE=$2; shift ;;
     --arch) ARCH=$2; shift ;;
     --build-dir) BUILD=$(realpath -m "$2"); shift ;;
     *) echo "unknown option $1"; exit 2 ;;
@@ -48,11 +85,20 @@ while (($#)); do
   shift
 done
 
-LOGS=${OUT:-$BUILD}
+LOGS=$BUILD/logs
+rm -rf "$LOGS"
 mkdir -p "$BUILD" "$LOGS"
 SUMMARY=$LOGS/gpu_check_summary.txt
 : >"$SUMMARY"
+if [[ -n ${OUT:-} ]]; then
+  trap 'cp "$SUMMARY" "$OUT/" 2>/dev/null; tar -czf "$OUT/gpu_check_logs.tar.gz" -C "$LOGS" . 2>/dev/null' EXIT
+fi
 say() { echo "$*" | tee -a "$SUMMARY"; }
+# True while there is time for another step (always without --deadline).
+in_time() {
+  ((DEADLINE == 0 || SECONDS < DEADLINE)) && return 0
+  say "skipped (deadline of $DEADLINE s reached): $1"; status=1; return 1
+}
 JOBS=$(nproc)
 
 if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
@@ -65,7 +111,7 @@ command -v ninja >/dev/null && GEN=Ninja
 say "== gpu_check $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 say "commit: $(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo unknown)$(git -C "$ROOT" diff --quiet 2>/dev/null || echo ' (+ local changes)')"
 say "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>/dev/null || echo 'nvidia-smi failed')"
-say "nvcc: $(nvcc --version | tail -n 2 | head -n 1)"
+say "nvcc: $(nvcc --version | tail -n 2 | head -n 1); $(ldd --version 2>/dev/null | head -n 1)"
 say "cmake: $(cmake --version | head -n 1); generator $GEN; $JOBS jobs"
 
 # --- dependencies -------------------------------------------------------------------
@@ -78,6 +124,11 @@ has_cfg() {
 }
 need_carry() {
   [[ -d $CARRY/$1 ]] || { say "gpu_check: $2 missing here and $CARRY/$1 absent: run scripts/gpu_check.sh --prepare-carry where the Debian packages exist, and carry .devcarry"; exit 1; }
+}
+unxz_to() {  # xz-compressed file -> path, with python's lzma when xz is missing
+  if command -v xz >/dev/null; then xz -dc "$1" >"$2"; else
+    python3 -c 'import lzma,shutil,sys; shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' "$1" "$2"
+  fi
 }
 
 CMAKE_ARGS=(-DCMAKE_BUILD_TYPE=Release -DKESTREL_CUDA=ON -DKESTREL_TESTS=ON
@@ -130,47 +181,158 @@ if ((FORCE_CARRY)) || ! has_cfg GTest/GTestConfig.cmake; then
   say "deps: GoogleTest from .devcarry (built here)"
 fi
 
+# The tokenizer, engine, CPU backend and server libraries: the system's, else .devcarry/deps
+# (static archives and shared libraries linked into every executable through
+# CMAKE_CXX_STANDARD_LIBRARIES, headers through CMAKE_CXX_FLAGS, KESTREL_MINIMAL_DEPS
+# leaving the package lookups out), else CUDA targets only.
+FULL=1
 if ((FORCE_CARRY)) || ! command -v pkg-config >/dev/null ||
-   ! pkg-config --exists libxxhash libpcre2-8 libutf8proc 2>/dev/null ||
+   ! pkg-config --exists libxxhash libpcre2-8 libutf8proc cpp-httplib 2>/dev/null ||
    ! ls /usr/lib/x86_64-linux-gnu/libopenblas* /usr/lib/libopenblas* >/dev/null 2>&1; then
-  CMAKE_ARGS+=(-DKESTREL_MINIMAL_DEPS=ON)
-  say "deps: tokenizer/engine/CPU-backend libraries missing: KESTREL_MINIMAL_DEPS=ON (CUDA targets only)"
+  if [[ -d $CARRY/deps/lib ]]; then
+    L=$DEPS/lib
+    mkdir -p "$L"
+    for f in "$CARRY"/deps/lib/*; do
+      case $f in
+        *.xz) [[ -e $L/$(basename "${f%.xz}") ]] || unxz_to "$f" "$L/$(basename "${f%.xz}")" ;;
+        *) cp -u "$f" "$L/" ;;
+      esac
+    done
+    SYS_LIBS=""
+    for f in "$CARRY"/deps/fallback/*.xz; do
+      l=$(basename "${f%.xz}")
+      sys=$(ldconfig -p 2>/dev/null | awk -v l="$l" '$1 == l && /x86-64/ {print $NF; exit}')
+      if [[ -n $sys ]]; then SYS_LIBS+=" $sys"; else unxz_to "$f" "$L/$l"; SYS_LIBS+=" $L/$l"; fi
+    done
+    export LD_LIBRARY_PATH=$L${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    EXTRA="$L/libpcre2-8.a $L/libutf8proc.a $L/libxxhash.a $L/libopenblas.so.0 $L/libcpp-httplib.so.0.11$SYS_LIBS"
+    CMAKE_ARGS+=(-DKESTREL_MINIMAL_DEPS=ON
+                 "-DCMAKE_CXX_FLAGS=-I$CARRY/deps/include -DCPPHTTPLIB_OPENSSL_SUPPORT -DCPPHTTPLIB_ZLIB_SUPPORT -DCPPHTTPLIB_BROTLI_SUPPORT"
+                 "-DCMAKE_CXX_STANDARD_LIBRARIES=$EXTRA")
+    say "deps: pcre2, utf8proc, xxhash, OpenBLAS, cpp-httplib from .devcarry/deps (system:$SYS_LIBS)"
+  else
+    FULL=0
+    CMAKE_ARGS+=(-DKESTREL_MINIMAL_DEPS=ON)
+    say "deps: tokenizer/engine/CPU-backend libraries missing and no .devcarry/deps: CUDA backend targets only"
+  fi
 fi
 
 # --- build --------------------------------------------------------------------------
 TARGETS=(backend_cuda_tests)
 ((RUN_BENCH)) && TARGETS+=(cuda_ops_bench)
+((FULL)) && TARGETS+=(runtime_gpu_tests kestrel)
 t0=$SECONDS
-if ! { cmake -S "$ROOT" -B "$BUILD" -G "$GEN" "${CMAKE_ARGS[@]}" &&
-       cmake --build "$BUILD" -j "$JOBS" --target "${TARGETS[@]}"; } >"$LOGS/build.log" 2>&1; then
-  say "build: FAILED after $((SECONDS - t0)) s (build.log):"
-  grep -E -m 40 "error|Error|FAILED" "$LOGS/build.log" | tee -a "$SUMMARY"
-  exit 1
+if ! cmake -S "$ROOT" -B "$BUILD" -G "$GEN" "${CMAKE_ARGS[@]}" >"$LOGS/build.log" 2>&1; then
+  say "configure: FAILED (build.log):"; grep -E -m 40 "Error|error" "$LOGS/build.log" | tee -a "$SUMMARY"; exit 1
 fi
-say "build: ok in $((SECONDS - t0)) s (${TARGETS[*]}, sm_$ARCH)"
-
-# --- run ----------------------------------------------------------------------------
+BUILT=()
+for t in "${TARGETS[@]}"; do  # one at a time: a target that fails does not stop the others
+  if cmake --build "$BUILD" -j "$JOBS" --target "$t" >>"$LOGS/build.log" 2>&1; then
+    BUILT+=("$t")
+  else
+    say "build: $t FAILED:"; grep -E -m 20 "error|FAILED" "$LOGS/build.log" | tee -a "$SUMMARY"
+  fi
+done
+say "build: ${BUILT[*]:-nothing} in $((SECONDS - t0)) s (sm_$ARCH)"
+built() { [[ " ${BUILT[*]} " == *" $1 "* ]]; }
 status=0
-if ((RUN_TESTS)); then
-  t0=$SECONDS
-  timeout 240 "$BUILD/tests/backend_cuda_tests" >"$LOGS/tests.log" 2>&1
+((${#BUILT[@]} == ${#TARGETS[@]})) || status=1
+
+# --- tests --------------------------------------------------------------------------
+run_gtest() {  # name binary timeout
+  local name=$1 bin=$2 limit=$3 t0=$SECONDS rc passed skipped failed
+  in_time "$name" || return
+  timeout "$limit" "$bin" >"$LOGS/$name.log" 2>&1
   rc=$?
-  passed=$(grep -E -o '^\[  PASSED  \] [0-9]+' "$LOGS/tests.log" | grep -E -o '[0-9]+$' || echo 0)
-  skipped=$(grep -E -o '^\[  SKIPPED \] [0-9]+ tests?,' "$LOGS/tests.log" | grep -E -o '[0-9]+' || echo 0)
-  say "tests: exit $rc in $((SECONDS - t0)) s; passed ${passed:-0}, skipped ${skipped:-0}"
+  passed=$(grep -E -o '^\[  PASSED  \] [0-9]+' "$LOGS/$name.log" | grep -E -o '[0-9]+$' || echo 0)
+  skipped=$(grep -E -o '^\[  SKIPPED \] [0-9]+ tests?,' "$LOGS/$name.log" | grep -E -o '[0-9]+' || echo 0)
+  failed=$(grep -c -E '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$LOGS/$name.log")
+  say "$name: exit $rc in $((SECONDS - t0)) s; passed ${passed:-0}, skipped ${skipped:-0}, failed ${failed:-0}"
   if ((rc != 0)); then
     status=1
-    grep -E '^\[  FAILED  \]|Failure|error' "$LOGS/tests.log" | head -n 60 | tee -a "$SUMMARY"
+    grep -E '^\[  FAILED  \]|Failure|error' "$LOGS/$name.log" | head -n 40 | tee -a "$SUMMARY"
   fi
-  if grep -q 'no CUDA device' "$LOGS/tests.log"; then
-    say "tests: WARNING: the tests saw no CUDA device and skipped"; status=1
+  if grep -q 'no CUDA device' "$LOGS/$name.log"; then
+    say "$name: WARNING: the tests saw no CUDA device and skipped"; status=1
   fi
+  grep -E '^\[ info \]' "$LOGS/$name.log" | tee -a "$SUMMARY"
+}
+if ((RUN_TESTS)); then
+  built backend_cuda_tests && run_gtest backend_cuda_tests "$BUILD/tests/backend_cuda_tests" 240
+  built runtime_gpu_tests && run_gtest runtime_gpu_tests "$BUILD/tests/runtime_gpu_tests" 300
 fi
+
+# --- HF comparison and benchmarks on a Qwen3-0.6B-shaped random model ----------------
+MODELS=/tmp/kestrel_models
+MODEL=$MODELS/qwen3-0.6b
+make_model() {
+  [[ -e $MODEL/model.safetensors ]] && return 0
+  mkdir -p "$MODELS"
+  timeout 120 "$BUILD/kestrel" make-model --preset qwen3-0.6b --out "$MODEL" >"$LOGS/make_model.log" 2>&1
+}
+if ((RUN_HF)) && built kestrel && in_time "hf_live"; then
+  t0=$SECONDS
+  if make_model && PYTHONUNBUFFERED=1 timeout 300 python3 tools/hf_live_compare.py --kestrel "$BUILD/kestrel" \
+       --workdir "$MODELS" --out "$LOGS" >"$LOGS/hf_live.log" 2>&1; then
+    say "hf_live: OK in $((SECONDS - t0)) s"
+  else
+    status=1; say "hf_live: FAILED in $((SECONDS - t0)) s (hf_live.log):"; tail -n 15 "$LOGS/hf_live.log" | tee -a "$SUMMARY"
+  fi
+  grep -E '^hf_live' "$LOGS/hf_live.log" | tee -a "$SUMMARY"
+fi
+
+# The benchmark results as one table: measured, floor, and the fraction of the floor.
+bench_table() {
+  python3 - "$LOGS" <<'EOF' | tee -a "$SUMMARY"
+import glob, json, os, sys
+rows = []
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "bench_*.json"))):
+    j = json.load(open(path))
+    name = os.path.basename(path)[6:-5]
+    rows.append((name, "output tok/s", j["output_tok_s"], j["output_tokens"] / j["floor_total_s"] if j["floor_total_s"] else 0))
+    rows.append((name, "prefill tok/s", j["prefill_tok_s"], j["prompt_tokens"] / j["floor_prefill_s"] if j["floor_prefill_s"] else 0))
+    rows.append((name, "decode tok/s", j["decode_tok_s"], j["floor_decode_tok_s"]))
+    rows.append((name, "decode step ms", j["decode_step_ms"], 0))
+if rows:
+    j = json.load(open(glob.glob(os.path.join(sys.argv[1], "bench_*.json"))[0]))
+    print(f"ceilings: copy {j['copy_bytes_per_s'] / 1e9:.0f} GB/s, bf16 GEMM {j['gemm_flops_per_s'] / 1e12:.0f} TFLOP/s")
+    print(f"{'workload':14s} {'metric':16s} {'measured':>12s} {'floor':>12s} {'of floor':>9s}")
+    for name, metric, got, floor in rows:
+        frac = f"{100 * got / floor:.1f}%" if floor and got else "-"
+        print(f"{name:14s} {metric:16s} {got:12.1f} {floor:12.1f} {frac:>9s}")
+EOF
+}
+# Most telling first: a deadline cuts the tail.
+BENCHES=(
+  "single:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256"
+  "nano:--num-seqs 256"
+  "single_short:--num-seqs 1 --fixed-input-len 16 --fixed-output-len 256"
+  "decode256:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
+  "prefill:--num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
+  "single_eager:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --enforce-eager"
+)
 if ((RUN_BENCH)); then
-  say "bench: $BUILD/bench/cuda_ops_bench"
-  if ! timeout 180 "$BUILD/bench/cuda_ops_bench" 2>&1 | tee "$LOGS/bench.log" | tee -a "$SUMMARY"; then status=1; fi
+  if built kestrel && make_model; then
+    for entry in "${BENCHES[@]}"; do
+      name=${entry%%:*}
+      in_time "bench $name" || continue
+      t0=$SECONDS
+      # shellcheck disable=SC2086
+      if timeout 240 "$BUILD/kestrel" bench --model "$MODEL" ${entry#*:} --json "$LOGS/bench_$name.json" \
+           --log-level info >"$LOGS/bench_$name.log" 2>&1; then
+        say "bench $name: ok in $((SECONDS - t0)) s"
+      else
+        status=1; say "bench $name: FAILED in $((SECONDS - t0)) s:"; tail -n 8 "$LOGS/bench_$name.log" | tee -a "$SUMMARY"
+      fi
+    done
+  fi
+  if built cuda_ops_bench && in_time "cuda_ops_bench"; then
+    say "bench: cuda_ops_bench (cuda_ops_bench.log)"
+    timeout 180 "$BUILD/bench/cuda_ops_bench" >"$LOGS/cuda_ops_bench.log" 2>&1 || status=1
+  fi
 fi
-if ((RUN_SANITIZE)); then
+# Last: the slowest and least likely to find something new.
+if ((RUN_SANITIZE)) && built backend_cuda_tests && in_time "sanitize"; then
   SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   # The GEMM tests exercise cuBLAS, not our kernels; the long rows only slow it down.
   for tool in memcheck racecheck; do
@@ -184,6 +346,18 @@ if ((RUN_SANITIZE)); then
     say "sanitize $tool: exit $rc in $((SECONDS - t0)) s; $(grep -E -m 1 "(ERROR|RACECHECK) SUMMARY" "$LOGS/sanitize_$tool.log" || echo 'no summary')"
     ((rc != 0)) && { status=1; grep -E -m 20 'Invalid|Race|hazard|Error' "$LOGS/sanitize_$tool.log" | tee -a "$SUMMARY"; }
   done
+  # The whole model on every fixture (head dims 16 and 32 included) and graph replay.
+  if built runtime_gpu_tests && in_time "sanitize runtime"; then
+    t0=$SECONDS
+    timeout 180 "$SAN" --tool memcheck --error-exitcode 3 "$BUILD/tests/runtime_gpu_tests" \
+      '--gtest_filter=HfFixturesGpu.PrefillLogitsMatchHf:EngineGpu.GraphReplayMatchesEager:EngineGpu.ChunkedPrefill' \
+      >"$LOGS/sanitize_runtime.log" 2>&1
+    rc=$?
+    say "sanitize memcheck runtime_gpu_tests: exit $rc in $((SECONDS - t0)) s; $(grep -E -m 1 "ERROR SUMMARY" "$LOGS/sanitize_runtime.log" || echo 'no summary')"
+    ((rc != 0)) && { status=1; grep -E -m 20 'Invalid|Error|FAILED' "$LOGS/sanitize_runtime.log" | tee -a "$SUMMARY"; }
+  fi
 fi
+
+((RUN_BENCH)) && bench_table
 say "== gpu_check: $([[ $status == 0 ]] && echo OK || echo FAILED)"
 exit $status

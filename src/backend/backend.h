@@ -6,6 +6,7 @@
 // Ops may run asynchronously (CUDA stream); synchronize() waits for them.
 #pragma once
 
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -94,6 +95,26 @@ class Backend {
   // Device memory, for sizing the KV cache. Zeros where it has no meaning (CPU).
   virtual MemoryInfo memory_info() { return {}; }
   virtual void reset_peak_memory() {}
+  // Copies the bytes of host tensor `host` into the existing backend tensor `dst` (same byte
+  // size), in stream order: later ops see them, and `host` may be reused once this returns.
+  // Lets a caller refill fixed buffers (CUDA graphs) instead of allocating each step.
+  virtual void copy_from_host(const Tensor& host, Tensor& dst) {
+    KS_CHECK(host.nbytes() == dst.nbytes() && host.device() == Device::kCpu &&
+                 dst.device() == Device::kCpu,
+             "{} backend: copy_from_host needs host tensors of equal size", name());
+    std::memcpy(dst.data(), host.data(), host.nbytes());
+  }
+  // Copies backend tensor `src` into the existing host tensor `host` (same byte size) and
+  // waits for it.
+  virtual void copy_to_host(const Tensor& src, Tensor& host) {
+    KS_CHECK(host.nbytes() == src.nbytes() && host.device() == Device::kCpu &&
+                 src.device() == Device::kCpu,
+             "{} backend: copy_to_host needs host tensors of equal size", name());
+    std::memcpy(host.data(), src.data(), src.nbytes());
+  }
+  // Device-to-device copy bandwidth in bytes per second (bytes read plus bytes written),
+  // measured on a copy of `bytes` bytes; 0 where there is no device memory (CPU).
+  virtual double measure_copy_bandwidth(size_t bytes) { return 0.0; }
 
   // Records the ops `record` issues into a replayable graph; nullptr when the backend has
   // no graphs (the caller then runs the ops eagerly).

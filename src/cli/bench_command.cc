@@ -1,82 +1,259 @@
+// kestrel bench: throughput of a generation workload, printed beside its floor on the
+// device it ran on (src/runtime/perf_model.h; ceilings measured in the same process).
+//
+// Workloads: nano-vLLM's bench (default: --num-seqs prompts and outputs of lengths uniform
+// in 100..max, random ids, Python random.seed(seed)), or fixed lengths with
+// --fixed-input-len / --fixed-output-len (single stream: --num-seqs 1). ignore_eos always.
+// Reports the whole run, the prefill phase (until every sequence has its first token) and
+// the decode phase (the rest), plus the bench's own step timers: pure-decode steps vs
+// steps that computed prompt tokens.
 #include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "core/error.h"
 #include "core/python_random.h"
+#include "engine/llm_engine.h"
+#include "io/model_config.h"
 #include "kestrel/llm.h"
+#include "runtime/device_ceilings.h"
+#include "runtime/perf_model.h"
 
 namespace kestrel::cli {
 
+namespace {
+
+struct Options {
+  std::string model;
+  int num_seqs = 256;
+  int max_input_len = 1024;
+  int max_output_len = 1024;
+  int fixed_input_len = 0;
+  int fixed_output_len = 0;
+  float temperature = 0.6f;
+  uint64_t seed = 0;
+  std::string json_path;
+  bool measure_ceilings = true;
+  EngineConfig engine;
+  std::string log_level = "warn";
+};
+
+// Fixed lengths: prompts of random ids in [0, 10000] drawn as nano-vLLM's bench draws them.
+BenchWorkload fixed_workload(const Options& o) {
+  PythonRandom rng(o.seed);
+  BenchWorkload w;
+  for (int i = 0; i < o.num_seqs; ++i) {
+    std::vector<int> p(o.fixed_input_len);
+    for (int& t : p) t = static_cast<int>(rng.randint(0, 10000));
+    w.prompt_token_ids.push_back(std::move(p));
+    w.max_tokens.push_back(o.fixed_output_len);
+  }
+  return w;
+}
+
+struct Timings {
+  double total = 0, first_tokens = 0;  // seconds: the run; until every sequence has a token
+  int64_t generated = 0, generated_before_first = 0;
+  int64_t decode_steps = 0, mixed_steps = 0, decode_tokens = 0;
+  double decode_step_seconds = 0, mixed_step_seconds = 0;
+};
+
+// Runs the workload through the engine step by step, timing each step on the host.
+Timings run(LLMEngine& engine, const BenchWorkload& w, const std::vector<SamplingParams>& params) {
+  std::unordered_map<std::string, size_t> index;
+  for (size_t i = 0; i < w.prompt_token_ids.size(); ++i) {
+    const std::string id = "bench-" + std::to_string(i);
+    index[id] = i;
+    engine.add_request(id, w.prompt_token_ids[i], params[i]);
+  }
+  std::vector<char> has_first(w.prompt_token_ids.size(), 0);
+  size_t num_first = 0;
+  Timings t;
+  const auto start = std::chrono::steady_clock::now();
+  while (engine.has_unfinished()) {
+    const EngineStats before = engine.stats();
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::vector<RequestOutput> outs = engine.step();
+    const auto t1 = std::chrono::steady_clock::now();
+    const EngineStats after = engine.stats();
+    const double dt = std::chrono::duration<double>(t1 - t0).count();
+    const int64_t sampled = after.total_generation_tokens - before.total_generation_tokens;
+    const int64_t computed = after.total_computed_tokens - before.total_computed_tokens;
+    t.generated += sampled;
+    if (sampled > 0 && computed == sampled) {  // one token computed per sampled sequence
+      ++t.decode_steps;
+      t.decode_tokens += sampled;
+      t.decode_step_seconds += dt;
+    } else {
+      ++t.mixed_steps;
+      t.mixed_step_seconds += dt;
+    }
+    for (const RequestOutput& o : outs) {
+      auto it = index.find(o.request_id);
+      if (it == index.end() || has_first[it->second] || o.outputs.empty() ||
+          o.outputs[0].token_ids.empty()) {
+        continue;
+      }
+      has_first[it->second] = 1;
+      if (++num_first == has_first.size()) {
+        t.first_tokens = std::chrono::duration<double>(t1 - start).count();
+        t.generated_before_first = t.generated;
+      }
+    }
+  }
+  t.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return t;
+}
+
+std::string ratio(double floor_value, double measured) {
+  if (floor_value <= 0 || measured <= 0) return "n/a";
+  return fmt::format("{:.1f}%", 100.0 * floor_value / measured);
+}
+
+}  // namespace
+
 Runner add_bench_command(CLI::App& app) {
-  struct Options {
-    std::string model;
-    int num_seqs = 256;
-    int max_input_len = 1024;
-    int max_output_len = 1024;
-    uint64_t seed = 0;
-    EngineConfig engine;
-    std::string log_level = "warn";
-  };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
-      "bench", "nano-vLLM's throughput benchmark: random prompts, ignore_eos, lengths uniform in "
-               "100..max drawn as Python's random.seed(seed)/randint would");
+      "bench", "throughput benchmark (nano-vLLM's by default: random prompts, ignore_eos, lengths "
+               "uniform in 100..max as Python's random.seed(seed)/randint draw them), printed "
+               "beside the floor of the workload on this device");
   cmd->add_option("--model", o->model, "Hugging Face model directory")->required();
   cmd->add_option("--num-seqs", o->num_seqs)->check(CLI::PositiveNumber)->capture_default_str();
   cmd->add_option("--max-input-len", o->max_input_len)->check(CLI::Range(100, 1 << 20))->capture_default_str();
   cmd->add_option("--max-output-len", o->max_output_len)->check(CLI::Range(100, 1 << 20))->capture_default_str();
+  cmd->add_option("--fixed-input-len", o->fixed_input_len, "every prompt this long (with --fixed-output-len)")->check(CLI::PositiveNumber);
+  cmd->add_option("--fixed-output-len", o->fixed_output_len, "every output this long")->check(CLI::PositiveNumber);
+  cmd->add_option("--temperature", o->temperature, "sampling temperature (0 = greedy)")->capture_default_str();
   cmd->add_option("--seed", o->seed, "Python random seed of the workload")->capture_default_str();
+  cmd->add_option("--json", o->json_path, "also write the results to this JSON file");
+  cmd->add_flag("!--no-ceilings", o->measure_ceilings, "skip measuring the device's copy bandwidth and GEMM rate");
   add_engine_flags(*cmd, o->engine);
   add_log_flag(*cmd, o->log_level);
   return [o] {
     set_log_level(o->log_level);
-    const BenchWorkload w =
-        nano_vllm_bench_workload(o->num_seqs, o->max_input_len, o->max_output_len, o->seed);
-    if (o->engine.max_model_len == 0) o->engine.max_model_len = o->max_input_len + o->max_output_len;
-    LLM llm(o->model, o->engine);
-
+    const bool fixed = o->fixed_input_len > 0 || o->fixed_output_len > 0;
+    KS_CHECK(!fixed || (o->fixed_input_len > 0 && o->fixed_output_len > 0),
+             "give both --fixed-input-len and --fixed-output-len");
+    const BenchWorkload w = fixed ? fixed_workload(*o)
+                                  : nano_vllm_bench_workload(o->num_seqs, o->max_input_len,
+                                                             o->max_output_len, o->seed);
+    if (o->engine.max_model_len == 0) {
+      o->engine.max_model_len = fixed ? o->fixed_input_len + o->fixed_output_len
+                                      : o->max_input_len + o->max_output_len;
+    }
     std::vector<SamplingParams> params(w.prompt_token_ids.size());
-    int64_t prompt_tokens = 0, output_tokens = 0;
+    std::vector<int> prompt_lens, output_lens;
     for (size_t i = 0; i < params.size(); ++i) {
-      params[i].temperature = 0.6f;
+      params[i].temperature = o->temperature;
       params[i].ignore_eos = true;
       params[i].max_tokens = w.max_tokens[i];
-      prompt_tokens += static_cast<int64_t>(w.prompt_token_ids[i].size());
-      output_tokens += w.max_tokens[i];
+      prompt_lens.push_back(static_cast<int>(w.prompt_token_ids[i].size()));
+      output_lens.push_back(w.max_tokens[i]);
     }
-    // Warm-up, as nano-vLLM's bench does.
-    SamplingParams warm;
-    warm.max_tokens = 4;
-    llm.generate(std::vector<std::vector<int>>{{1, 2, 3, 4}}, warm, false);
 
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<RequestOutput> out = llm.generate(w.prompt_token_ids, params, true);
-    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    int64_t generated = 0;
-    for (const RequestOutput& r : out) generated += static_cast<int64_t>(r.outputs[0].token_ids.size());
+    Timings t;
+    std::string device;
+    size_t weight_bytes = 0;
+    EngineMetrics m;
+    {
+      LLM llm(o->model, o->engine);
+      SamplingParams warm;  // warm-up, as nano-vLLM's bench does
+      warm.max_tokens = 4;
+      llm.generate(std::vector<std::vector<int>>{{1, 2, 3, 4}}, warm, false);
+      t = run(llm.engine(), w, params);
+      device = llm.device();
+      weight_bytes = llm.weight_bytes();
+      m = llm.metrics();
+    }  // the engine's memory goes back before the ceilings are measured
+
+    const ModelConfig config = load_model_config(o->model);
+    const bool on_gpu = device.rfind("cuda", 0) == 0;
+    const WorkloadCost cost = workload_cost(config, weight_bytes, on_gpu ? 2 : 4, prompt_lens,
+                                            output_lens, o->engine.max_num_seqs);
+    DeviceCeilings ceil;
+    if (o->measure_ceilings && on_gpu) ceil = measure_device_ceilings(o->engine.device);
+    const double decode_floor = decode_floor_seconds(cost, ceil.copy_bytes_per_second);
+    const double prefill_floor = prefill_floor_seconds(cost, ceil.gemm_flops_per_second);
+    const bool have_ceilings = ceil.copy_bytes_per_second > 0 && ceil.gemm_flops_per_second > 0;
+    const double total_floor = have_ceilings ? decode_floor + prefill_floor : 0;
+    const double out_tps = t.generated / t.total;
+    const double prefill_tps = cost.prompt_tokens / t.first_tokens;
+    const int64_t decode_tokens = t.generated - t.generated_before_first;
+    const double decode_seconds = t.total - t.first_tokens;
+    const double decode_tps = decode_seconds > 0 ? decode_tokens / decode_seconds : 0;
+    // The decode floor covers every decode step; its tokens are all but the first ones.
+    const double decode_floor_tps =
+        decode_floor > 0 ? (cost.output_tokens - static_cast<int64_t>(prompt_lens.size())) / decode_floor : 0;
 
     rusage usage{};
     getrusage(RUSAGE_SELF, &usage);
-    const EngineMetrics m = llm.metrics();
-    std::printf("device:            %s\n", llm.device().c_str());
-    std::printf("sequences:         %d (seed %llu, lengths 100..%d in, 100..%d out)\n", o->num_seqs,
-                static_cast<unsigned long long>(o->seed), o->max_input_len, o->max_output_len);
-    std::printf("prompt tokens:     %lld\n", static_cast<long long>(prompt_tokens));
-    std::printf("output tokens:     %lld (expected %lld)\n", static_cast<long long>(generated),
-                static_cast<long long>(output_tokens));
-    std::printf("time:              %.2f s\n", seconds);
-    std::printf("output throughput: %.2f tok/s\n", generated / seconds);
-    std::printf("total throughput:  %.2f tok/s\n", (generated + prompt_tokens) / seconds);
-    std::printf("preemptions:       %lld\n", static_cast<long long>(m.num_preemptions));
-    std::printf("kv cache:          %d blocks x %d tokens (%.1f MiB), weights %.1f MiB\n",
-                m.num_kv_blocks, m.block_size, llm.kv_cache_bytes() / 1048576.0,
-                llm.weight_bytes() / 1048576.0);
+    std::printf("device:            %s\n", device.c_str());
+    if (fixed) {
+      std::printf("workload:          %d sequences, %d prompt + %d output tokens each (seed %llu)\n",
+                  o->num_seqs, o->fixed_input_len, o->fixed_output_len,
+                  static_cast<unsigned long long>(o->seed));
+    } else {
+      std::printf("workload:          nano-vLLM bench, %d sequences, lengths 100..%d in, 100..%d out (seed %llu)\n",
+                  o->num_seqs, o->max_input_len, o->max_output_len, static_cast<unsigned long long>(o->seed));
+    }
+    std::printf("tokens:            %lld prompt, %lld output (expected %lld), temperature %.2f\n",
+                static_cast<long long>(cost.prompt_tokens), static_cast<long long>(t.generated),
+                static_cast<long long>(cost.output_tokens), o->temperature);
+    std::printf("ceilings:          copy %.0f GB/s (1 GiB device copy, read + written), bf16 GEMM %.0f TFLOP/s (%d^3)\n",
+                ceil.copy_bytes_per_second / 1e9, ceil.gemm_flops_per_second / 1e12, ceil.gemm_size);
+    std::printf("floor model:       decode %lld steps, %.2f TB KV + %.2f TB weights read; prefill %.1f TFLOP\n",
+                static_cast<long long>(cost.decode_steps), cost.kv_read_bytes / 1e12,
+                cost.weight_read_bytes / 1e12, cost.prefill_flops / 1e12);
+    std::printf("%-24s %14s %14s %9s\n", "", "measured", "floor", "of floor");
+    std::printf("%-24s %12.3f s %12.3f s %9s\n", "total time", t.total, total_floor,
+                ratio(total_floor, t.total).c_str());
+    std::printf("%-24s %10.0f tok/s %8.0f tok/s %9s\n", "output throughput", out_tps,
+                total_floor > 0 ? cost.output_tokens / total_floor : 0.0, ratio(total_floor, t.total).c_str());
+    std::printf("%-24s %10.0f tok/s %8.0f tok/s %9s\n", "prefill (to 1st tokens)", prefill_tps,
+                prefill_floor > 0 ? cost.prompt_tokens / prefill_floor : 0.0,
+                ratio(prefill_floor, t.first_tokens).c_str());
+    std::printf("%-24s %10.0f tok/s %8.0f tok/s %9s\n", "decode (the rest)", decode_tps, decode_floor_tps,
+                decode_floor_tps > 0 && decode_tps > 0 ? fmt::format("{:.1f}%", 100 * decode_tps / decode_floor_tps).c_str() : "n/a");
+    std::printf("step timers:       %lld decode steps, %.3f ms each, %.1f seqs each; %lld steps with prompt tokens, %.3f ms each\n",
+                static_cast<long long>(t.decode_steps),
+                t.decode_steps ? 1e3 * t.decode_step_seconds / t.decode_steps : 0.0,
+                t.decode_steps ? double(t.decode_tokens) / t.decode_steps : 0.0,
+                static_cast<long long>(t.mixed_steps),
+                t.mixed_steps ? 1e3 * t.mixed_step_seconds / t.mixed_steps : 0.0);
+    std::printf("engine:            %lld preemptions; kv cache %d blocks x %d tokens; weights %.1f MiB\n",
+                static_cast<long long>(m.num_preemptions), m.num_kv_blocks, m.block_size,
+                weight_bytes / 1048576.0);
     std::printf("peak host memory:  %.1f MiB\n", usage.ru_maxrss / 1024.0);
-    return generated == output_tokens ? 0 : 1;
+
+    if (!o->json_path.empty()) {
+      nlohmann::json j = {
+          {"device", device}, {"model", o->model}, {"fixed", fixed}, {"num_seqs", o->num_seqs},
+          {"fixed_input_len", o->fixed_input_len}, {"fixed_output_len", o->fixed_output_len},
+          {"enforce_eager", o->engine.enforce_eager}, {"temperature", o->temperature},
+          {"prompt_tokens", cost.prompt_tokens}, {"output_tokens", t.generated},
+          {"expected_output_tokens", cost.output_tokens}, {"total_s", t.total},
+          {"first_tokens_s", t.first_tokens}, {"output_tok_s", out_tps},
+          {"prefill_tok_s", prefill_tps}, {"decode_tok_s", decode_tps},
+          {"floor_total_s", total_floor}, {"floor_prefill_s", prefill_floor},
+          {"floor_decode_s", decode_floor}, {"floor_decode_tok_s", decode_floor_tps},
+          {"copy_bytes_per_s", ceil.copy_bytes_per_second},
+          {"gemm_flops_per_s", ceil.gemm_flops_per_second}, {"decode_steps", t.decode_steps},
+          {"decode_step_ms", t.decode_steps ? 1e3 * t.decode_step_seconds / t.decode_steps : 0.0},
+          {"mixed_steps", t.mixed_steps},
+          {"mixed_step_ms", t.mixed_steps ? 1e3 * t.mixed_step_seconds / t.mixed_steps : 0.0},
+          {"preemptions", m.num_preemptions}, {"num_kv_blocks", m.num_kv_blocks}};
+      std::ofstream(o->json_path) << j.dump(2) << "\n";
+    }
+    return t.generated == cost.output_tokens ? 0 : 1;
   };
 }
 

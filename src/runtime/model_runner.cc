@@ -4,37 +4,92 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "io/safetensors.h"
 #include "model/causal_lm.h"
-#include "runtime/batch_builder.h"
+#include "runtime/cuda_graph_runner.h"
+#include "runtime/device_sampling_batch.h"
+#include "runtime/kv_cache_sizing.h"
+#include "runtime/step_inputs.h"
 #include "sampling/sampler.h"
 
 namespace kestrel {
 
 namespace {
 
-Tensor upload_i32(Backend& backend, const std::vector<int>& values, Shape shape) {
-  Tensor host(const_cast<int*>(values.data()), DType::kI32, shape);
-  return backend.upload(host, DType::kI32);
+int ceil_div(int a, int b) { return (a + b - 1) / b; }
+
+// Backend bytes the weights will take (the check before loading them): every tensor of
+// the files in the compute dtype, a tied lm_head once, plus the F32 RoPE table.
+size_t estimate_weight_bytes(const std::string& model_dir, const ModelConfig& c, DType dtype) {
+  const WeightStore store = WeightStore::open(model_dir);
+  size_t n = 0;
+  for (const std::string& name : store.names()) {
+    if (c.tie_word_embeddings && name == "lm_head.weight") continue;
+    n += static_cast<size_t>(store.get(name).shape.numel()) * dtype_size(dtype);
+  }
+  return n + static_cast<size_t>(c.max_position_embeddings) * c.head_dim * sizeof(float);
+}
+
+// Every sequence computes one token and samples it: the steps the graphs cover.
+bool is_pure_decode(const ScheduledBatch& batch) {
+  return std::all_of(batch.seqs.begin(), batch.seqs.end(),
+                     [](const ScheduledSeq& s) { return s.num_new_tokens == 1 && s.sample; });
 }
 
 }  // namespace
 
 ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& config)
-    : block_size_(config.block_size) {
+    : block_size_(config.block_size),
+      max_tokens_(config.max_num_batched_tokens),
+      max_seqs_(config.max_num_seqs) {
   KS_CHECK(block_size_ > 0 && (block_size_ & (block_size_ - 1)) == 0,
            "block_size must be a power of two, got {}", block_size_);
+  KS_CHECK(max_tokens_ > 0 && max_seqs_ > 0,
+           "max_num_batched_tokens ({}) and max_num_seqs ({}) must be positive", max_tokens_,
+           max_seqs_);
   backend_ = make_backend(config.device, config.num_threads);
+  const ModelConfig model_config = load_model_config(model_dir);
+  max_model_len_ =
+      config.max_model_len > 0 ? config.max_model_len : model_config.max_position_embeddings;
+  KS_CHECK(max_model_len_ > 0, "max_model_len must be positive, got {}", max_model_len_);
+
+  // Only a device backend reports memory; the CPU sizes its cache from a byte budget.
+  const bool on_device = backend_->memory_info().total > 0;
+  if (on_device) {
+    const MemoryInfo m = backend_->memory_info();
+    check_weights_fit(m.total, m.free,
+                      estimate_weight_bytes(model_dir, model_config, backend_->compute_dtype()),
+                      config.gpu_memory_utilization);
+  }
   model_ = CausalLM::load(model_dir, *backend_);
   const GenerationDefaults gen = load_generation_config(model_dir);
   eos_token_ids_ = gen.eos_token_ids.empty() ? model_->config().eos_token_ids : gen.eos_token_ids;
 
-  num_kv_blocks_ = choose_num_kv_blocks(config);
-  KvCacheSpec spec = model_->kv_cache_spec(num_kv_blocks_, block_size_);
+  // What the profile adds is measured from here (the pool's idle memory handed back first).
+  if (on_device) backend_->reset_peak_memory();
+  const size_t free_after_weights = on_device ? backend_->memory_info().free : 0;
+  inputs_ = std::make_unique<StepInputs>(*backend_, max_tokens_, max_seqs_,
+                                         ceil_div(max_model_len_, block_size_));
+  // The CPU grows its workspace on demand; a device reserves the largest step now, so that
+  // the profile sees it and graphs get fixed addresses.
+  if (on_device) model_->reserve_workspace(max_tokens_, max_seqs_);
+
+  if (config.num_kv_blocks > 0) {
+    num_kv_blocks_ = config.num_kv_blocks;
+  } else if (on_device) {
+    num_kv_blocks_ = size_kv_cache(config, free_after_weights);
+  } else {
+    num_kv_blocks_ = kv_blocks_for_host_budget(
+        config.kv_cache_memory_bytes, model_->kv_cache_spec(1, block_size_).bytes_per_block(),
+        max_seqs_, max_model_len_, block_size_);
+  }
+  const KvCacheSpec spec = model_->kv_cache_spec(num_kv_blocks_, block_size_);
   kv_cache_bytes_ = spec.bytes_per_block() * static_cast<size_t>(num_kv_blocks_);
   kv_cache_ = backend_->allocate_kv_cache(spec);
   KS_LOG_INFO("{} backend: weights {:.1f} MiB, KV cache {} blocks x {} tokens ({:.1f} MiB)",
               backend_->name(), weight_bytes() / 1048576.0, num_kv_blocks_, block_size_,
               kv_cache_bytes_ / 1048576.0);
+  if (on_device && !config.enforce_eager) capture_graphs();
 }
 
 ModelRunner::~ModelRunner() = default;
@@ -43,19 +98,122 @@ const ModelConfig& ModelRunner::model_config() const { return model_->config(); 
 
 size_t ModelRunner::weight_bytes() const { return model_->weight_bytes(); }
 
-int ModelRunner::choose_num_kv_blocks(const EngineConfig& config) const {
-  if (config.num_kv_blocks > 0) return config.num_kv_blocks;
-  const size_t per_block = model_->kv_cache_spec(1, block_size_).bytes_per_block();
-  // The CPU backend has no device memory to profile: the cache gets a byte budget, but never
-  // more blocks than max_num_seqs full-length sequences could use.
-  const int max_len = config.max_model_len > 0 ? config.max_model_len
-                                               : model_->config().max_position_embeddings;
-  const int64_t useful = int64_t{config.max_num_seqs} * ((max_len + block_size_ - 1) / block_size_);
-  const int64_t affordable = config.kv_cache_memory_bytes / static_cast<int64_t>(per_block);
-  const int64_t blocks = std::min(useful, affordable);
-  KS_CHECK(blocks >= 1, "kv_cache_memory_bytes {} is less than one KV block ({} bytes)",
-           config.kv_cache_memory_bytes, per_block);
-  return static_cast<int>(std::min<int64_t>(blocks, 1 << 30));
+int ModelRunner::size_kv_cache(const EngineConfig& config, size_t free_after_weights) {
+  profile_run();
+  const MemoryInfo m = backend_->memory_info();
+  DeviceMemoryProfile p;
+  p.total = m.total;
+  p.free_after_profile = m.free;
+  p.weight_bytes = weight_bytes();
+  p.activation_bytes = free_after_weights > m.free ? free_after_weights - m.free : 0;
+  const KvCacheSize s =
+      size_kv_cache_for_device(p, config.gpu_memory_utilization,
+                               model_->kv_cache_spec(1, block_size_).bytes_per_block(),
+                               block_size_, max_model_len_);
+  KS_LOG_INFO("KV cache from a profile of {} tokens: {} (pool peak {})", max_tokens_, s.summary,
+              format_gib(static_cast<double>(m.peak_bytes)));
+  stats_.activation_bytes = p.activation_bytes;
+  stats_.kv_max_concurrency = s.max_concurrency;
+  return s.num_blocks;
+}
+
+// One forward at the largest step: max_num_batched_tokens tokens over max_num_seqs prompts
+// (no longer than max_model_len each), every prompt sampled, against a one-block cache that
+// nothing writes (slots -1) and every key reads. Peaks are what matter, not the values.
+void ModelRunner::profile_run() {
+  const int B = std::min(max_seqs_, max_tokens_);
+  const int T = static_cast<int>(std::min<int64_t>(max_tokens_, int64_t{B} * max_model_len_));
+  const int vocab = model_->config().vocab_size;
+  HostBatch hb;
+  hb.query_start_loc.push_back(0);
+  for (int b = 0; b < B; ++b) {
+    const int len = T / B + (b < T % B ? 1 : 0);
+    for (int i = 0; i < len; ++i) {
+      hb.input_ids.push_back((b * 131 + i * 7 + 1) % vocab);
+      hb.positions.push_back(i);
+      hb.slot_mapping.push_back(-1);
+    }
+    hb.query_start_loc.push_back(static_cast<int>(hb.input_ids.size()));
+    hb.seq_lens.push_back(len);
+    hb.sample_rows.push_back(static_cast<int>(hb.input_ids.size()) - 1);
+    hb.sample_seqs.push_back(b);
+    hb.max_query_len = hb.max_seq_len = std::max(hb.max_seq_len, len);
+  }
+  hb.max_blocks = ceil_div(hb.max_seq_len, block_size_);
+  hb.block_tables.assign(static_cast<size_t>(B) * hb.max_blocks, 0);
+  const StepShape shape{T, B, B, hb.max_blocks};
+  inputs_->upload(hb, shape);
+  std::vector<LayerKvCache> one_block = backend_->allocate_kv_cache(model_->kv_cache_spec(1, block_size_));
+  const Tensor logits =
+      model_->forward(inputs_->input_ids(shape),
+                      inputs_->metadata(shape, hb.max_query_len, hb.max_seq_len, block_size_),
+                      one_block, inputs_->sample_rows(shape));
+  if (backend_->supports_sampling()) {
+    SamplingBatch sb;
+    sb.num_rows = B;
+    sb.temperature.assign(B, 1.0f);
+    sb.top_k.assign(B, -1);
+    sb.top_p.assign(B, 0.95f);
+    sb.min_p.assign(B, 0.0f);
+    sb.repetition_penalty.assign(B, 1.0f);
+    sb.presence_penalty.assign(B, 0.0f);
+    sb.frequency_penalty.assign(B, 0.0f);
+    sb.num_logprobs.assign(B, -1);
+    for (int b = 0; b < B; ++b) {
+      sb.seed.push_back(static_cast<uint64_t>(b));
+      sb.position.push_back(hb.seq_lens[b]);
+    }
+    sb.prompt_offsets.assign(B + 1, 0);
+    sb.output_offsets.assign(B + 1, 0);
+    sb.masked_offsets.assign(B + 1, 0);
+    backend_->sample(logits, sb);
+  }
+  backend_->synchronize();
+}
+
+StepShape ModelRunner::graph_shape(int size) const {
+  return StepShape{size, size, size, ceil_div(max_model_len_, block_size_)};
+}
+
+Tensor ModelRunner::forward(const StepShape& shape, int max_query_len, int max_seq_len) {
+  return model_->forward(inputs_->input_ids(shape),
+                         inputs_->metadata(shape, max_query_len, max_seq_len, block_size_),
+                         kv_cache_, inputs_->sample_rows(shape));
+}
+
+void ModelRunner::capture_graphs() {
+  graphs_ = std::make_unique<CudaGraphRunner>(std::min(max_seqs_, max_tokens_));
+  // Graphs are planned for the longest context (max_seq_len = max_model_len): the attention
+  // sizes its key split from each sequence's own length, so the plan suits every step.
+  try {
+    graphs_->capture_all(
+        *backend_,
+        [&](int size) {
+          inputs_->upload_padding(graph_shape(size));
+          forward(graph_shape(size), 1, max_model_len_);
+        },
+        [&](int size) {
+          Tensor logits = forward(graph_shape(size), 1, max_model_len_);
+          // Every size writes rows 0.. of the same workspace logits.
+          if (!graph_logits_.defined() || logits.dim(0) > graph_logits_.dim(0)) graph_logits_ = logits;
+        });
+  } catch (const Error& e) {
+    // Serving eagerly beats not serving; the log says why it is slow.
+    KS_LOG_ERROR("CUDA graph capture failed, every step runs eagerly: {}", e.what());
+    graphs_.reset();
+    backend_->synchronize();
+    return;
+  }
+  stats_.num_graphs = graphs_->num_graphs();
+  stats_.graph_capture_seconds = graphs_->capture_seconds();
+  if (graphs_->num_graphs() == 0) {
+    graphs_.reset();
+    KS_LOG_INFO("{} backend has no graphs: every step runs eagerly", backend_->name());
+    return;
+  }
+  const std::vector<int>& sizes = graphs_->sizes();
+  KS_LOG_INFO("CUDA graphs: {} decode batch sizes ({}..{}) captured in {:.2f} s",
+              sizes.size(), sizes.front(), sizes.back(), stats_.graph_capture_seconds);
 }
 
 std::vector<SampledToken> ModelRunner::execute(const ScheduledBatch& batch) {
@@ -63,31 +221,40 @@ std::vector<SampledToken> ModelRunner::execute(const ScheduledBatch& batch) {
   const HostBatch hb = build_host_batch(batch, block_size_);
   const int num_tokens = static_cast<int>(hb.input_ids.size());
   const int num_seqs = static_cast<int>(batch.seqs.size());
+  const int num_rows = static_cast<int>(hb.sample_rows.size());
 
-  AttentionMetadata meta;
-  meta.num_tokens = num_tokens;
-  meta.num_seqs = num_seqs;
-  meta.max_query_len = hb.max_query_len;
-  meta.max_seq_len = hb.max_seq_len;
-  meta.block_size = block_size_;
-  meta.positions = upload_i32(*backend_, hb.positions, {num_tokens});
-  meta.slot_mapping = upload_i32(*backend_, hb.slot_mapping, {num_tokens});
-  meta.query_start_loc = upload_i32(*backend_, hb.query_start_loc, {num_seqs + 1});
-  meta.seq_lens = upload_i32(*backend_, hb.seq_lens, {num_seqs});
-  meta.block_tables = upload_i32(*backend_, hb.block_tables, {num_seqs, std::max(hb.max_blocks, 1)});
-  const Tensor input_ids = upload_i32(*backend_, hb.input_ids, {num_tokens});
+  const int graph_size = graphs_ && is_pure_decode(batch) ? graphs_->padded_size(num_seqs) : 0;
+  Tensor logits;
+  if (graph_size > 0) {
+    inputs_->upload(hb, graph_shape(graph_size));
+    graphs_->replay(graph_size);
+    logits = graph_logits_.slice(0, num_seqs);  // row i: sequence i (all decode, all sampled)
+    ++stats_.graph_steps;
+  } else {
+    const StepShape shape{num_tokens, num_seqs, std::max(num_rows, 1), std::max(hb.max_blocks, 1)};
+    inputs_->upload(hb, shape);
+    logits = forward(shape, hb.max_query_len, hb.max_seq_len);
+    ++stats_.eager_steps;
+    // Only prompt chunks: the layers ran for their K/V writes; nothing to sample.
+    if (num_rows == 0) return {};
+  }
+  return sample(logits, batch, hb);
+}
 
-  if (hb.sample_rows.empty()) {
-    // Nothing to sample (only prompt chunks): run the layers for their K/V writes.
-    const std::vector<int> last_row{num_tokens - 1};
-    model_->forward(input_ids, meta, kv_cache_, upload_i32(*backend_, last_row, {1}));
-    return {};
+std::vector<SampledToken> ModelRunner::sample(const Tensor& logits, const ScheduledBatch& batch,
+                                              const HostBatch& hb) {
+  const int vocab = model_->config().vocab_size;
+  if (backend_->supports_sampling()) {
+    return backend_->sample(logits, make_sampling_batch(batch, hb.sample_seqs, eos_token_ids_, vocab));
   }
   const int num_rows = static_cast<int>(hb.sample_rows.size());
-  const Tensor logits =
-      model_->forward(input_ids, meta, kv_cache_, upload_i32(*backend_, hb.sample_rows, {num_rows}));
-  const Tensor host_logits = backend_->to_host(logits);
-
+  const float* host = logits.data_as<float>();
+  if (logits.device() != Device::kCpu) {
+    if (!host_logits_.defined()) host_logits_ = Tensor::host(DType::kF32, {max_seqs_, vocab});
+    Tensor rows = host_logits_.slice(0, num_rows);
+    backend_->copy_to_host(logits, rows);
+    host = rows.data_as<float>();
+  }
   std::vector<SamplingRow> rows;
   rows.reserve(num_rows);
   for (int seq_index : hb.sample_seqs) {
@@ -101,7 +268,7 @@ std::vector<SampledToken> ModelRunner::execute(const ScheduledBatch& batch) {
     row.eos_token_ids = eos_token_ids_;
     rows.push_back(row);
   }
-  return sample(host_logits.data_as<float>(), static_cast<int>(host_logits.dim(1)), rows);
+  return kestrel::sample(host, vocab, rows);
 }
 
 }  // namespace kestrel

@@ -1,7 +1,19 @@
 // ModelRunner: owns the backend, the model weights and the KV cache, and runs one
 // scheduled step (ModelExecutor) end to end: batch preparation, forward, sampling.
+//
+// Start-up: load the weights; on a GPU, profile one forward at the largest step and give
+// the KV cache what gpu_memory_utilization leaves (kv_cache_sizing.h); then, unless
+// enforce_eager, capture one CUDA graph per decode batch size (cuda_graph_runner.h).
+// Each step: the batch's inputs go to fixed device buffers in one copy (step_inputs.h); a
+// pure-decode step (every sequence computes one token and samples it) of up to the largest
+// captured size replays the graph of the next captured size, padded; any other step runs
+// eagerly. Sampling runs on the device when the backend has a sampler (its inputs come from
+// device_sampling_batch.h), else on the host from the copied logits (src/sampling).
+//
+// Not thread-safe: one thread drives a runner.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -10,15 +22,30 @@
 #include "engine/model_executor.h"
 #include "io/model_config.h"
 #include "kestrel/engine_config.h"
+#include "runtime/batch_builder.h"
 
 namespace kestrel {
 
 class CausalLM;
+class CudaGraphRunner;
+class StepInputs;
+struct StepShape;
+
+// What the runner did so far; for logs, benchmarks and tests.
+struct RunnerStats {
+  int64_t graph_steps = 0;      // steps replayed from a CUDA graph
+  int64_t eager_steps = 0;      // steps run op by op
+  int num_graphs = 0;           // graphs captured at start-up
+  double graph_capture_seconds = 0.0;
+  size_t activation_bytes = 0;  // device memory the profile forward added (0 on the CPU)
+  double kv_max_concurrency = 0.0;  // sequences of max_model_len tokens the cache holds
+};
 
 class ModelRunner : public ModelExecutor {
  public:
-  // Loads the model onto the configured device and allocates the KV cache.
-  // Throws kestrel::Error for bad model files, an unavailable device or too little memory.
+  // Loads the model onto the configured device and allocates the KV cache. Throws
+  // kestrel::Error for bad model files, an unavailable device or too little memory (the
+  // message says how much is missing).
   ModelRunner(const std::string& model_dir, const EngineConfig& config);
   ~ModelRunner() override;
 
@@ -28,21 +55,37 @@ class ModelRunner : public ModelExecutor {
   Backend& backend() { return *backend_; }
   int num_kv_blocks() const { return num_kv_blocks_; }
   int block_size() const { return block_size_; }
+  int max_model_len() const { return max_model_len_; }
   size_t kv_cache_bytes() const { return kv_cache_bytes_; }
   size_t weight_bytes() const;
   // EOS ids: generation_config.json's, else config.json's.
   const std::vector<int>& eos_token_ids() const { return eos_token_ids_; }
+  const RunnerStats& stats() const { return stats_; }
 
  private:
-  int choose_num_kv_blocks(const EngineConfig& config) const;
+  int size_kv_cache(const EngineConfig& config, size_t free_after_weights);
+  void profile_run();
+  void capture_graphs();
+  StepShape graph_shape(int size) const;
+  Tensor forward(const StepShape& shape, int max_query_len, int max_seq_len);
+  std::vector<SampledToken> sample(const Tensor& logits, const ScheduledBatch& batch,
+                                   const HostBatch& host_batch);
 
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<CausalLM> model_;
   std::vector<LayerKvCache> kv_cache_;
+  std::unique_ptr<StepInputs> inputs_;
+  std::unique_ptr<CudaGraphRunner> graphs_;  // null when eager
+  Tensor graph_logits_;                      // where every graph writes its logits
+  Tensor host_logits_;                       // F32 [max_num_seqs, V], for host sampling
   int block_size_ = 0;
+  int max_model_len_ = 0;
+  int max_tokens_ = 0;  // max_num_batched_tokens
+  int max_seqs_ = 0;    // max_num_seqs
   int num_kv_blocks_ = 0;
   size_t kv_cache_bytes_ = 0;
   std::vector<int> eos_token_ids_;
+  RunnerStats stats_;
 };
 
 }  // namespace kestrel

@@ -18,8 +18,9 @@
 // (sequence, tile) pairs, and each CTA finds its pair by a warp prefix scan over
 // query_start_loc; CTAs past the last pair exit. That keeps the launch graph-capturable.
 // When those CTAs cannot fill the GPU (few long sequences), grid.z splits each one's keys
-// into chunks (Flash-Decoding): each CTA writes its rows' (max, sum, unnormalised output) in
-// fp32 and merge_kernel combines them.
+// into chunks sized from its own length (Flash-Decoding; kernels.h, AttentionSplit): each CTA
+// writes its rows' (max, sum, unnormalised output) in fp32 and merge_kernel combines them.
+// Head dims below 32 leave lanes D..31 idle in P.V.
 //
 // Bytes: each CTA reads K and V of keys [0, last position of its tile], so decode reads the
 // KV cache once per step (the floor); prefill re-reads it once per query tile (from L2 mostly).
@@ -96,8 +97,12 @@ template <int D, bool kHeadMajor>
 __global__ void __launch_bounds__(kThreads)
     paged_attention_kernel(PagedAttentionArgs a, int group, int q_tile, AttentionSplit split,
                            float* part_ml, float* part_acc) {
-  constexpr int kDimsPerLane = D / 32;
+  // P.V: lane l owns dims [l kDimsPerLane, (l + 1) kDimsPerLane); below D = 32 only the
+  // first D lanes own one dim each.
+  constexpr int kDimsPerLane = D >= 32 ? D / 32 : 1;
+  constexpr int kActiveLanes = D / kDimsPerLane;
   constexpr int kChunks = D / 8;  // 16-byte chunks per K/V row
+  constexpr int kLoadIters = (kKeysPerTile * kChunks + kThreads - 1) / kThreads;
   __shared__ Smem<D> sm;
   const int tid = threadIdx.x;
   const int lane = tid % 32;
@@ -118,10 +123,17 @@ __global__ void __launch_bounds__(kThreads)
   const int num_rows = num_tok * group;
   const int pos0 = seq_len - q_len + first;  // position of that token
   const int kv_end = pos0 + num_tok;         // keys [0, kv_end) are needed by some row
-  // This CTA's keys: [k_begin, k_end), possibly empty (then it writes empty partials).
+  // This CTA's keys: [k_begin, k_end), possibly empty (then it writes empty partials). The
+  // tile's keys are shared evenly over the splits, in whole key tiles of at least
+  // split.kv_chunk keys, so one plan (one captured graph) suits every context length.
   const int z = blockIdx.z;
-  const int k_begin = z * split.kv_chunk;
-  const int k_end = z + 1 == split.num_splits ? kv_end : min(kv_end, k_begin + split.kv_chunk);
+  int chunk = split.kv_chunk;
+  if (split.num_splits > 1) {
+    const int even = (kv_end + split.num_splits - 1) / split.num_splits;
+    chunk = max(chunk, (even + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile);
+  }
+  const int k_begin = z * chunk;
+  const int k_end = z + 1 == split.num_splits ? kv_end : min(kv_end, k_begin + chunk);
 
   // Row r: token first + r / group, query head g * group + r % group.
   const float qscale = a.scale * kLog2e;
@@ -141,8 +153,9 @@ __global__ void __launch_bounds__(kThreads)
   auto load_tile = [&](int kt, int buf) {
     // Unrolled so that each thread's block-table reads are in flight together.
 #pragma unroll
-    for (int n = 0; n < kKeysPerTile * kChunks / kThreads; ++n) {
+    for (int n = 0; n < kLoadIters; ++n) {
       const int i = tid + n * kThreads;
+      if (kKeysPerTile * kChunks % kThreads != 0 && i >= kKeysPerTile * kChunks) break;
       const int key = i / kChunks;
       const int part = i % kChunks;
       const int j = kt * kKeysPerTile + key;
@@ -228,8 +241,10 @@ __global__ void __launch_bounds__(kThreads)
     // All 32 keys, unrolled: past the end p is 0 and V was zero-filled.
 #pragma unroll
     for (int j = 0; j < kKeysPerTile; ++j) {
+      // Lanes past kActiveLanes re-read dim 0 and discard the result.
+      const int dl = lane < kActiveLanes ? lane : 0;
       const BfVec<kDimsPerLane> vv =
-          *reinterpret_cast<const BfVec<kDimsPerLane>*>(&sm.v[buf][j][lane * kDimsPerLane]);
+          *reinterpret_cast<const BfVec<kDimsPerLane>*>(&sm.v[buf][j][dl * kDimsPerLane]);
       float vf[kDimsPerLane];
 #pragma unroll
       for (int d = 0; d < kDimsPerLane; ++d) vf[d] = __bfloat162float(vv.v[d]);
@@ -251,6 +266,7 @@ __global__ void __launch_bounds__(kThreads)
     if (r >= num_rows) continue;
     const int64_t row = (q_begin + first + r / group) * int64_t(a.num_q_heads) + g * group + r % group;
     if (part_acc == nullptr) {
+      if (lane >= kActiveLanes) continue;
       const float inv = 1.0f / l[i];
       BfVec<kDimsPerLane> o;
 #pragma unroll
@@ -262,6 +278,7 @@ __global__ void __launch_bounds__(kThreads)
         part_ml[2 * part] = m[i];
         part_ml[2 * part + 1] = l[i];
       }
+      if (lane >= kActiveLanes) continue;
 #pragma unroll
       for (int d = 0; d < kDimsPerLane; ++d) part_acc[part * D + lane * kDimsPerLane + d] = acc[i][d];
     }
@@ -273,10 +290,11 @@ __global__ void __launch_bounds__(kThreads)
 template <int D>
 __global__ void merge_kernel(const float* __restrict__ part_ml, const float* __restrict__ part_acc,
                              int num_splits, int64_t rows, bf16* __restrict__ out) {
-  constexpr int kDimsPerLane = D / 32;
+  constexpr int kDimsPerLane = D >= 32 ? D / 32 : 1;
+  constexpr int kActiveLanes = D / kDimsPerLane;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
-  if (row >= rows) return;
+  if (row >= rows || lane >= kActiveLanes) return;
   float mx = -FLT_MAX;
   for (int z = 0; z < num_splits; ++z) mx = fmaxf(mx, part_ml[2 * (z * rows + row)]);
   float sum = 0.0f, acc[kDimsPerLane] = {};
@@ -339,9 +357,9 @@ AttentionSplit plan_attention_split(const PagedAttentionArgs& a, int max_seq_len
   int64_t splits = std::min<int64_t>((slots + ctas - 1) / ctas, max_seq_len / kMinKeysPerSplit);
   splits = std::min<int64_t>(splits, kMaxSplits);
   if (splits <= 1) return {};
-  int chunk = static_cast<int>((max_seq_len + splits - 1) / splits);
-  chunk = (chunk + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
-  return {(max_seq_len + chunk - 1) / chunk, chunk};
+  // The kernel sizes each tile's chunks from its own keys; kv_chunk is the smallest chunk.
+  const int chunk = (kMinKeysPerSplit + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
+  return {static_cast<int>(splits), chunk};
 }
 
 size_t attention_workspace_bytes(const PagedAttentionArgs& a, const AttentionSplit& split) {
@@ -353,6 +371,8 @@ void paged_attention(const PagedAttentionArgs& a, const AttentionSplit& split, v
                      cudaStream_t stream) {
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
   switch (a.head_dim) {
+    case 16: launch<16>(a, split, workspace, stream); break;
+    case 32: launch<32>(a, split, workspace, stream); break;
     case 64: launch<64>(a, split, workspace, stream); break;
     case 128: launch<128>(a, split, workspace, stream); break;
     default: KS_CUDA_CHECK(cudaErrorInvalidValue);  // entry point validates head_dim first

@@ -1,6 +1,7 @@
 // CudaBackend construction, memory and transfers. The ops are in cuda_ops.cc.
 #include "backend/cuda/cuda_backend.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 #include <vector>
@@ -145,8 +146,10 @@ std::vector<LayerKvCache> CudaBackend::allocate_kv_cache(const KvCacheSpec& spec
 
 void* CudaBackend::scratch(size_t bytes) {
   if (!scratch_.defined() || scratch_.nbytes() < bytes) {
-    scratch_ = Tensor();  // stream-ordered free before the new allocation
-    scratch_ = empty(DType::kU8, Shape{static_cast<int64_t>(bytes)});
+    if (scratch_.defined()) retired_scratch_.push_back(scratch_);
+    // Doubling bounds the number of retired buffers (and so the memory they keep).
+    const size_t grown = scratch_.defined() ? std::max(bytes, 2 * scratch_.nbytes()) : bytes;
+    scratch_ = empty(DType::kU8, Shape{static_cast<int64_t>(grown)});
   }
   return scratch_.data();
 }

@@ -8,7 +8,7 @@
 //   All tensors must live on this backend's device (empty()/upload()/allocate_kv_cache()).
 // - KV cache: per layer K and V BF16 pages in the backend's CudaKvLayout, all layers in one
 //   allocation; the tensors' shapes spell the layout. spec.dtype must be BF16.
-// - Head dims: attention 64 and 128; qk_norm_rope_store 64, 128 and 256. GQA groups up to 16
+// - Head dims: attention 16, 32, 64 and 128; qk_norm_rope_store also 256. GQA groups up to 16
 //   query heads per KV head.
 // - Ops are enqueued on the backend's own stream and return at once; to_host() and
 //   synchronize() wait. Tensors from empty() come from a stream-ordered pool (freed memory is

@@ -22,6 +22,8 @@ struct CudaStreamHolder {
   cudaStream_t stream = nullptr;
 };
 
+class CudaSampler;
+
 class CudaBackend final : public Backend {
  public:
   CudaBackend(int device_index, CudaKvLayout kv_layout);
@@ -35,6 +37,13 @@ class CudaBackend final : public Backend {
   Tensor to_host(const Tensor& t) override;
   std::vector<LayerKvCache> allocate_kv_cache(const KvCacheSpec& spec) override;
   void synchronize() override;
+  // Memory and graph hooks (cuda_runtime_hooks.cc).
+  MemoryInfo memory_info() override;
+  void reset_peak_memory() override;
+  void copy_from_host(const Tensor& host, Tensor& dst) override;
+  void copy_to_host(const Tensor& src, Tensor& host) override;
+  double measure_copy_bandwidth(size_t bytes) override;
+  std::unique_ptr<Graph> capture_graph(const std::function<void()>& record) override;
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
@@ -48,6 +57,9 @@ class CudaBackend final : public Backend {
                           Tensor& q_out) override;
   void attention(const Tensor& q, const LayerKvCache& kv, const AttentionShape& shape,
                  const AttentionMetadata& meta, float scale, Tensor& out) override;
+  // Device sampling (sampling_backend.cc).
+  bool supports_sampling() const override { return true; }
+  std::vector<SampledToken> sample(const Tensor& logits, const SamplingBatch& batch) override;
 
   cudaStream_t stream() const { return holder_->stream; }
   CudaKvLayout kv_layout() const { return kv_layout_; }
@@ -63,6 +75,10 @@ class CudaBackend final : public Backend {
   int num_sms_ = 0;
   CudaKvLayout kv_layout_;
   Tensor scratch_;
+  // Scratch buffers replaced by a larger one. Kept, not freed: a captured graph may still
+  // write to the old address.
+  std::vector<Tensor> retired_scratch_;
+  std::shared_ptr<CudaSampler> sampler_;  // made by the first sample()
 };
 
 }  // namespace kestrel

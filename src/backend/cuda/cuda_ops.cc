@@ -152,7 +152,8 @@ void CudaBackend::qk_norm_rope_store(const Tensor& qkv, const Tensor& q_norm,
                                      LayerKvCache& kv, Tensor& q_out) {
   const char* op = "qk_norm_rope_store";
   const int d = shape.head_dim;
-  KS_CHECK(d == 64 || d == 128 || d == 256, "{}: head_dim {} unsupported (64, 128, 256)", op, d);
+  KS_CHECK(d == 16 || d == 32 || d == 64 || d == 128 || d == 256,
+           "{}: head_dim {} unsupported (16, 32, 64, 128, 256)", op, d);
   check_heads(op, shape);
   check_tensor(op, "qkv", qkv, DType::kBF16, 2);
   check_tensor(op, "q_out", q_out, DType::kBF16, 2);
@@ -202,7 +203,8 @@ void CudaBackend::attention(const Tensor& q, const LayerKvCache& kv, const Atten
                             const AttentionMetadata& meta, float scale, Tensor& out) {
   const char* op = "attention";
   const int d = shape.head_dim;
-  KS_CHECK(d == 64 || d == 128, "{}: head_dim {} unsupported (64, 128)", op, d);
+  KS_CHECK(d == 16 || d == 32 || d == 64 || d == 128, "{}: head_dim {} unsupported (16, 32, 64, 128)",
+           op, d);
   check_heads(op, shape);
   KS_CHECK(shape.num_q_heads / shape.num_kv_heads <= kernels::kMaxAttentionGroup,
            "{}: {} query heads per KV head, at most {} supported", op,

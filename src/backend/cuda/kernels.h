@@ -53,7 +53,7 @@ struct QkNormRopeArgs {
   int num_tokens = 0;
   int num_q_heads = 0;
   int num_kv_heads = 0;
-  int head_dim = 0;                 // 64, 128 or 256
+  int head_dim = 0;                 // 16, 32, 64, 128 or 256
   int max_pos = 0;
 };
 void qk_norm_rope_store(const QkNormRopeArgs& args, cudaStream_t stream);
@@ -72,7 +72,7 @@ struct PagedAttentionArgs {
   int num_seqs = 0;
   int num_q_heads = 0;
   int num_kv_heads = 0;
-  int head_dim = 0;                        // 64 or 128
+  int head_dim = 0;                        // 16, 32, 64 or 128
   int block_size = 0;
   int max_blocks_per_seq = 0;
 };
@@ -80,12 +80,15 @@ struct PagedAttentionArgs {
 constexpr int kMaxAttentionGroup = 16;
 
 // How the keys of one (sequence, KV head, query tile) are shared out (Flash-Decoding): with
-// num_splits > 1, CTA z takes keys [z kv_chunk, (z + 1) kv_chunk) (the last one takes the
-// rest), writes fp32 partials, and a second kernel merges them. Chosen when the batch alone
-// cannot fill the GPU.
+// num_splits > 1, the tile's n keys are cut into chunks of c = max(kv_chunk, n / num_splits
+// rounded up to whole 32-key tiles) keys, CTA z takes keys [z c, (z + 1) c) (the last one
+// takes the rest; CTAs past the end take none), writes fp32 partials, and a second kernel
+// merges them. Chosen when the batch alone cannot fill the GPU. Because c follows each
+// tile's own length, a plan made for a longer max_seq_len stays right (and efficient) for
+// shorter sequences: one captured graph serves every context length.
 struct AttentionSplit {
   int num_splits = 1;
-  int kv_chunk = 0;
+  int kv_chunk = 0;  // smallest chunk, a multiple of 32 keys
 };
 // max_seq_len: the batch's longest sequence (host-side metadata); num_sms: the device's.
 AttentionSplit plan_attention_split(const PagedAttentionArgs& args, int max_seq_len, int num_sms);

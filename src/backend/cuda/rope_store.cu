@@ -11,7 +11,8 @@
 // slot(t) = slot_mapping[t]; -1 stores nothing. K/V layout: kv_layout.cuh.
 //
 // Launch: one warp per (token, head), 4 warps per block. Lane l holds the pairs
-// [l*P, l*P + P) of the first half and their partners in the second half (P = D / 64).
+// [l*P, l*P + P) of the first half and their partners in the second half (P = D / 64; for
+// D < 64, P = 1 and lanes D/2..31 hold nothing).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
@@ -25,14 +26,15 @@ constexpr int kWarpsPerBlock = 4;
 template <int D, bool kHeadMajor>
 __global__ void qk_norm_rope_store_kernel(QkNormRopeArgs a) {
   constexpr int kHalf = D / 2;
-  constexpr int P = kHalf / 32;  // pairs per lane
+  constexpr int P = kHalf >= 32 ? kHalf / 32 : 1;  // pairs per lane
   const int64_t item = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   const int heads = a.num_q_heads + 2 * a.num_kv_heads;
   if (item >= int64_t(a.num_tokens) * heads) return;  // whole warp leaves together
   const int64_t t = item / heads;
   const int h = static_cast<int>(item - t * heads);
-  const int p0 = lane * P;
+  const bool active = lane * P < kHalf;  // idle lanes hold zeros and store nothing
+  const int p0 = active ? lane * P : 0;
 
   const bf16* src = a.qkv + item * D;
   BfVec<P> lo = *reinterpret_cast<const BfVec<P>*>(src + p0);
@@ -40,8 +42,8 @@ __global__ void qk_norm_rope_store_kernel(QkNormRopeArgs a) {
   float x1[P], x2[P];
 #pragma unroll
   for (int j = 0; j < P; ++j) {
-    x1[j] = __bfloat162float(lo.v[j]);
-    x2[j] = __bfloat162float(hi.v[j]);
+    x1[j] = active ? __bfloat162float(lo.v[j]) : 0.0f;
+    x2[j] = active ? __bfloat162float(hi.v[j]) : 0.0f;
   }
 
   const bool is_v = h >= a.num_q_heads + a.num_kv_heads;
@@ -85,6 +87,7 @@ __global__ void qk_norm_rope_store_kernel(QkNormRopeArgs a) {
     dst = cache + kv_row_offset<kHeadMajor>(block, slot - block * a.block_size, kv_head,
                                             a.num_kv_heads, a.block_size, D);
   }
+  if (!active) return;
 #pragma unroll
   for (int j = 0; j < P; ++j) {
     lo.v[j] = __float2bfloat16(x1[j]);
@@ -111,6 +114,8 @@ void qk_norm_rope_store(const QkNormRopeArgs& a, cudaStream_t stream) {
   if (items == 0) return;
   const auto grid = static_cast<unsigned>((items + kWarpsPerBlock - 1) / kWarpsPerBlock);
   switch (a.head_dim) {
+    case 16: launch<16>(a, grid, stream); break;
+    case 32: launch<32>(a, grid, stream); break;
     case 64: launch<64>(a, grid, stream); break;
     case 128: launch<128>(a, grid, stream); break;
     case 256: launch<256>(a, grid, stream); break;

@@ -1,0 +1,338 @@
+// The device sampler: one thread block of 512 threads per row, same semantics as the CPU
+// sampler (docs/sampling.md); the design and its costs are in docs/gpu_sampling.md.
+//
+// Per row (x = the processed logits, raw = the model's; every "pass" reads the row once):
+//  1. pass 1: greedy rows take the argmax (ties to the lowest id) and are done; other rows
+//     take the max M and, with top_k, a 2048-bin histogram of the logits' top key bits.
+//  2. candidates: with top_k, the logits in the histogram bins at or above the k-th largest;
+//     with top_p / min_p alone, a second pass histograms a = (x - M) / T and bounds from it
+//     the bins that can hold the nucleus and the tokens min_p keeps. When the candidates fit
+//     in shared memory (8192), one pass compacts them there in id order and every later
+//     step runs on that list; otherwise the later steps make passes over the row.
+//  3. top_k threshold (radix select), weights exp((x - M) / T), top_p cut (radix select
+//     on weight bits with fixed-point mass histograms), min_p, and the draw
+//     u = uniform01(seed, position, 0) by a two-level prefix sum in id order.
+//  4. logprobs from the raw row: one pass for log-sum-exp, rank and a histogram of the raw
+//     keys, then the top N by the same select-and-compact scheme.
+// Penalised or masked rows are first copied into a scratch buffer and edited there (one
+// block per such row), so the sampling kernel always reads one processed row.
+//
+// Launch: grid = rows, 512 threads, sizeof(Smem) (~88 KiB) of dynamic shared memory, two
+// blocks per SM. Tests: tests/backend_cuda/sampling_test.cc against the CPU sampler, and
+// sampling_timing_test.cc against the logits' byte floor (scripts/gpu_check.sh runs both).
+#include <climits>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/sampling_select.cuh"
+#include "core/philox.h"
+
+namespace kestrel::sampling_kernels {
+namespace {
+
+__global__ void __launch_bounds__(kThreads)
+    penalties_kernel(const float* __restrict__ logits, int vocab, const RowParams* __restrict__ rows,
+                     const int32_t* __restrict__ processed_rows,
+                     const PenaltyEntry* __restrict__ entries, float* __restrict__ processed) {
+  const int row = processed_rows[blockIdx.x];
+  const RowParams p = rows[row];
+  const float* src = logits + static_cast<int64_t>(row) * vocab;
+  float* dst = processed + static_cast<int64_t>(p.processed_row) * vocab;
+  for (int j = threadIdx.x; j < vocab; j += kThreads) dst[j] = src[j];
+  __syncthreads();
+  // Each id appears once per row (the host merged duplicates), so writes never collide.
+  for (int e = p.penalty_begin + threadIdx.x; e < p.penalty_end; e += kThreads) {
+    const PenaltyEntry pe = entries[e];
+    float l = src[pe.id];
+    if (pe.flags & kPenaltyMasked) {
+      l = kNegInf;
+    } else {
+      const float rep = p.repetition_penalty;
+      if ((pe.flags & kPenaltyRepetition) && rep != 1.0f) {
+        l = l > 0.0f ? __fdiv_rn(l, rep) : __fmul_rn(l, rep);
+      }
+      if (pe.output_count > 0 && (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f)) {
+        l = __fsub_rn(l, __fmul_rn(p.frequency_penalty, static_cast<float>(pe.output_count)));
+        l = __fsub_rn(l, p.presence_penalty);
+      }
+    }
+    dst[pe.id] = l;
+  }
+}
+
+__device__ __forceinline__ int a_bin(float v, float max, float temperature) {
+  const float a = __fdiv_rn(__fsub_rn(v, max), temperature);
+  if (!(a >= -kARange)) return 0;
+  return min(static_cast<int>((a + kARange) * (kABins / kARange)), kABins - 1);
+}
+
+// Lowest a-bin that can hold a token of weight >= min_p (one bin of margin for rounding).
+__device__ int min_p_bin(float min_p) {
+  const float a = logf(min_p);
+  if (!(a >= -kARange)) return 0;
+  return max(min(static_cast<int>((a + kARange) * (kABins / kARange)), kABins - 1) - 1, 0);
+}
+
+// From the a-histogram in s.work.hist.count: the lowest bin L such that the bins >= L must
+// hold the top_p nucleus, i.e. an upper bound of the mass below L is <= (1 - top_p) times a
+// lower bound of the total; one bin of margin keeps weights that round equal across a bin
+// edge. Returns L and sets *count to the tokens in bins >= max(L, floor_bin).
+__device__ int top_p_bin(float top_p, int floor_bin, int* count, Smem& s) {
+  constexpr int kPer = kABins / kThreads;
+  constexpr double kWidth = static_cast<double>(kARange) / kABins;
+  const int first = threadIdx.x * kPer;
+  double tail[kPer], tail_sum = 0.0, total_lo = 0.0;
+  for (int i = 0; i < kPer; ++i) {
+    const int b = first + i;
+    const double n = s.work.hist.count[b];
+    const double a_lo = -kARange + b * kWidth, a_hi = fmin(a_lo + kWidth, 0.0);
+    total_lo += b == 0 ? 0.0 : n * exp(a_lo - 1e-4);
+    tail[i] = n * exp(fmin(a_hi + 1e-4, 0.0));
+    tail_sum += tail[i];
+  }
+  total_lo = block_sum(total_lo, s);
+  double all;
+  double below = block_exclusive_scan(tail_sum, &all, s);
+  const double budget = (1.0 - static_cast<double>(top_p)) * total_lo * (1.0 - 1e-3);
+  if (threadIdx.x == 0) s.found_bin = 0;
+  __syncthreads();
+  for (int i = 0; i < kPer; ++i) {
+    if (below <= budget) atomicMax(&s.found_bin, first + i);
+    below += tail[i];
+  }
+  __syncthreads();
+  const int lowest = max(max(s.found_bin - 1, 0), floor_bin);
+  uint32_t mine = 0;
+  for (int i = 0; i < kPer; ++i) mine += first + i >= lowest ? s.work.hist.count[first + i] : 0u;
+  *count = static_cast<int>(block_sum(mine, s));
+  return lowest;
+}
+
+// Filters (top_p, min_p) and the draw over a weight source.
+template <typename Src>
+__device__ int filter_and_draw(const Src& src, const RowParams& p, double total_all, Smem& s) {
+  Keep keep;
+  keep.min_p = p.min_p;
+  if (p.top_p < 1.0f) keep.cut = top_p_cut(src, p.top_p, total_all, s);
+  const float u = uniform01(p.seed, static_cast<uint64_t>(p.position), 0);
+  return draw(src, keep, u, s);
+}
+
+__device__ int sample_random(const float* x, int vocab, const RowParams& p, float row_max, Smem& s) {
+  const float max = row_max;
+  const float t = p.temperature;
+  const bool top_k = p.top_k > 0, top_p = p.top_p < 1.0f, min_p = p.min_p > 0.0f;
+  int list_n = -1;
+  double total_all = -1.0;
+  bool list_weights = false;  // the list holds weights already (no top_k to apply)
+  if (top_k) {
+    int bin;
+    uint32_t above;
+    const uint32_t k = static_cast<uint32_t>(p.top_k);
+    find_crossing<uint32_t>(
+        kBins, [&](int d) { return s.work.hist.count[d]; }, [&](uint32_t c) { return c >= k; },
+        &bin, &above, s);
+    const int candidates = static_cast<int>(above + s.work.hist.count[bin]);
+    __syncthreads();  // count_select may clear the histogram next
+    if (candidates <= kListCap) {
+      const uint32_t b = static_cast<uint32_t>(bin);
+      list_n = compact_row(x, vocab, [&](float v, float*) { return (float_key(v) >> 21) >= b; }, s);
+    }
+  } else if (top_p || min_p) {
+    const int floor_bin = min_p ? min_p_bin(p.min_p) : 0;
+    int lowest = floor_bin, candidates = 0;
+    if (top_p) {
+      for (int b = threadIdx.x; b < kABins; b += kThreads) s.work.hist.count[b] = 0;
+      __syncthreads();
+      for_each(RowValues{x, vocab}, [&](int, float v) {
+        atomicAdd(&s.work.hist.count[a_bin(v, max, t)], 1u);
+      });
+      __syncthreads();
+      lowest = top_p_bin(p.top_p, floor_bin, &candidates, s);
+    }
+    if (candidates <= kListCap) {
+      // The list holds weights; the tokens left out add their (fast) weights to the total
+      // that top_p needs: they hold at most ~(1 - top_p) of the mass.
+      double mass = 0.0;
+      list_n = compact_row(x, vocab, [&](float v, float* stored) {
+        if (a_bin(v, max, t) >= lowest) {
+          *stored = sample_weight(v, max, t);
+          mass += *stored;
+          return true;
+        }
+        mass += expf(__fdiv_rn(__fsub_rn(v, max), t));
+        return false;
+      }, s);
+      if (list_n >= 0) {
+        list_weights = true;
+        if (top_p) total_all = block_sum(mass, s);
+      }
+    }
+  }
+
+  if (list_n >= 0) {
+    float kth = kNegInf;
+    if (top_k) kth = key_float(count_select(ListValues{s.list_ids, s.list_vals, list_n},
+                                            static_cast<uint32_t>(p.top_k), s).key);
+    if (!list_weights) {
+      for (int j = threadIdx.x; j < list_n; j += kThreads) {
+        const float v = s.list_vals[j];
+        s.list_vals[j] = v >= kth ? sample_weight(v, max, t) : 0.0f;
+      }
+      __syncthreads();
+    }
+    return filter_and_draw(ListWeights{s.list_ids, s.list_vals, list_n}, p, total_all, s);
+  }
+  float kth = kNegInf;
+  if (top_k) kth = key_float(count_select(RowValues{x, vocab}, static_cast<uint32_t>(p.top_k), s).key);
+  return filter_and_draw(RowWeights{x, vocab, max, t, kth}, p, -1.0, s);
+}
+
+// Sorts s.work.top[0, n) by (value desc, id asc) and writes it with logprobs value - lse.
+__device__ void write_top(int n, double lse, TopLogprob* out, Smem& s) {
+  for (int i = threadIdx.x; i < n; i += kThreads) {
+    const float v = s.work.top.vals[i];
+    const int id = s.work.top.ids[i];
+    int rank = 0;
+    for (int j = 0; j < n; ++j) {
+      const float o = s.work.top.vals[j];
+      rank += (o > v || (o == v && s.work.top.ids[j] < id)) ? 1 : 0;
+    }
+    out[rank] = TopLogprob{id, static_cast<float>(static_cast<double>(v) - lse)};
+  }
+}
+
+__device__ void logprobs(const float* raw, int vocab, int token, float raw_max, int num_top,
+                         RowResult* res, TopLogprob* top, Smem& s) {
+  const float chosen = raw[token];
+  const int n_top = min(num_top, vocab);
+  if (n_top > 0) {
+    for (int b = threadIdx.x; b < kBins; b += kThreads) s.work.hist.count[b] = 0;
+  }
+  __syncthreads();
+  double sum = 0.0;
+  uint32_t greater = 0;
+  for_each(RowValues{raw, vocab}, [&](int, float v) {
+    sum += static_cast<double>(expf(v - raw_max));
+    greater += v > chosen ? 1u : 0u;
+    if (n_top > 0) atomicAdd(&s.work.hist.count[float_key(v) >> 21], 1u);
+  });
+  __syncthreads();
+  sum = block_sum(sum, s);
+  greater = block_sum(greater, s);
+  const double lse = static_cast<double>(raw_max) + log(sum);
+  if (threadIdx.x == 0) {
+    res->logprob = static_cast<float>(static_cast<double>(chosen) - lse);
+    res->rank = static_cast<int>(greater) + 1;
+    res->num_top = n_top;
+  }
+  if (n_top == 0) return;
+  int bin;
+  uint32_t above;
+  const uint32_t k = static_cast<uint32_t>(n_top);
+  find_crossing<uint32_t>(
+      kBins, [&](int d) { return s.work.hist.count[d]; }, [&](uint32_t c) { return c >= k; }, &bin,
+      &above, s);
+  const uint32_t candidates = above + s.work.hist.count[bin];
+  __syncthreads();  // count_select below clears the histogram
+  int list_n = -1;
+  if (candidates <= static_cast<uint32_t>(kListCap)) {
+    const uint32_t b = static_cast<uint32_t>(bin);
+    list_n = compact_row(raw, vocab, [&](float v, float*) { return (float_key(v) >> 21) >= b; }, s);
+  }
+  if (list_n >= 0) {
+    const ListValues src{s.list_ids, s.list_vals, list_n};
+    gather_top(src, count_select(src, k, s), n_top, s);
+  } else {
+    const RowValues src{raw, vocab};
+    gather_top(src, count_select(src, k, s), n_top, s);
+  }
+  write_top(n_top, lse, top, s);
+}
+
+__global__ void __launch_bounds__(kThreads, 2) sample_kernel(SampleArgs args) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Smem& s = *reinterpret_cast<Smem*>(smem_raw);
+  const int row = blockIdx.x;
+  const RowParams p = args.rows[row];
+  const int vocab = args.vocab;
+  const float* raw = args.logits + static_cast<int64_t>(row) * vocab;
+  const float* x =
+      p.processed_row >= 0 ? args.processed + static_cast<int64_t>(p.processed_row) * vocab : raw;
+  const bool greedy = p.temperature == 0.0f;
+  const bool want_logprobs = p.num_logprobs >= 0;
+  const bool separate_raw = want_logprobs && x != raw;
+
+  // Pass 1.
+  if (!greedy && p.top_k > 0) {
+    for (int b = threadIdx.x; b < kBins; b += kThreads) s.work.hist.count[b] = 0;
+    __syncthreads();
+  }
+  ArgMax best{kNegInf, INT_MAX};
+  float max = kNegInf, raw_max = kNegInf;
+  for_each(RowValues{x, vocab}, [&](int j, float v) {
+    if (greedy) {
+      best.take(v, j);
+    } else {
+      max = fmaxf(max, v);
+      if (p.top_k > 0) atomicAdd(&s.work.hist.count[float_key(v) >> 21], 1u);
+    }
+    if (separate_raw) raw_max = fmaxf(raw_max, raw[j]);
+  });
+  __syncthreads();
+
+  RowResult res;
+  if (greedy) {
+    best = block_argmax(best, s);
+    res.token = best.id == INT_MAX ? 0 : best.id;
+    max = best.value;
+  } else {
+    max = block_max(max, s);
+    if (!(max > kNegInf)) {
+      res.status = kRowNoFiniteLogit;
+    } else {
+      res.token = sample_random(x, vocab, p, max, s);
+    }
+  }
+  if (want_logprobs && res.status == kRowOk) {
+    raw_max = separate_raw ? block_max(raw_max, s) : max;
+    if (!(raw_max > kNegInf)) {
+      res.status = kRowNoFiniteRawLogit;
+    } else {
+      logprobs(raw, vocab, res.token, raw_max, p.num_logprobs, &args.results[row],
+               args.top + static_cast<int64_t>(row) * args.top_stride, s);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    RowResult& out = args.results[row];
+    out.token = res.token;
+    out.status = res.status;
+    if (!want_logprobs || res.status != kRowOk) {
+      out.logprob = 0.0f;
+      out.rank = 0;
+      out.num_top = 0;
+    }
+  }
+}
+
+}  // namespace
+
+void sample_rows(const SampleArgs& args, int device, cudaStream_t stream) {
+  if (args.num_rows == 0) return;
+  if (args.num_processed > 0) {
+    penalties_kernel<<<args.num_processed, kThreads, 0, stream>>>(
+        args.logits, args.vocab, args.rows, args.processed_rows, args.penalties, args.processed);
+    KS_CUDA_CHECK_LAUNCH("penalties_kernel");
+  }
+  // Above the 48 KiB default: opt in once per device.
+  thread_local int opted_in_device = -1;
+  if (opted_in_device != device) {
+    KS_CUDA_CHECK(cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(sizeof(Smem))));
+    opted_in_device = device;
+  }
+  sample_kernel<<<args.num_rows, kThreads, sizeof(Smem), stream>>>(args);
+  KS_CUDA_CHECK_LAUNCH("sample_kernel");
+}
+
+}  // namespace kestrel::sampling_kernels

@@ -1,0 +1,91 @@
+// Host launchers of the device sampler (the kernel tier; CudaBackend::sample in
+// sampling_backend.cc is the validating entry point). Plain C++: no CUDA types beyond the
+// stream, so the backend's .cc files can include it.
+//
+// Semantics are the CPU sampler's (src/sampling, docs/sampling.md) row for row; the
+// algorithm and its launch geometry are described in docs/gpu_sampling.md and at the top of
+// sampling.cu. Launchers trust their arguments (the entry point validates them), enqueue
+// work on `stream` without synchronizing, and check every launch.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kestrel::sampling_kernels {
+
+// Largest number of top logprobs a row may ask for on the device (the engine allows 20).
+constexpr int kMaxTopLogprobs = 1024;
+
+// One row's parameters, normalised by the host: top_k is 0 when off (including k >= vocab),
+// top_p 1 when off, min_p 0 when off.
+struct RowParams {
+  float temperature = 0.0f;  // 0 = greedy
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
+  int32_t top_k = 0;
+  int32_t num_logprobs = -1;    // -1: none
+  int32_t processed_row = -1;   // row of the processed-logits buffer; -1: sample the raw row
+  int32_t penalty_begin = 0;    // this row's PenaltyEntry range
+  int32_t penalty_end = 0;
+  int32_t pad = 0;
+  uint64_t seed = 0;
+  int64_t position = 0;
+};
+
+enum PenaltyFlags : uint32_t {
+  kPenaltyRepetition = 1,  // the id occurs in prompt or output: repetition_penalty applies
+  kPenaltyMasked = 2,      // forced to -inf (min_tokens)
+};
+
+// One distinct token id of a row that the logit processors change. `output_count` > 0 makes
+// the frequency and presence penalties apply.
+struct PenaltyEntry {
+  int32_t id = 0;
+  int32_t output_count = 0;
+  uint32_t flags = 0;
+};
+
+enum RowStatus : int32_t {
+  kRowOk = 0,
+  kRowNoFiniteLogit = 1,     // random sampling over a row without a finite logit
+  kRowNoFiniteRawLogit = 2,  // logprobs of a row without a finite raw logit
+};
+
+struct RowResult {
+  int32_t token = 0;
+  int32_t status = kRowOk;
+  float logprob = 0.0f;  // when num_logprobs >= 0
+  int32_t rank = 0;
+  int32_t num_top = 0;   // min(num_logprobs, vocab) entries in the row's TopLogprob slots
+};
+
+struct TopLogprob {
+  int32_t id = 0;
+  float logprob = 0.0f;
+};
+
+struct SampleArgs {
+  const float* logits = nullptr;     // [num_rows, vocab] raw logits
+  float* processed = nullptr;        // [num_processed, vocab] scratch for penalised rows
+  const RowParams* rows = nullptr;   // [num_rows]
+  const PenaltyEntry* penalties = nullptr;
+  const int32_t* processed_rows = nullptr;  // [num_processed]: batch row of each processed row
+  RowResult* results = nullptr;      // [num_rows]
+  TopLogprob* top = nullptr;         // [num_rows, top_stride]
+  int num_rows = 0;
+  int num_processed = 0;
+  int vocab = 0;
+  int top_stride = 0;                // >= every row's min(num_logprobs, vocab)
+};
+
+// Copies each processed row from the raw logits and applies its PenaltyEntry list (masks,
+// repetition, frequency and presence penalties; float arithmetic as the CPU sampler's),
+// then samples every row. `device` is the current device (for the shared-memory opt-in).
+void sample_rows(const SampleArgs& args, int device, cudaStream_t stream);
+
+}  // namespace kestrel::sampling_kernels

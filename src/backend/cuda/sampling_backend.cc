@@ -1,0 +1,290 @@
+// CudaBackend::sample: the validating entry point of the device sampler. Checks the logits
+// and the batch, validates each row as the CPU sampler does (same limits, same messages),
+// turns each row's token lists into one deduplicated list of edits (mask, repetition,
+// frequency/presence counts), uploads everything in one copy, launches the kernels
+// (sampling.cu) and copies the results back in one copy.
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/sampling.h"
+#include "core/error.h"
+
+namespace kestrel {
+
+namespace {
+
+using sampling_kernels::PenaltyEntry;
+using sampling_kernels::RowParams;
+using sampling_kernels::RowResult;
+using sampling_kernels::TopLogprob;
+
+constexpr size_t kAlign = 256;
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// Page-locked host memory that grows, so the copies are asynchronous and fast.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer() {
+    if (data_ != nullptr) cudaFreeHost(data_);
+  }
+  uint8_t* get(size_t bytes) {
+    if (bytes > capacity_) {
+      if (data_ != nullptr) KS_CUDA_CHECK(cudaFreeHost(data_));
+      data_ = nullptr;
+      capacity_ = 0;
+      KS_CUDA_CHECK(cudaMallocHost(&data_, bytes));
+      capacity_ = bytes;
+    }
+    return static_cast<uint8_t*>(data_);
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+template <typename T>
+void check_row_vector(const std::vector<T>& v, int rows, const char* name) {
+  KS_CHECK(static_cast<int>(v.size()) == rows, "sample: batch.{} has {} entries for {} rows",
+           name, v.size(), rows);
+}
+
+// A row's span of a flat token list; `offsets` is empty (no lists) or has rows + 1 entries.
+struct TokenLists {
+  const std::vector<int>& tokens;
+  const std::vector<int>& offsets;
+  const char* name;
+
+  void validate(int rows) const {
+    if (offsets.empty()) return;
+    KS_CHECK(static_cast<int>(offsets.size()) == rows + 1,
+             "sample: batch.{}_offsets has {} entries for {} rows (needs rows + 1)", name,
+             offsets.size(), rows);
+    KS_CHECK(offsets[0] == 0 && static_cast<size_t>(offsets[rows]) == tokens.size(),
+             "sample: batch.{}_offsets must run from 0 to {}", name, tokens.size());
+    for (int r = 0; r < rows; ++r) {
+      KS_CHECK(offsets[r] <= offsets[r + 1], "sample: batch.{}_offsets decrease at row {}", name,
+               r);
+    }
+  }
+  const int* begin(int r) const { return offsets.empty() ? nullptr : tokens.data() + offsets[r]; }
+  const int* end(int r) const { return offsets.empty() ? nullptr : tokens.data() + offsets[r + 1]; }
+};
+
+void validate_row(const SamplingBatch& b, int r) {
+  const float t = b.temperature[r];
+  KS_CHECK(t >= 0.0f && std::isfinite(t), "row {}: temperature must be >= 0, got {}", r, t);
+  KS_CHECK(b.top_k[r] >= -1, "row {}: top_k must be -1 or >= 0, got {}", r, b.top_k[r]);
+  KS_CHECK(b.top_p[r] > 0.0f && b.top_p[r] <= 1.0f, "row {}: top_p must be in (0, 1], got {}", r,
+           b.top_p[r]);
+  KS_CHECK(b.min_p[r] >= 0.0f && b.min_p[r] <= 1.0f, "row {}: min_p must be in [0, 1], got {}", r,
+           b.min_p[r]);
+  KS_CHECK(b.repetition_penalty[r] > 0.0f, "row {}: repetition_penalty must be > 0, got {}", r,
+           b.repetition_penalty[r]);
+  KS_CHECK(std::isfinite(b.presence_penalty[r]) && std::isfinite(b.frequency_penalty[r]),
+           "row {}: presence and frequency penalties must be finite", r);
+  KS_CHECK(b.num_logprobs[r] >= -1, "row {}: logprobs must be >= 0", r);
+  KS_CHECK(b.num_logprobs[r] <= sampling_kernels::kMaxTopLogprobs,
+           "row {}: the CUDA sampler returns at most {} top logprobs, {} asked", r,
+           sampling_kernels::kMaxTopLogprobs, b.num_logprobs[r]);
+  KS_CHECK(b.position[r] >= 0, "row {}: position must be >= 0, got {}", r, b.position[r]);
+}
+
+}  // namespace
+
+// Host state of the device sampler, reused across calls so that a step allocates nothing
+// once the batch sizes have been seen.
+class CudaSampler {
+ public:
+  std::vector<SampledToken> sample(CudaBackend& be, const Tensor& logits,
+                                   const SamplingBatch& batch);
+
+ private:
+  // Appends the row's edits to entries_ (one entry per distinct id).
+  void build_penalties(const SamplingBatch& b, int r, int vocab, const TokenLists& prompt,
+                       const TokenLists& output, const TokenLists& masked);
+  uint8_t* device_bytes(CudaBackend& be, Tensor& t, size_t bytes) {
+    if (!t.defined() || t.nbytes() < bytes) {
+      t = Tensor();
+      t = be.empty(DType::kU8, Shape{static_cast<int64_t>(bytes)});
+    }
+    return t.data_as<uint8_t>();
+  }
+
+  std::vector<RowParams> rows_;
+  std::vector<PenaltyEntry> entries_;
+  std::vector<int32_t> processed_rows_;
+  std::vector<int32_t> entry_of_;  // [vocab]: entry index of an id in the current row, or -1
+  PinnedBuffer upload_, download_;
+  Tensor io_dev_, processed_dev_;
+};
+
+void CudaSampler::build_penalties(const SamplingBatch& b, int r, int vocab,
+                                  const TokenLists& prompt, const TokenLists& output,
+                                  const TokenLists& masked) {
+  if (entry_of_.size() != static_cast<size_t>(vocab)) entry_of_.assign(vocab, -1);
+  const size_t first = entries_.size();
+  auto entry = [&](int id) -> PenaltyEntry& {
+    if (entry_of_[id] < 0) {
+      entry_of_[id] = static_cast<int32_t>(entries_.size());
+      entries_.push_back(PenaltyEntry{id, 0, 0});
+    }
+    return entries_[entry_of_[id]];
+  };
+  const float rep = b.repetition_penalty[r];
+  const bool presence_or_frequency = b.presence_penalty[r] != 0.0f || b.frequency_penalty[r] != 0.0f;
+  if (rep != 1.0f || presence_or_frequency) {
+    for (const TokenLists* l : {&prompt, &output}) {
+      for (const int* t = l->begin(r); t != l->end(r); ++t) {
+        KS_CHECK(*t >= 0 && *t < vocab, "{} token id {} is outside the vocab [0, {})", l->name, *t,
+                 vocab);
+        if (rep != 1.0f) entry(*t).flags |= sampling_kernels::kPenaltyRepetition;
+      }
+    }
+    if (presence_or_frequency) {
+      for (const int* t = output.begin(r); t != output.end(r); ++t) ++entry(*t).output_count;
+    }
+  }
+  for (const int* t = masked.begin(r); t != masked.end(r); ++t) {
+    if (*t >= 0 && *t < vocab) entry(*t).flags |= sampling_kernels::kPenaltyMasked;
+  }
+  for (size_t e = first; e < entries_.size(); ++e) entry_of_[entries_[e].id] = -1;
+}
+
+std::vector<SampledToken> CudaSampler::sample(CudaBackend& be, const Tensor& logits,
+                                              const SamplingBatch& batch) {
+  const int num_rows = batch.num_rows;
+  KS_CHECK(num_rows >= 0, "sample: num_rows must be >= 0, got {}", num_rows);
+  std::vector<SampledToken> out(num_rows);
+  if (num_rows == 0) return out;
+  KS_CHECK(logits.defined() && logits.device() == Device::kCuda,
+           "sample: logits must be a CUDA tensor");
+  KS_CHECK(logits.dtype() == DType::kF32, "sample: logits must be F32, got {}",
+           dtype_name(logits.dtype()));
+  KS_CHECK(logits.ndim() == 2 && logits.dim(0) == num_rows && logits.dim(1) > 0,
+           "sample: logits {} must be [{}, vocab > 0]", logits.shape().str(), num_rows);
+  KS_CHECK(logits.dim(1) < (int64_t{1} << 31), "sample: vocab {} is too large", logits.dim(1));
+  const int vocab = static_cast<int>(logits.dim(1));
+  check_row_vector(batch.temperature, num_rows, "temperature");
+  check_row_vector(batch.top_k, num_rows, "top_k");
+  check_row_vector(batch.top_p, num_rows, "top_p");
+  check_row_vector(batch.min_p, num_rows, "min_p");
+  check_row_vector(batch.repetition_penalty, num_rows, "repetition_penalty");
+  check_row_vector(batch.presence_penalty, num_rows, "presence_penalty");
+  check_row_vector(batch.frequency_penalty, num_rows, "frequency_penalty");
+  check_row_vector(batch.seed, num_rows, "seed");
+  check_row_vector(batch.position, num_rows, "position");
+  check_row_vector(batch.num_logprobs, num_rows, "num_logprobs");
+  const TokenLists prompt{batch.prompt_tokens, batch.prompt_offsets, "prompt"};
+  const TokenLists output{batch.output_tokens, batch.output_offsets, "output"};
+  const TokenLists masked{batch.masked_tokens, batch.masked_offsets, "masked"};
+  prompt.validate(num_rows);
+  output.validate(num_rows);
+  masked.validate(num_rows);
+
+  rows_.assign(num_rows, RowParams{});
+  entries_.clear();
+  processed_rows_.clear();
+  int top_stride = 0;
+  for (int r = 0; r < num_rows; ++r) {
+    validate_row(batch, r);
+    RowParams& p = rows_[r];
+    p.temperature = batch.temperature[r];
+    p.top_k = batch.top_k[r] > 0 && batch.top_k[r] < vocab ? batch.top_k[r] : 0;
+    p.top_p = batch.top_p[r];
+    p.min_p = batch.min_p[r];
+    p.repetition_penalty = batch.repetition_penalty[r];
+    p.presence_penalty = batch.presence_penalty[r];
+    p.frequency_penalty = batch.frequency_penalty[r];
+    p.num_logprobs = batch.num_logprobs[r];
+    p.seed = batch.seed[r];
+    p.position = batch.position[r];
+    if (p.num_logprobs > 0) top_stride = std::max(top_stride, std::min(p.num_logprobs, vocab));
+    p.penalty_begin = static_cast<int32_t>(entries_.size());
+    build_penalties(batch, r, vocab, prompt, output, masked);
+    p.penalty_end = static_cast<int32_t>(entries_.size());
+    if (p.penalty_end > p.penalty_begin) {
+      p.processed_row = static_cast<int32_t>(processed_rows_.size());
+      processed_rows_.push_back(r);
+    }
+  }
+
+  // One device buffer: [rows | processed_rows | entries] uploaded, [results | top] read back.
+  const size_t rows_bytes = align_up(sizeof(RowParams) * num_rows);
+  const size_t proc_bytes = align_up(sizeof(int32_t) * processed_rows_.size());
+  const size_t entry_bytes = align_up(sizeof(PenaltyEntry) * entries_.size());
+  const size_t in_bytes = rows_bytes + proc_bytes + entry_bytes;
+  const size_t result_bytes = align_up(sizeof(RowResult) * num_rows);
+  const size_t top_bytes = sizeof(TopLogprob) * static_cast<size_t>(num_rows) * top_stride;
+  const size_t out_bytes = result_bytes + top_bytes;
+  uint8_t* dev = device_bytes(be, io_dev_, in_bytes + out_bytes);
+  uint8_t* host_in = upload_.get(in_bytes);
+  std::memcpy(host_in, rows_.data(), sizeof(RowParams) * num_rows);
+  std::memcpy(host_in + rows_bytes, processed_rows_.data(), sizeof(int32_t) * processed_rows_.size());
+  std::memcpy(host_in + rows_bytes + proc_bytes, entries_.data(),
+              sizeof(PenaltyEntry) * entries_.size());
+  const cudaStream_t stream = be.stream();
+  KS_CUDA_CHECK(cudaMemcpyAsync(dev, host_in, in_bytes, cudaMemcpyHostToDevice, stream));
+
+  sampling_kernels::SampleArgs args;
+  args.logits = static_cast<const float*>(logits.data());
+  if (!processed_rows_.empty()) {
+    args.processed = reinterpret_cast<float*>(device_bytes(
+        be, processed_dev_, sizeof(float) * static_cast<size_t>(vocab) * processed_rows_.size()));
+  }
+  args.rows = reinterpret_cast<const RowParams*>(dev);
+  args.processed_rows = reinterpret_cast<const int32_t*>(dev + rows_bytes);
+  args.penalties = reinterpret_cast<const PenaltyEntry*>(dev + rows_bytes + proc_bytes);
+  args.results = reinterpret_cast<RowResult*>(dev + in_bytes);
+  args.top = reinterpret_cast<TopLogprob*>(dev + in_bytes + result_bytes);
+  args.num_rows = num_rows;
+  args.num_processed = static_cast<int>(processed_rows_.size());
+  args.vocab = vocab;
+  args.top_stride = top_stride;
+  int device = 0;
+  KS_CUDA_CHECK(cudaGetDevice(&device));
+  sampling_kernels::sample_rows(args, device, stream);
+
+  uint8_t* host_out = download_.get(out_bytes);
+  KS_CUDA_CHECK(cudaMemcpyAsync(host_out, dev + in_bytes, out_bytes, cudaMemcpyDeviceToHost, stream));
+  KS_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+  const auto* results = reinterpret_cast<const RowResult*>(host_out);
+  const auto* top = reinterpret_cast<const TopLogprob*>(host_out + result_bytes);
+  for (int r = 0; r < num_rows; ++r) {
+    const RowResult& res = results[r];
+    KS_CHECK(res.status != sampling_kernels::kRowNoFiniteLogit,
+             "sample: row {}: sampling needs a finite logit", r);
+    KS_CHECK(res.status != sampling_kernels::kRowNoFiniteRawLogit,
+             "sample: row {}: logprobs need a finite logit", r);
+    KS_ASSERT(res.status == sampling_kernels::kRowOk && res.token >= 0 && res.token < vocab,
+              "device sampler returned token {} (status {}) for row {}", res.token, res.status, r);
+    out[r].token_id = res.token;
+    if (rows_[r].num_logprobs < 0) continue;
+    TokenLogprobs lp;
+    lp.token_id = res.token;
+    lp.logprob = res.logprob;
+    lp.rank = res.rank;
+    lp.top.reserve(res.num_top);
+    const TopLogprob* row_top = top + static_cast<size_t>(r) * top_stride;
+    for (int i = 0; i < res.num_top; ++i) lp.top.emplace_back(row_top[i].id, row_top[i].logprob);
+    out[r].logprobs = std::move(lp);
+  }
+  return out;
+}
+
+std::vector<SampledToken> CudaBackend::sample(const Tensor& logits, const SamplingBatch& batch) {
+  if (!sampler_) sampler_ = std::make_shared<CudaSampler>();
+  return sampler_->sample(*this, logits, batch);
+}
+
+}  // namespace kestrel

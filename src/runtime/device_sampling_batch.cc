@@ -1,0 +1,66 @@
+#include "runtime/device_sampling_batch.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "sampling/penalties.h"
+
+namespace kestrel {
+
+SamplingBatch make_sampling_batch(const ScheduledBatch& batch, const std::vector<int>& sample_seqs,
+                                  std::span<const int> eos_token_ids, int vocab_size) {
+  SamplingBatch b;
+  const size_t n = sample_seqs.size();
+  b.num_rows = static_cast<int>(n);
+  for (auto* v : {&b.temperature, &b.top_p, &b.min_p, &b.repetition_penalty, &b.presence_penalty,
+                  &b.frequency_penalty}) {
+    v->reserve(n);
+  }
+  b.top_k.reserve(n);
+  b.seed.reserve(n);
+  b.position.reserve(n);
+  b.num_logprobs.reserve(n);
+  b.prompt_offsets.assign(1, 0);
+  b.output_offsets.assign(1, 0);
+  b.masked_offsets.assign(1, 0);
+
+  auto append = [](std::vector<int>& dst, std::span<const int> ids) {
+    dst.insert(dst.end(), ids.begin(), ids.end());
+  };
+  auto mask = [&](std::span<const int> ids) {
+    for (int t : ids) {
+      if (t >= 0 && t < vocab_size) b.masked_tokens.push_back(t);
+    }
+  };
+
+  for (int seq_index : sample_seqs) {
+    KS_ASSERT(seq_index >= 0 && static_cast<size_t>(seq_index) < batch.seqs.size(),
+              "sample_seqs entry {} outside the batch of {}", seq_index, batch.seqs.size());
+    const Sequence& seq = *batch.seqs[seq_index].seq;
+    KS_ASSERT(seq.params != nullptr, "sequence {} has no sampling params", seq.seq_id);
+    const SamplingParams& p = *seq.params;
+    b.temperature.push_back(p.temperature);
+    b.top_k.push_back(p.top_k);
+    b.top_p.push_back(p.top_p);
+    b.min_p.push_back(p.min_p);
+    b.repetition_penalty.push_back(p.repetition_penalty);
+    b.presence_penalty.push_back(p.presence_penalty);
+    b.frequency_penalty.push_back(p.frequency_penalty);
+    b.seed.push_back(seq.seed);
+    b.position.push_back(seq.num_tokens());
+    b.num_logprobs.push_back(p.logprobs ? *p.logprobs : -1);
+
+    if (p.repetition_penalty != 1.0f) append(b.prompt_tokens, seq.prompt_token_ids());
+    if (has_penalties(p)) append(b.output_tokens, seq.output_token_ids());
+    if (seq.num_output_tokens() < std::max(p.min_tokens, 0)) {
+      mask(p.stop_token_ids);
+      if (!p.ignore_eos) mask(eos_token_ids);
+    }
+    b.prompt_offsets.push_back(static_cast<int>(b.prompt_tokens.size()));
+    b.output_offsets.push_back(static_cast<int>(b.output_tokens.size()));
+    b.masked_offsets.push_back(static_cast<int>(b.masked_tokens.size()));
+  }
+  return b;
+}
+
+}  // namespace kestrel

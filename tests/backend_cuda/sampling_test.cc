@@ -1,0 +1,229 @@
+// The device sampler (CudaBackend::sample) against the CPU sampler (src/sampling, the
+// reference) over every combination of temperature, top_k, top_p and min_p, with penalties,
+// masks and logprobs mixed in, on odd vocab sizes and batch sizes; plus hand-derived cases
+// and errors. The timing is in sampling_timing_test.cc.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "core/philox.h"
+#include "sampling_test_util.h"
+
+namespace kestrel {
+namespace {
+
+using namespace cuda_test;
+using namespace sampling_test;
+
+// Every combination of the filter parameters; penalties, masks, logprobs, the logit shape,
+// seed and position vary along with them.
+std::vector<Row> combinations(int vocab, std::mt19937& rng) {
+  std::vector<Row> rows;
+  int n = 0;
+  for (float t : {0.0f, 0.7f, 1.0f, 1.8f}) {
+    for (int k : {-1, 1, 5, 50, 3000, 20000}) {
+      for (float p : {1.0f, 0.95f, 0.6f, 0.3f}) {
+        for (float m : {0.0f, 0.05f}) {
+          Row row;
+          row.params.temperature = t;
+          row.params.top_k = k;
+          row.params.top_p = p;
+          row.params.min_p = m;
+          row.seed = (static_cast<uint64_t>(rng()) << 32) | rng();
+          row.position = rng() % 5000;
+          const int logprobs[] = {-1, 0, 3, 20, -1};
+          if (logprobs[n % 5] >= 0) row.params.logprobs = logprobs[n % 5];
+          std::uniform_int_distribution<int> id(0, vocab - 1);
+          if (n % 3 == 1 || n % 3 == 2) {
+            for (int i = 0; i < 40; ++i) row.prompt.push_back(id(rng));
+            for (int i = 0; i < 12; ++i) row.output.push_back(i % 3 == 0 ? row.prompt[i] : id(rng));
+            row.params.repetition_penalty = 1.3f;
+          }
+          if (n % 3 == 2) {
+            row.params.frequency_penalty = 0.4f;
+            row.params.presence_penalty = -0.3f;
+            if (vocab > 3) row.masked = {id(rng), id(rng), vocab + 5};
+          }
+          rows.push_back(std::move(row));
+          ++n;
+        }
+      }
+    }
+  }
+  return rows;
+}
+
+TEST(CudaSampling, MatchesCpuSamplerOnEveryCombination) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(1234);
+  Tally tally;
+  // KESTREL_SAMPLING_QUICK: a smaller sweep, for runs under compute-sanitizer.
+  const bool quick = std::getenv("KESTREL_SAMPLING_QUICK") != nullptr;
+  const std::vector<int> vocabs = quick ? std::vector<int>{7, 1000, 20000}
+                                        : std::vector<int>{1, 7, 1000, 151936};
+  const std::vector<int> batches = quick ? std::vector<int>{64} : std::vector<int>{1, 3, 64, 256};
+  int pass = 0;  // shifts the logit shape each combination meets from one pass to the next
+  for (int vocab : vocabs) {
+    std::vector<Row> all = combinations(vocab, rng);
+    for (int batch : batches) {
+      // Cover every combination, in batches of `batch` rows (the last batch wraps around).
+      const int num = static_cast<int>(all.size());
+      const int num_batches = (num + batch - 1) / batch;
+      ++pass;
+      for (int b = 0; b < num_batches; ++b) {
+        std::vector<Row> rows;
+        std::vector<float> logits(static_cast<size_t>(batch) * vocab);
+        for (int r = 0; r < batch; ++r) {
+          const int combination = (b * batch + r) % num;
+          rows.push_back(all[combination]);
+          fill_row(logits.data() + static_cast<size_t>(r) * vocab, vocab, combination + pass, rng);
+        }
+        compare(logits, vocab, rows, tally,
+                "vocab " + std::to_string(vocab) + " batch " + std::to_string(batch));
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+  std::printf("[ sampling ] %d rows compared with the CPU sampler, %d near-ties\n", tally.rows,
+              tally.near_ties);
+  EXPECT_LE(tally.near_ties * 1000, tally.rows) << "too many near-ties";
+}
+
+// Tokens drawn over `draws` seeds for one row of logits.
+std::vector<int> draws_over_seeds(const std::vector<float>& logits, Row row, int draws) {
+  std::vector<Row> rows;
+  std::vector<float> all;
+  for (int i = 0; i < draws; ++i) {
+    row.seed = 1000 + i;
+    rows.push_back(row);
+    all.insert(all.end(), logits.begin(), logits.end());
+  }
+  std::vector<int> tokens;
+  for (const SampledToken& t : gpu_sample(all, static_cast<int>(logits.size()), rows)) {
+    tokens.push_back(t.token_id);
+  }
+  return tokens;
+}
+
+TEST(CudaSampling, GreedyTiesGoToTheLowestId) {
+  KS_REQUIRE_GPU();
+  const int vocab = 151936;
+  std::vector<float> logits(3 * vocab, -1.0f);
+  logits[7000] = logits[90000] = 4.0f;                 // row 0: tie at the max
+  std::fill(logits.begin() + vocab, logits.begin() + 2 * vocab, -kInf);  // row 1: all -inf
+  logits[2 * vocab + vocab - 1] = 0.5f;                // row 2: the last id
+  std::vector<Row> rows(3, row_with(0.0f));
+  const std::vector<SampledToken> got = gpu_sample(logits, vocab, rows);
+  EXPECT_EQ(got[0].token_id, 7000);
+  EXPECT_EQ(got[1].token_id, 0);
+  EXPECT_EQ(got[2].token_id, vocab - 1);
+}
+
+TEST(CudaSampling, TopKKeepsEveryTieAtTheKthValue) {
+  KS_REQUIRE_GPU();
+  // top_k = 2 over [5, 1, 5, 5, 0]: the k-th value is 5, so ids 0, 2 and 3 stay.
+  std::vector<int> tokens = draws_over_seeds({5, 1, 5, 5, 0}, row_with(1.0f, 2), 300);
+  for (int t : tokens) ASSERT_TRUE(t == 0 || t == 2 || t == 3) << t;
+  for (int want : {0, 2, 3}) EXPECT_NE(std::count(tokens.begin(), tokens.end(), want), 0) << want;
+}
+
+TEST(CudaSampling, TopPBreaksEqualProbabilitiesByLowerId) {
+  KS_REQUIRE_GPU();
+  // Four equal probabilities: top_p 0.5 keeps ids {0, 1}, top_p 0.6 keeps {0, 1, 2}.
+  const std::vector<float> flat(4, 0.25f);
+  for (auto [p, kept] : {std::pair{0.5f, 2}, std::pair{0.6f, 3}}) {
+    std::vector<int> tokens = draws_over_seeds(flat, row_with(1.0f, -1, p), 300);
+    for (int t : tokens) ASSERT_LT(t, kept) << "top_p " << p;
+    for (int want = 0; want < kept; ++want) {
+      EXPECT_NE(std::count(tokens.begin(), tokens.end(), want), 0) << "top_p " << p;
+    }
+  }
+}
+
+TEST(CudaSampling, DrawIsTheInverseCdfInIdOrder) {
+  KS_REQUIRE_GPU();
+  // Weights 1 : 2 : 3 (logits log 1, log 2, log 3 at T = 1); u < 1/6 -> 0, < 1/2 -> 1, else 2.
+  const std::vector<float> logits{0.0f, std::log(2.0f), std::log(3.0f)};
+  Row row = row_with(1.0f);
+  row.position = 17;
+  const std::vector<int> tokens = draws_over_seeds(logits, row, 200);
+  for (int i = 0; i < 200; ++i) {
+    const double u = uniform01(1000 + i, 17, 0);
+    if (std::fabs(u - 1.0 / 6) < 1e-5 || std::fabs(u - 0.5) < 1e-5) continue;
+    EXPECT_EQ(tokens[i], u < 1.0 / 6 ? 0 : u < 0.5 ? 1 : 2) << "u " << u;
+  }
+}
+
+TEST(CudaSampling, PenaltiesAndMasksByHand) {
+  KS_REQUIRE_GPU();
+  const std::vector<float> logits{2.0f, -2.0f, 1.0f, 0.5f};
+  // repetition 2 on ids 0, 1: [1, -4, 1, 0.5] -> greedy 0 (tie with 2, lower id).
+  Row a = row_with(0.0f);
+  a.params.repetition_penalty = 2.0f;
+  a.prompt = {0, 1, 1};
+  // ... then output {0, 0} with frequency 0.3, presence 0.5: id 0 = 1 - 0.6 - 0.5 -> 2 wins.
+  Row b = a;
+  b.output = {0, 0};
+  b.params.frequency_penalty = 0.3f;
+  b.params.presence_penalty = 0.5f;
+  // ... and id 2 masked: 3 (0.5) wins over 0 (-0.1).
+  Row c = b;
+  c.masked = {2, 99};
+  std::vector<float> three;
+  for (int i = 0; i < 3; ++i) three.insert(three.end(), logits.begin(), logits.end());
+  const std::vector<SampledToken> got = gpu_sample(three, 4, {a, b, c});
+  EXPECT_EQ(got[0].token_id, 0);
+  EXPECT_EQ(got[1].token_id, 2);
+  EXPECT_EQ(got[2].token_id, 3);
+}
+
+TEST(CudaSampling, LogprobsByHand) {
+  KS_REQUIRE_GPU();
+  // Raw logits [0, log 3, -inf]: probabilities 1/4, 3/4, 0.
+  Row row = row_with(0.0f);
+  row.params.logprobs = 5;
+  const std::vector<SampledToken> got = gpu_sample({0.0f, std::log(3.0f), -kInf}, 3, {row});
+  ASSERT_TRUE(got[0].logprobs.has_value());
+  const TokenLogprobs& lp = *got[0].logprobs;
+  EXPECT_EQ(lp.token_id, 1);
+  EXPECT_NEAR(lp.logprob, std::log(0.75), 1e-6);
+  EXPECT_EQ(lp.rank, 1);
+  ASSERT_EQ(lp.top.size(), 3u);
+  EXPECT_EQ(lp.top[0].first, 1);
+  EXPECT_EQ(lp.top[1].first, 0);
+  EXPECT_NEAR(lp.top[1].second, std::log(0.25), 1e-6);
+  EXPECT_EQ(lp.top[2].first, 2);
+  EXPECT_EQ(lp.top[2].second, -kInf);
+}
+
+TEST(CudaSampling, RejectsBadInput) {
+  KS_REQUIRE_GPU();
+  const std::vector<float> ok{0.0f, 1.0f};
+  EXPECT_THROW(gpu_sample({-kInf, -kInf}, 2, {row_with(1.0f)}), Error);  // no finite logit
+  Row lp = row_with(0.0f);
+  lp.params.logprobs = 0;
+  EXPECT_THROW(gpu_sample({-kInf, -kInf}, 2, {lp}), Error);
+  EXPECT_THROW(gpu_sample(ok, 2, {row_with(1.0f, -2)}), Error);
+  EXPECT_THROW(gpu_sample(ok, 2, {row_with(1.0f, -1, 0.0f)}), Error);
+  EXPECT_THROW(gpu_sample(ok, 2, {row_with(-1.0f)}), Error);
+  Row bad_id = row_with(1.0f);
+  bad_id.params.repetition_penalty = 1.2f;
+  bad_id.prompt = {2};
+  EXPECT_THROW(gpu_sample(ok, 2, {bad_id}), Error);
+  SamplingBatch b;  // rows without their parameters
+  b.num_rows = 1;
+  Tensor host = Tensor::host(DType::kF32, Shape{1, 2});
+  host.data_as<float>()[1] = 1.0f;
+  EXPECT_THROW(gpu().sample(gpu().upload(host, DType::kF32), b), Error);
+  EXPECT_THROW(gpu().sample(gpu().upload(host, DType::kBF16), b), Error);  // BF16 logits
+}
+
+}  // namespace
+}  // namespace kestrel

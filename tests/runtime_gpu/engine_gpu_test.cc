@@ -1,0 +1,176 @@
+// The engine invariants on the GPU (DESIGN.md, "How correctness is known"): batched, one at a
+// time, chunked prefill, no prefix cache, forced preemption, prefix-cache hits, CUDA graphs
+// and --enforce-eager all give HF's greedy tokens (on every step whose HF margin is clear of
+// the bf16 noise, see gpu_test_util.h), so they agree with each other there. Also: graphs
+// are really replayed, padded graph batches match eager ones, and the KV cache is sized
+// from a profile. Every test skips without a GPU.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "gpu_test_util.h"
+
+namespace kestrel::test {
+namespace {
+
+// Runs every fixture's prompts under `config` and checks HF's tokens on clear margins.
+void expect_hf_tokens(const EngineConfig& config, const char* what, bool one_at_a_time = false,
+                      int passes = 1) {
+  for (const FixtureOracle& o : fixture_oracles()) {
+    const HfFixture& f = o.fixture;
+    TestEngine engine(f.dir, config);
+    for (int pass = 0; pass < passes; ++pass) {
+      std::vector<CompletionOutput> outs;
+      if (one_at_a_time) {
+        for (const auto& prompt : f.prompts) outs.push_back(engine.generate({prompt}, {greedy(20)})[0]);
+      } else {
+        outs = engine.generate(f.prompts, {greedy(20)});
+      }
+      for (size_t p = 0; p < f.prompts.size(); ++p) {
+        const GreedyMatch m =
+            match_greedy(outs[p].token_ids, f.greedy[p], o.margins[p], o.threshold());
+        EXPECT_TRUE(m.all_equal) << what << " (pass " << pass << "): " << f.name << " prompt "
+                                 << p << ": " << m.first_mismatch;
+        EXPECT_EQ(outs[p].token_ids.size(), 20u) << what;
+      }
+    }
+    if (passes > 1) {
+      EXPECT_GT(engine.engine().stats().prefix_cache_hit_rate, 0.2) << what << ": " << f.name;
+    }
+  }
+}
+
+TEST(EngineGpu, BatchedWithGraphs) { KS_SKIP_WITHOUT_GPU(); expect_hf_tokens(gpu_config(), "batched"); }
+
+TEST(EngineGpu, EnforceEager) {
+  KS_SKIP_WITHOUT_GPU();
+  EngineConfig c = gpu_config();
+  c.enforce_eager = true;
+  expect_hf_tokens(c, "eager");
+}
+
+TEST(EngineGpu, OneAtATime) {
+  KS_SKIP_WITHOUT_GPU();
+  expect_hf_tokens(gpu_config(), "one at a time", /*one_at_a_time=*/true);
+}
+
+TEST(EngineGpu, ChunkedPrefill) {
+  KS_SKIP_WITHOUT_GPU();
+  EngineConfig c = gpu_config();
+  c.max_num_batched_tokens = 7;  // prompts of 16..64 tokens split into many chunks
+  c.block_size = 4;
+  expect_hf_tokens(c, "chunked prefill");
+}
+
+TEST(EngineGpu, NoChunkingNoPrefixCache) {
+  KS_SKIP_WITHOUT_GPU();
+  EngineConfig c = gpu_config();
+  c.enable_chunked_prefill = false;
+  c.enable_prefix_caching = false;
+  expect_hf_tokens(c, "no chunking, no prefix cache");
+}
+
+TEST(EngineGpu, PrefixCacheHits) {
+  KS_SKIP_WITHOUT_GPU();
+  expect_hf_tokens(gpu_config(), "prefix cache hits", false, /*passes=*/2);
+}
+
+TEST(EngineGpu, ForcedPreemption) {
+  KS_SKIP_WITHOUT_GPU();
+  EngineConfig c = gpu_config();
+  c.block_size = 4;
+  c.num_kv_blocks = 24;  // 96 token slots: the longest sequence (64 + 20) fits alone only
+  const FixtureOracle& o = fixture_oracles().front();
+  TestEngine engine(o.fixture.dir, c);
+  const auto outs = engine.generate(o.fixture.prompts, {greedy(20)});
+  for (size_t p = 0; p < outs.size(); ++p) {
+    const GreedyMatch m = match_greedy(outs[p].token_ids, o.fixture.greedy[p], o.margins[p], o.threshold());
+    EXPECT_TRUE(m.all_equal) << "prompt " << p << ": " << m.first_mismatch;
+  }
+  EXPECT_GT(engine.engine().stats().num_preemptions, 0) << "the tiny cache was meant to preempt";
+}
+
+// 20 sequences (each fixture prompt four times, with 5..20 new tokens) so that decode
+// batches shrink through many graph sizes, with padding rows in most of them. Graph replay
+// must give what eager execution gives: the same tokens, and log-probabilities within the
+// noise of bf16 arithmetic (different GEMM shapes round differently), step by step.
+TEST(EngineGpu, GraphReplayMatchesEager) {
+  KS_SKIP_WITHOUT_GPU();
+  for (const FixtureOracle& o : fixture_oracles()) {
+    const HfFixture& f = o.fixture;
+    std::vector<std::vector<int>> prompts;
+    std::vector<SamplingParams> params;
+    std::vector<size_t> source;
+    for (int copy = 0; copy < 4; ++copy) {
+      for (size_t p = 0; p < f.prompts.size(); ++p) {
+        prompts.push_back(f.prompts[p]);
+        params.push_back(greedy(5 + static_cast<int>((copy * 5 + p) % 16), 4));
+        source.push_back(p);
+      }
+    }
+    EngineConfig eager_config = gpu_config();
+    eager_config.enforce_eager = true;
+    TestEngine graphs(f.dir, gpu_config());
+    TestEngine eager(f.dir, eager_config);
+    const auto a = graphs.generate(prompts, params);
+    const auto b = eager.generate(prompts, params);
+    EXPECT_EQ(graphs.runner().stats().num_graphs, 7) << "sizes 1, 2, 4, 8, 16, 24, 32";
+    EXPECT_GT(graphs.runner().stats().graph_steps, 10);
+    EXPECT_EQ(eager.runner().stats().graph_steps, 0);
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const size_t p = source[i];
+      const GreedyMatch m = match_greedy(a[i].token_ids, f.greedy[p], o.margins[p], o.threshold());
+      EXPECT_TRUE(m.all_equal) << f.name << " graphs, sequence " << i << ": " << m.first_mismatch;
+      for (size_t k = 0; k < a[i].token_ids.size() && k < b[i].token_ids.size(); ++k) {
+        if (a[i].token_ids[k] != b[i].token_ids[k]) break;
+        EXPECT_NEAR(a[i].logprobs[k].logprob, b[i].logprobs[k].logprob, 2.0 * o.max_abs_error + 0.02)
+            << f.name << " sequence " << i << " step " << k;
+      }
+    }
+  }
+}
+
+// Without num_kv_blocks the cache comes from a profile of the largest step: some blocks,
+// the activations counted, and more than one full-length sequence's worth.
+TEST(EngineGpu, KvCacheSizedFromProfile) {
+  KS_SKIP_WITHOUT_GPU();
+  const FixtureOracle& o = fixture_oracles().front();
+  EngineConfig c = gpu_config();
+  c.num_kv_blocks = 0;
+  c.gpu_memory_utilization = 0.3f;
+  // A tiny model's activations at 512 tokens fit in the pool's slack; at 65536 tokens the
+  // bf16 workspace alone (hidden, residual, qkv, q, attention out, gate_up, act per token)
+  // is tens of MiB, all of it live after the profile.
+  c.max_num_batched_tokens = 65536;
+  TestEngine engine(o.fixture.dir, c);
+  const ModelRunner& r = engine.runner();
+  const ModelConfig& mc = r.model_config();
+  const int64_t q = int64_t{mc.num_attention_heads} * mc.head_dim;
+  const int64_t per_token = 2 * (2 * mc.hidden_size + q + 2 * int64_t{mc.num_key_value_heads} * mc.head_dim +
+                                 2 * q + 3 * int64_t{mc.intermediate_size});
+  const MemoryInfo m = engine.runner().backend().memory_info();
+  EXPECT_GE(static_cast<double>(r.stats().activation_bytes), 65536.0 * per_token);
+  EXPECT_GT(r.stats().kv_max_concurrency, 1.0);
+  // The cache took what the share left: the device is now used to about the share (the
+  // graphs and the rounding to whole blocks are well under 2% of it).
+  EXPECT_LT(static_cast<double>(r.kv_cache_bytes()), 0.3 * m.total);
+  EXPECT_NEAR(static_cast<double>(m.total - m.free), 0.3 * m.total, 0.02 * m.total);
+  const auto outs = engine.generate({o.fixture.prompts[2]}, {greedy(20)});
+  const GreedyMatch g = match_greedy(outs[0].token_ids, o.fixture.greedy[2], o.margins[2], o.threshold());
+  EXPECT_TRUE(g.all_equal) << g.first_mismatch;
+}
+
+TEST(EngineGpu, ModelThatDoesNotFitSaysByHowMuch) {
+  KS_SKIP_WITHOUT_GPU();
+  EngineConfig c = gpu_config();
+  c.num_kv_blocks = 0;
+  c.gpu_memory_utilization = 0.001f;  // less than the CUDA context alone
+  try {
+    TestEngine engine(fixture_oracles().front().fixture.dir, c);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("short by"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace kestrel::test
