@@ -13,6 +13,8 @@ using Runner = std::function<int()>;
 Runner add_generate_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_make_model_command(CLI::App& app);
+Runner add_serve_command(CLI::App& app);
+Runner add_bench_serve_command(CLI::App& app);
 Runner add_chat_command(CLI::App& app);
 
 }  // namespace kestrel::cli

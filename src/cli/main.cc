@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   add(kestrel::cli::add_generate_command);
   add(kestrel::cli::add_bench_command);
   add(kestrel::cli::add_make_model_command);
+  add(kestrel::cli::add_serve_command);
+  add(kestrel::cli::add_bench_serve_command);
   add(kestrel::cli::add_chat_command);
   CLI11_PARSE(app, argc, argv);
   try {

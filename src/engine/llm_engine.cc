@@ -79,6 +79,20 @@ bool LLMEngine::abort_request(const std::string& request_id) {
   return true;
 }
 
+bool LLMEngine::abort_sample(const std::string& request_id, int sample_index) {
+  auto it = requests_.find(request_id);
+  if (it == requests_.end()) return false;
+  auto& samples = it->second.samples;
+  if (sample_index < 0 || sample_index >= static_cast<int>(samples.size())) return false;
+  Sequence* seq = samples[sample_index].get();
+  if (seq->is_finished()) return false;
+  scheduler_.abort(seq);
+  bool all_finished = true;
+  for (const auto& s : samples) all_finished = all_finished && s->is_finished();
+  if (all_finished) requests_.erase(it);
+  return true;
+}
+
 RequestOutput LLMEngine::make_output(const std::string& request_id, const Request& request) const {
   RequestOutput out;
   out.request_id = request_id;

@@ -82,6 +82,12 @@ class LLMEngine {
   // (never added or already finished).
   bool abort_request(const std::string& request_id);
 
+  // Finishes one sample of a request with "abort" and frees its blocks (the server does this
+  // when a stop string matches); the other samples go on. When it was the last unfinished
+  // sample, the request is forgotten as by abort_request. False when the request is unknown
+  // or the sample does not exist or already finished.
+  bool abort_sample(const std::string& request_id, int sample_index);
+
   // Runs one step. Returns one RequestOutput per request that got tokens or finished in
   // this step, with the cumulative output of all its n samples. A finished request is
   // reported once and forgotten. Empty when there was nothing to do.

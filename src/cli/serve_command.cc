@@ -1,0 +1,89 @@
+// kestrel serve: the OpenAI-compatible HTTP server (src/server/http_server.h).
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "cli/flags.h"
+#include "core/logging.h"
+#include "kestrel/llm.h"
+#include "server/http_server.h"
+
+namespace kestrel::cli {
+
+Runner add_serve_command(CLI::App& app) {
+  struct Options {
+    std::string model;
+    server::ServerConfig server;
+    EngineConfig engine;
+    std::string log_level = "info";
+  };
+  auto o = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("serve",
+                                     "OpenAI-compatible HTTP server (/v1/completions, "
+                                     "/v1/chat/completions, /v1/models, /metrics)");
+  cmd->add_option("--model", o->model, "Hugging Face model directory")->required();
+  cmd->add_option("--host", o->server.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->server.port, "port; 0 = any free port (printed at start)")
+      ->check(CLI::Range(0, 65535))
+      ->capture_default_str();
+  cmd->add_option("--served-model-name", o->server.served_model_name,
+                  "model name in the API (default: the model directory's name)");
+  cmd->add_option("--api-key", o->server.api_key, "require 'Authorization: Bearer <key>' on /v1/*");
+  cmd->add_option("--max-body-bytes", o->server.max_body_bytes, "larger request bodies get 413")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--http-threads", o->server.http_threads,
+                  "HTTP worker threads = most connections served at once")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  cmd->add_option("--shutdown-timeout", o->server.shutdown_timeout_s,
+                  "seconds in-flight requests may run after SIGINT/SIGTERM before they are aborted")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  cmd->add_option("--keep-alive-timeout", o->server.keep_alive_timeout_s,
+                  "idle connection timeout (s)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  add_engine_flags(*cmd, o->engine);
+  add_log_flag(*cmd, o->log_level);
+  return [o] {
+    set_log_level(o->log_level);
+    // Block the shutdown signals in every thread (the engine's and the server's inherit the
+    // mask) so that only sigtimedwait below receives them.
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+    LLM llm(o->model, o->engine);
+    o->server.model_dir = o->model;
+    server::HttpServer server(llm, o->server);
+    server.start();
+    std::printf("kestrel serve: %s (%s, max_model_len %d) listening on http://%s:%d\n",
+                server.served_model_name().c_str(), llm.device().c_str(), llm.max_model_len(),
+                o->server.host.c_str(), server.port());
+    std::fflush(stdout);
+
+    const timespec poll{0, 200'000'000};
+    int sig = -1;
+    while (server.serving()) {
+      sig = sigtimedwait(&signals, nullptr, &poll);
+      if (sig == SIGINT || sig == SIGTERM) break;
+    }
+    if (sig == SIGINT || sig == SIGTERM) {
+      KS_LOG_INFO("signal {}: shutting down (in-flight requests get {} s)", sig,
+                  o->server.shutdown_timeout_s);
+      server.shutdown();
+      std::printf("kestrel serve: shut down\n");
+      return 0;
+    }
+    std::fprintf(stderr, "error: the HTTP listener stopped unexpectedly\n");
+    return 1;
+  };
+}
+
+}  // namespace kestrel::cli

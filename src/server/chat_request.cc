@@ -1,0 +1,176 @@
+// POST /v1/chat/completions: messages rendered through the model's chat template (tools,
+// documents and chat_template_kwargs passed to it, as vLLM does), then tokenized.
+#include <algorithm>
+#include <cctype>
+
+#include "chat/template_error.h"
+#include "core/error.h"
+#include "server/api_error.h"
+#include "server/request_fields.h"
+#include "server/request_parser.h"
+
+namespace kestrel::server {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// Checks the shape of `messages`, joins list-of-text-parts content into strings, and (as
+// vLLM does for Hugging Face templates) turns tool-call arguments given as JSON text into
+// objects, since templates such as Qwen3's print them with tojson.
+ojson prepare_messages(const FieldReader& f) {
+  const ojson* messages = f.find("messages");
+  if (!messages) throw_bad_request("messages", "'messages' is required");
+  if (!messages->is_array()) {
+    throw_bad_request("messages", "'messages' must be a list, got {}", json_type_name(*messages));
+  }
+  if (messages->empty()) throw_bad_request("messages", "'messages' must not be empty");
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const ojson& m = (*messages)[i];
+    const std::string where = fmt::format("messages[{}]", i);
+    if (!m.is_object())
+      throw_bad_request("messages", "{} must be an object, got {}", where, json_type_name(m));
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) {
+      throw_bad_request("messages", "{} needs a string 'role'", where);
+    }
+    auto content = m.find("content");
+    if (content != m.end() && !content->is_string() && !content->is_array() &&
+        !content->is_null()) {
+      throw_bad_request("messages",
+                        "{}.content must be a string or a list of content parts, got {}", where,
+                        json_type_name(*content));
+    }
+  }
+  ojson out;
+  try {
+    out = flatten_text_content(*messages);
+  } catch (const Error& e) {
+    throw_bad_request("messages", "{} (only text content parts are supported)", e.what());
+  }
+  for (ojson& m : out) {
+    auto calls = m.find("tool_calls");
+    if (calls == m.end() || !calls->is_array()) continue;
+    for (ojson& call : *calls) {
+      if (!call.is_object() || !call.contains("function") || !call["function"].is_object())
+        continue;
+      ojson& function = call["function"];
+      auto args = function.find("arguments");
+      if (args == function.end() || !args->is_string()) continue;
+      ojson parsed = ojson::parse(args->get<std::string>(), nullptr, false);
+      if (!parsed.is_discarded()) *args = std::move(parsed);
+    }
+  }
+  return out;
+}
+
+// HF's continue_final_message: cut the rendered prompt right after the last message's text.
+std::string continue_final_message(std::string rendered, const ojson& messages) {
+  const ojson& last = messages.back();
+  std::string content = last.contains("content") && last["content"].is_string()
+                            ? last["content"].get<std::string>()
+                            : "";
+  const auto not_space = [](unsigned char c) { return !std::isspace(c); };
+  content.erase(content.begin(), std::find_if(content.begin(), content.end(), not_space));
+  content.erase(std::find_if(content.rbegin(), content.rend(), not_space).base(), content.end());
+  const size_t pos = rendered.rfind(content);
+  if (content.empty() || pos == std::string::npos) {
+    throw_bad_request("continue_final_message",
+                      "the final message's content does not appear in the rendered chat");
+  }
+  rendered.resize(pos + content.size());
+  return rendered;
+}
+
+}  // namespace
+
+GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const ServingContext& ctx) {
+  const FieldReader f(body);
+  f.reject_unknown(
+      {// OpenAI
+       "model", "messages", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs",
+       "max_tokens", "max_completion_tokens", "n", "presence_penalty", "response_format", "seed",
+       "stop", "stream", "stream_options", "temperature", "top_p", "tools", "tool_choice",
+       "parallel_tool_calls", "user", "store", "metadata", "service_tier",
+       // vLLM's extensions
+       "top_k", "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos", "min_tokens",
+       "skip_special_tokens", "include_stop_str_in_output", "chat_template", "chat_template_kwargs",
+       "add_generation_prompt", "continue_final_message", "documents", "add_special_tokens"});
+  check_model(f, ctx);
+  GenerateRequest req;
+  req.chat = true;
+  const std::optional<int> max_tokens = read_sampling_fields(f, ctx, req);
+
+  req.logprobs = f.boolean("logprobs").value_or(false);
+  const std::optional<int> top_logprobs = f.int32("top_logprobs");
+  if (top_logprobs && !req.logprobs) {
+    throw_bad_request("top_logprobs", "'top_logprobs' needs 'logprobs' to be true");
+  }
+  if (req.logprobs) req.params.logprobs = top_logprobs.value_or(0);
+  (void)f.boolean("parallel_tool_calls");
+  (void)f.boolean("store");
+  (void)f.string("service_tier");
+  if (auto choice = f.find("tool_choice")) {
+    if (!choice->is_string() || (*choice != "none" && *choice != "auto")) {
+      throw_bad_request("tool_choice",
+                        "only 'none' and 'auto' tool_choice are supported "
+                        "(tool calls are returned as text)");
+    }
+  }
+
+  ojson messages = prepare_messages(f);
+  ojson extra = ojson::object();
+  if (ctx.tokenizer) {
+    extra["bos_token"] = ctx.tokenizer->bos_token();
+    extra["eos_token"] = ctx.tokenizer->eos_token();
+  }
+  if (const ojson* tools = f.find("tools")) {
+    if (!tools->is_array())
+      throw_bad_request("tools", "'tools' must be a list, got {}", json_type_name(*tools));
+    for (const ojson& t : *tools) {
+      if (!t.is_object()) throw_bad_request("tools", "each tool must be an object");
+    }
+    extra["tools"] = *tools;
+  }
+  if (const ojson* documents = f.find("documents")) extra["documents"] = *documents;
+  if (const ojson* kwargs = f.find("chat_template_kwargs")) {
+    if (!kwargs->is_object()) {
+      throw_bad_request("chat_template_kwargs", "'chat_template_kwargs' must be an object, got {}",
+                        json_type_name(*kwargs));
+    }
+    for (const auto& [key, value] : kwargs->items()) extra[key] = value;
+  }
+  const bool continue_final = f.boolean("continue_final_message").value_or(false);
+  const bool add_generation_prompt = f.boolean("add_generation_prompt").value_or(!continue_final);
+  if (continue_final && add_generation_prompt) {
+    throw_bad_request("continue_final_message",
+                      "'continue_final_message' and 'add_generation_prompt' cannot both be true");
+  }
+
+  if (ctx.tokenizer == nullptr) throw_bad_request("messages", "this model has no tokenizer");
+  std::string prompt;
+  try {
+    if (auto source = f.string("chat_template")) {
+      prompt = ChatTemplate::parse(*source).render(
+          make_chat_context(messages, add_generation_prompt, extra));
+    } else {
+      if (ctx.chat_template == nullptr) {
+        throw_bad_request("messages", "this model has no chat template; use /v1/completions");
+      }
+      prompt = ctx.chat_template->render(make_chat_context(messages, add_generation_prompt, extra));
+    }
+  } catch (const TemplateError& e) {
+    throw_bad_request("messages", "the chat template failed: {}", e.what());
+  }
+  if (continue_final) prompt = continue_final_message(std::move(prompt), messages);
+  try {
+    req.prompts.push_back(
+        ctx.tokenizer->encode(prompt, f.boolean("add_special_tokens").value_or(false)));
+  } catch (const Error& e) {
+    throw_bad_request("messages", "the prompt cannot be tokenized: {}", e.what());
+  }
+  req.prompt_texts.push_back(std::move(prompt));
+  finish_request(ctx, max_tokens, "messages", req);
+  return req;
+}
+
+}  // namespace kestrel::server

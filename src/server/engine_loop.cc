@@ -1,0 +1,271 @@
+#include "server/engine_loop.h"
+
+#include <exception>
+
+#include "core/error.h"
+#include "core/logging.h"
+
+namespace kestrel::server {
+
+void UpdateQueue::push(RequestUpdate update) {
+  {
+    std::lock_guard lock(mu_);
+    updates_.push_back(std::move(update));
+  }
+  cv_.notify_one();
+}
+
+std::vector<RequestUpdate> UpdateQueue::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return !updates_.empty(); });
+  std::vector<RequestUpdate> out;
+  out.swap(updates_);
+  return out;
+}
+
+EngineLoop::EngineLoop(LLMEngine& engine, ServerMetrics& metrics)
+    : engine_(engine), metrics_(metrics), stats_(engine.stats()) {
+  thread_ = std::thread([this] { run(); });
+}
+
+EngineLoop::~EngineLoop() { stop(); }
+
+void EngineLoop::add(std::string request_id, std::vector<int> prompt, SamplingParams params,
+                     std::shared_ptr<UpdateQueue> queue, int sub, Clock::time_point arrival) {
+  Command c;
+  c.kind = Command::Kind::kAdd;
+  c.request_id = std::move(request_id);
+  c.prompt = std::move(prompt);
+  c.params = std::move(params);
+  c.queue = std::move(queue);
+  c.sub = sub;
+  c.arrival = arrival;
+  {
+    std::lock_guard lock(mu_);
+    if (stopping_ || refusing_) {
+      c.queue->push(RequestUpdate{sub, {}, "the server is shutting down"});
+      return;
+    }
+    commands_.push_back(std::move(c));
+  }
+  cv_.notify_one();
+}
+
+void EngineLoop::abort(std::string request_id) {
+  {
+    std::lock_guard lock(mu_);
+    Command c;
+    c.kind = Command::Kind::kAbort;
+    c.request_id = std::move(request_id);
+    commands_.push_back(std::move(c));
+  }
+  cv_.notify_one();
+}
+
+void EngineLoop::finish_sample(std::string request_id, int sample_index) {
+  {
+    std::lock_guard lock(mu_);
+    Command c;
+    c.kind = Command::Kind::kFinishSample;
+    c.request_id = std::move(request_id);
+    c.sample_index = sample_index;
+    commands_.push_back(std::move(c));
+  }
+  cv_.notify_one();
+}
+
+void EngineLoop::abort_all() {
+  {
+    std::lock_guard lock(mu_);
+    Command c;
+    c.kind = Command::Kind::kAbortAll;
+    commands_.push_back(std::move(c));
+    refusing_ = true;
+  }
+  cv_.notify_one();
+}
+
+void EngineLoop::stop() {
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_one();
+  if (thread_.joinable()) thread_.join();
+}
+
+EngineStats EngineLoop::stats() const {
+  std::lock_guard lock(mu_);
+  return stats_;
+}
+
+void EngineLoop::run() {
+  while (true) {
+    std::vector<Command> commands;
+    bool stopping = false;
+    {
+      std::unique_lock lock(mu_);
+      if (!engine_.has_unfinished()) {
+        cv_.wait(lock, [&] { return !commands_.empty() || stopping_; });
+      }
+      commands.swap(commands_);
+      stopping = stopping_;
+    }
+    for (Command& c : commands) apply(c);
+    if (stopping) {
+      // add() refuses requests once stopping_ is set, so every queued one was applied
+      // above; abort them with the rest.
+      while (!entries_.empty()) abort_entry(entries_.begin(), true);
+      std::lock_guard lock(mu_);
+      stats_ = engine_.stats();
+      return;
+    }
+    if (engine_.has_unfinished()) step();
+    std::lock_guard lock(mu_);
+    stats_ = engine_.stats();
+  }
+}
+
+void EngineLoop::apply(Command& c) {
+  switch (c.kind) {
+    case Command::Kind::kAdd: {
+      const int n = c.params.n;
+      try {
+        engine_.add_request(c.request_id, std::move(c.prompt), std::move(c.params));
+      } catch (const Error& e) {
+        c.queue->push(RequestUpdate{c.sub, {}, e.what()});
+        metrics_.count_finished("error");
+        return;
+      }
+      Entry entry;
+      entry.queue = std::move(c.queue);
+      entry.sub = c.sub;
+      entry.delivered.assign(n, 0);
+      entry.finish_reasons.assign(n, "");
+      entry.arrival = c.arrival;
+      entries_.emplace(std::move(c.request_id), std::move(entry));
+      return;
+    }
+    case Command::Kind::kAbort: {
+      auto it = entries_.find(c.request_id);
+      if (it != entries_.end()) abort_entry(it, false);
+      return;
+    }
+    case Command::Kind::kFinishSample: {
+      auto it = entries_.find(c.request_id);
+      if (it == entries_.end()) return;
+      Entry& entry = it->second;
+      if (c.sample_index < 0 || c.sample_index >= int(entry.finish_reasons.size()) ||
+          !entry.finish_reasons[c.sample_index].empty()) {
+        return;
+      }
+      engine_.abort_sample(it->first, c.sample_index);
+      entry.finish_reasons[c.sample_index] = "stop";
+      for (const std::string& r : entry.finish_reasons) {
+        if (r.empty()) return;
+      }
+      retire(it, entry.finish_reasons[0], Clock::now());
+      return;
+    }
+    case Command::Kind::kAbortAll:
+      while (!entries_.empty()) abort_entry(entries_.begin(), true);
+      return;
+  }
+}
+
+void EngineLoop::step() {
+  std::vector<RequestOutput> outputs;
+  try {
+    outputs = engine_.step();
+  } catch (const std::exception& e) {
+    KS_LOG_ERROR("engine step failed: {}", e.what());
+    fail_all(fmt::format("the engine failed: {}", e.what()));
+    return;
+  }
+  // Counters and metrics are recorded before any client hears of the step, so that a
+  // client that got its last token and then reads /metrics finds that token counted.
+  {
+    std::lock_guard lock(mu_);
+    stats_ = engine_.stats();
+  }
+  const Clock::time_point now = Clock::now();
+  for (RequestOutput& out : outputs) dispatch(out, now);
+}
+
+void EngineLoop::dispatch(RequestOutput& out, Clock::time_point now) {
+  auto it = entries_.find(out.request_id);
+  if (it == entries_.end()) return;
+  Entry& entry = it->second;
+  RequestUpdate update;
+  update.sub = entry.sub;
+  bool new_tokens = false;
+  for (CompletionOutput& c : out.outputs) {
+    const size_t i = static_cast<size_t>(c.index);
+    if (i >= entry.delivered.size() || !entry.finish_reasons[i].empty()) continue;
+    SampleUpdate s;
+    s.sample_index = c.index;
+    const size_t from = entry.delivered[i];
+    if (c.token_ids.size() > from) {
+      s.token_ids.assign(c.token_ids.begin() + from, c.token_ids.end());
+      if (c.logprobs.size() > from) s.logprobs.assign(c.logprobs.begin() + from, c.logprobs.end());
+      entry.delivered[i] = c.token_ids.size();
+      new_tokens = true;
+    }
+    s.finish_reason = c.finish_reason;
+    entry.finish_reasons[i] = c.finish_reason;
+    if (!s.token_ids.empty() || !s.finish_reason.empty()) update.samples.push_back(std::move(s));
+  }
+  if (new_tokens) {
+    if (!entry.got_token) {
+      metrics_.observe_time_to_first_token(
+          std::chrono::duration<double>(now - entry.arrival).count());
+      entry.got_token = true;
+    } else {
+      metrics_.observe_inter_token_latency(
+          std::chrono::duration<double>(now - entry.last_token).count());
+    }
+    entry.last_token = now;
+  }
+  std::shared_ptr<UpdateQueue> queue = entry.queue;
+  if (out.finished) retire(it, entry.finish_reasons[0], now);
+  if (!update.samples.empty()) queue->push(std::move(update));
+}
+
+void EngineLoop::retire(std::unordered_map<std::string, Entry>::iterator it, std::string reason,
+                        Clock::time_point now) {
+  metrics_.count_finished(reason);
+  if (reason != "abort" && reason != "error") {
+    metrics_.observe_e2e_latency(std::chrono::duration<double>(now - it->second.arrival).count());
+  }
+  entries_.erase(it);
+}
+
+void EngineLoop::abort_entry(std::unordered_map<std::string, Entry>::iterator it, bool notify) {
+  engine_.abort_request(it->first);
+  const Entry& entry = it->second;
+  std::shared_ptr<UpdateQueue> queue = entry.queue;
+  RequestUpdate update;
+  update.sub = entry.sub;
+  for (size_t i = 0; i < entry.finish_reasons.size(); ++i) {
+    if (!entry.finish_reasons[i].empty()) continue;
+    SampleUpdate s;
+    s.sample_index = static_cast<int>(i);
+    s.finish_reason = "abort";
+    update.samples.push_back(std::move(s));
+  }
+  retire(it, "abort", Clock::now());
+  if (notify) queue->push(std::move(update));
+}
+
+void EngineLoop::fail_all(const std::string& message) {
+  while (!entries_.empty()) {
+    auto it = entries_.begin();
+    engine_.abort_request(it->first);
+    std::shared_ptr<UpdateQueue> queue = it->second.queue;
+    const int sub = it->second.sub;
+    retire(it, "error", Clock::now());
+    queue->push(RequestUpdate{sub, {}, message});
+  }
+}
+
+}  // namespace kestrel::server

@@ -1,0 +1,212 @@
+// POST /v1/completions and /v1/chat/completions: parse, queue on the engine loop, answer
+// as one JSON body or as an SSE stream.
+#include <httplib.h>
+
+#include <chrono>
+#include <memory>
+#include <random>
+
+#include "core/logging.h"
+#include "server/api_error.h"
+#include "server/generation.h"
+#include "server/openai_format.h"
+#include "server/server_state.h"
+
+namespace kestrel::server {
+namespace {
+
+using json = nlohmann::json;
+using std::chrono::milliseconds;
+
+// A stream that got nothing to send for this long writes an SSE comment, so that a client
+// that went away while its request waited is noticed (the write fails) and aborted.
+constexpr auto kPingInterval = std::chrono::seconds(2);
+constexpr milliseconds kPollInterval{500};
+constexpr int kMaxJsonDepth = 64;
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+ResponseMeta make_meta(const ServerState& state, const GenerateRequest& req, std::string id) {
+  ResponseMeta meta;
+  meta.id = std::move(id);
+  meta.created = unix_seconds();
+  meta.model = state.ctx.served_model_name;
+  meta.chat = req.chat;
+  meta.logprobs = req.logprobs;
+  meta.include_usage = req.include_usage;
+  meta.tokenizer = state.ctx.tokenizer;
+  return meta;
+}
+
+struct StreamSession {
+  StreamSession(ServerState& state, std::string id, GenerateRequest req, Clock::time_point arrival)
+      : guard(state),
+        meta(make_meta(state, req, id)),
+        gen(*state.loop, state.ctx, std::move(id), std::move(req), arrival) {}
+
+  InflightGuard guard;
+  ResponseMeta meta;
+  Generation gen;
+  bool opened = false;
+  Clock::time_point last_write = Clock::now();
+
+  // One provider call: waits for the next deltas and writes them. False: the client is gone.
+  bool pump(httplib::DataSink& sink) {
+    std::string out;
+    if (!opened) {
+      opened = true;
+      const GenerateRequest& req = gen.request();
+      for (int i = 0; i < gen.num_choices(); ++i) {
+        if (meta.chat) {
+          out += sse_event(role_chunk(meta, i));
+        } else if (req.echo) {
+          ChoiceDelta echo;
+          echo.index = i;
+          echo.text = req.prompt_texts[i / req.params.n];
+          out += sse_event(stream_chunk(meta, echo));
+        }
+      }
+      // Out at once, as vLLM does: the client knows its request is in before it is scheduled.
+      if (!out.empty()) {
+        last_write = Clock::now();
+        return sink.write(out.data(), out.size());
+      }
+    }
+    if (gen.done()) {
+      if (meta.include_usage) {
+        out += sse_event(usage_chunk(meta, gen.prompt_tokens(), gen.completion_tokens()));
+      }
+      out += "data: [DONE]\n\n";
+      if (!sink.write(out.data(), out.size())) return false;
+      sink.done();
+      return true;
+    }
+    for (const ChoiceDelta& d : gen.poll(kPollInterval)) {
+      if (d.finish_reason == "error") {
+        out += sse_event(error_body(gen.error(), "server_error"));
+        continue;
+      }
+      if (d.text.empty() && d.finish_reason.empty() && d.logprobs.empty()) continue;
+      out += sse_event(stream_chunk(meta, d));
+    }
+    if (out.empty() && Clock::now() - last_write >= kPingInterval) out = ": ping\n\n";
+    if (out.empty()) return true;
+    last_write = Clock::now();
+    return sink.write(out.data(), out.size());
+  }
+};
+
+// The body goes out through a content provider so that the in-flight count (which shutdown
+// waits for) drops only once the response was written.
+void set_json_body(httplib::Response& res, const json& body, std::shared_ptr<InflightGuard> guard) {
+  auto text =
+      std::make_shared<std::string>(body.dump(-1, ' ', false, json::error_handler_t::replace));
+  res.set_content_provider(
+      text->size(), "application/json",
+      [text](size_t offset, size_t length, httplib::DataSink& sink) {
+        return sink.write(text->data() + offset, std::min(length, text->size() - offset));
+      },
+      [guard = std::move(guard)](bool) {});
+}
+
+void answer_whole(ServerState& state, GenerateRequest req, std::string id,
+                  Clock::time_point arrival, httplib::Response& res) {
+  auto guard = std::make_shared<InflightGuard>(state);
+  const ResponseMeta meta = make_meta(state, req, id);
+  Generation gen(*state.loop, state.ctx, std::move(id), std::move(req), arrival);
+  std::vector<ChoiceDelta> choices(gen.num_choices());
+  for (int i = 0; i < gen.num_choices(); ++i) choices[i].index = i;
+  gen.start();
+  while (!gen.done()) {
+    for (const ChoiceDelta& d : gen.poll(kPollInterval)) append_delta(choices[d.index], d);
+  }
+  if (!gen.error().empty()) {
+    res.status = state.draining ? 503 : 500;
+    set_json_body(res, error_body(gen.error(), "server_error"), std::move(guard));
+    return;
+  }
+  std::vector<std::string> echo;
+  const GenerateRequest& r = gen.request();
+  if (r.echo) {
+    for (int i = 0; i < gen.num_choices(); ++i) echo.push_back(r.prompt_texts[i / r.params.n]);
+  }
+  set_json_body(res,
+                full_response(meta, choices, echo, gen.prompt_tokens(), gen.completion_tokens()),
+                std::move(guard));
+}
+
+void answer_stream(ServerState& state, GenerateRequest req, std::string id,
+                   Clock::time_point arrival, httplib::Response& res) {
+  auto session = std::make_shared<StreamSession>(state, std::move(id), std::move(req), arrival);
+  session->gen.start();
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [session](size_t, httplib::DataSink& sink) { return session->pump(sink); },
+      // The session (and with it the engine requests, if unfinished) goes when the response
+      // does; a client that disconnected makes pump() fail first.
+      [session](bool) {});
+}
+
+}  // namespace
+
+ServerState::ServerState() : id_salt_(std::random_device{}() * 0x9E3779B97F4A7C15ull) {}
+
+std::string ServerState::new_request_id(const char* prefix) {
+  return fmt::format("{}{:016x}{:08x}", prefix, id_salt_, next_id_++);
+}
+
+bool ServerState::wait_idle(milliseconds timeout) {
+  std::unique_lock lock(mu);
+  return cv.wait_for(lock, timeout, [&] { return inflight == 0; });
+}
+
+InflightGuard::InflightGuard(ServerState& state) : state_(state) {
+  std::lock_guard lock(state_.mu);
+  ++state_.inflight;
+}
+
+InflightGuard::~InflightGuard() {
+  {
+    std::lock_guard lock(state_.mu);
+    --state_.inflight;
+  }
+  state_.cv.notify_all();
+}
+
+void handle_generate(ServerState& state, const httplib::Request& http_req, httplib::Response& res,
+                     bool chat) {
+  const Clock::time_point arrival = Clock::now();
+  nlohmann::ordered_json body;
+  // Deeply nested input would exhaust the stack of the recursive code that later walks it
+  // (chat templates, JSON output), so it is refused while parsing.
+  const nlohmann::ordered_json::parser_callback_t limit_depth =
+      [](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json&) {
+        if (depth > kMaxJsonDepth) {
+          throw ApiError(
+              400, fmt::format("The request body is nested deeper than {} levels.", kMaxJsonDepth));
+        }
+        return true;
+      };
+  try {
+    body = nlohmann::ordered_json::parse(http_req.body, limit_depth);
+  } catch (const nlohmann::json::exception& e) {
+    throw ApiError(400, fmt::format("The request body is not valid JSON: {}", e.what()));
+  }
+  GenerateRequest req =
+      chat ? parse_chat_request(body, state.ctx) : parse_completion_request(body, state.ctx);
+  std::string id = state.new_request_id(chat ? "chatcmpl-" : "cmpl-");
+  KS_LOG_DEBUG("{}: {} prompt(s), {} prompt tokens, n={}, stream={}", id, req.prompts.size(),
+               req.prompts[0].size(), req.params.n, req.stream);
+  if (req.stream) {
+    answer_stream(state, std::move(req), std::move(id), arrival, res);
+  } else {
+    answer_whole(state, std::move(req), std::move(id), arrival, res);
+  }
+}
+
+}  // namespace kestrel::server

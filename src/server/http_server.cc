@@ -1,0 +1,252 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+#include <sys/socket.h>
+
+#include <csignal>
+#include <filesystem>
+#include <thread>
+
+#include "core/error.h"
+#include "core/logging.h"
+#include "engine/llm_engine.h"
+#include "server/api_error.h"
+#include "server/connections.h"
+#include "server/server_state.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kestrel::server {
+namespace {
+
+using json = nlohmann::json;
+
+constexpr int kListenBacklog = 1024;
+constexpr size_t kKeepAliveMaxCount = 1000;
+// After the abort at the end of the shutdown timeout, in-flight handlers only have to
+// notice it and write their last bytes.
+constexpr auto kAbortGrace = std::chrono::seconds(6);
+
+void send_error(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+std::string default_model_name(const std::string& dir) {
+  std::filesystem::path p(dir);
+  while (!p.empty() && p.filename().empty()) p = p.parent_path();  // trailing slash
+  return p.empty() ? "model" : p.filename().string();
+}
+
+// Runs a handler so that no exception escapes: ApiError gives its status and body, a
+// kestrel::Error (bad input found deeper down) a 400, anything else a 500.
+template <typename F>
+httplib::Server::Handler guarded(F f) {
+  return [f](const httplib::Request& req, httplib::Response& res) {
+    try {
+      f(req, res);
+    } catch (const ApiError& e) {
+      send_error(res, e.status(), e.body());
+    } catch (const Error& e) {
+      send_error(res, 400, error_body(e.what(), "invalid_request_error"));
+    } catch (const std::exception& e) {
+      KS_LOG_ERROR("{} {}: {}", req.method, req.path, e.what());
+      send_error(res, 500, error_body(e.what(), "server_error"));
+    }
+  };
+}
+
+}  // namespace
+
+struct HttpServer::Impl {
+  LLM& llm;
+  ServerState state;
+  httplib::Server http;
+  std::thread listener;
+  std::atomic<int> listen_fd{-1};
+  std::atomic<bool> serving{false};
+  int port = 0;
+  bool started = false;
+  bool shut_down = false;
+
+  explicit Impl(LLM& l) : llm(l) {}
+  void install_routes();
+};
+
+HttpServer::HttpServer(LLM& llm, ServerConfig config) : impl_(new Impl(llm)) {
+  KS_CHECK(config.port >= 0 && config.port <= 65535, "port must be in [0, 65535], got {}",
+           config.port);
+  KS_CHECK(config.http_threads >= 1, "http_threads must be >= 1, got {}", config.http_threads);
+  KS_CHECK(config.max_body_bytes >= 1, "max_body_bytes must be >= 1");
+  KS_CHECK(config.shutdown_timeout_s >= 0, "shutdown_timeout must be >= 0, got {}",
+           config.shutdown_timeout_s);
+  if (config.served_model_name.empty())
+    config.served_model_name = default_model_name(config.model_dir);
+  ServerState& s = impl_->state;
+  s.config = std::move(config);
+  s.ctx.tokenizer = llm.tokenizer();
+  if (s.ctx.tokenizer && !s.ctx.tokenizer->chat_template().empty()) {
+    try {
+      s.chat_template = ChatTemplate::parse(s.ctx.tokenizer->chat_template());
+      s.ctx.chat_template = &*s.chat_template;
+    } catch (const Error& e) {
+      KS_LOG_WARN("the model's chat template cannot be parsed ({}); /v1/chat/completions is off",
+                  e.what());
+    }
+  }
+  s.ctx.defaults = llm.default_sampling_params();
+  s.ctx.vocab_size = llm.vocab_size();
+  s.ctx.max_model_len = llm.max_model_len();
+  s.ctx.served_model_name = s.config.served_model_name;
+  s.num_kv_blocks = llm.metrics().num_kv_blocks;
+  s.started_at = std::chrono::duration_cast<std::chrono::seconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
+}
+
+HttpServer::~HttpServer() { shutdown(); }
+
+int HttpServer::port() const { return impl_->port; }
+const std::string& HttpServer::served_model_name() const {
+  return impl_->state.config.served_model_name;
+}
+bool HttpServer::serving() const { return impl_->serving; }
+
+void HttpServer::Impl::install_routes() {
+  ServerState& s = state;
+  http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
+    const bool api = req.path.rfind("/v1/", 0) == 0;
+    if (api && !s.config.api_key.empty() &&
+        req.get_header_value("Authorization") != "Bearer " + s.config.api_key) {
+      send_error(res, 401,
+                 error_body("Incorrect API key provided.", "invalid_request_error", "",
+                            "invalid_api_key"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (s.draining && req.path != "/metrics") {
+      res.set_header("Connection", "close");
+      send_error(res, 503, error_body("The server is shutting down.", "server_error"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  // httplib's own failures (no route, body too large, unreadable request) have no body.
+  http.set_error_handler([&s](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    std::string message;
+    switch (res.status) {
+      case 404:
+        message = fmt::format("Not found: {} {}", req.method, req.path);
+        break;
+      case 413:
+        // httplib caps form-encoded bodies (curl -d without a JSON Content-Type) at 8 KiB.
+        message =
+            req.get_header_value("Content-Type") == "application/x-www-form-urlencoded"
+                ? "Form-encoded request bodies are limited to 8192 bytes; send JSON with "
+                  "'Content-Type: application/json'."
+                : fmt::format("The request body is larger than the server's limit of {} bytes.",
+                              s.config.max_body_bytes);
+        break;
+      default:
+        message = fmt::format("HTTP error {}", res.status);
+    }
+    send_error(res, res.status,
+               error_body(message, res.status >= 500 ? "server_error" : "invalid_request_error"));
+  });
+  http.set_exception_handler(
+      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
+        send_error(res, 500, error_body("internal server error", "server_error"));
+      });
+
+  http.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
+  http.Get("/metrics", [&s](const httplib::Request&, httplib::Response& res) {
+    res.set_content(s.metrics.render(s.loop->stats(), s.num_kv_blocks, s.ctx.served_model_name),
+                    "text/plain; version=0.0.4; charset=utf-8");
+  });
+  http.Get("/v1/models", guarded([&s](const httplib::Request&, httplib::Response& res) {
+             json model = {{"id", s.ctx.served_model_name},
+                           {"object", "model"},
+                           {"created", s.started_at},
+                           {"owned_by", "kestrel"},
+                           {"root", s.config.model_dir},
+                           {"parent", nullptr},
+                           {"max_model_len", s.ctx.max_model_len}};
+             res.set_content(json{{"object", "list"}, {"data", json::array({model})}}.dump(),
+                             "application/json");
+           }));
+  http.Post("/v1/completions", guarded([&s](const httplib::Request& req, httplib::Response& res) {
+              handle_generate(s, req, res, false);
+            }));
+  http.Post("/v1/chat/completions",
+            guarded([&s](const httplib::Request& req, httplib::Response& res) {
+              handle_generate(s, req, res, true);
+            }));
+  http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    KS_LOG_DEBUG("{} {} -> {}", req.method, req.path, res.status);
+  });
+}
+
+void HttpServer::start() {
+  Impl& im = *impl_;
+  KS_CHECK(!im.started, "HttpServer::start: already started");
+  im.started = true;
+  std::signal(SIGPIPE, SIG_IGN);
+  ServerState& s = im.state;
+  s.loop = std::make_unique<EngineLoop>(im.llm.engine(), s.metrics);
+  im.install_routes();
+  const int threads = s.config.http_threads;
+  im.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  im.http.set_payload_max_length(s.config.max_body_bytes);
+  im.http.set_keep_alive_timeout(s.config.keep_alive_timeout_s);
+  im.http.set_keep_alive_max_count(kKeepAliveMaxCount);
+  im.http.set_socket_options([&im](socket_t sock) {
+    httplib::default_socket_options(sock);
+    im.listen_fd = sock;
+  });
+  const bool bound = s.config.port == 0
+                         ? (im.port = im.http.bind_to_any_port(s.config.host)) > 0
+                         : im.http.bind_to_port(s.config.host, im.port = s.config.port);
+  if (!bound) {
+    im.listen_fd = -1;  // httplib closed it; the number may be reused
+    im.shut_down = true;
+    s.loop->stop();
+    throw_error("cannot listen on {}:{} (address in use, or not an address of this machine)",
+                s.config.host, s.config.port);
+  }
+  // httplib listens with a backlog of 5; bursts of hundreds of clients need more.
+  if (im.listen_fd >= 0) ::listen(im.listen_fd, kListenBacklog);
+  im.serving = true;
+  im.listener = std::thread([&im] {
+    im.http.listen_after_bind();
+    im.serving = false;
+  });
+  KS_LOG_INFO("serving {} on http://{}:{}", s.ctx.served_model_name, s.config.host, im.port);
+}
+
+void HttpServer::shutdown() {
+  Impl& im = *impl_;
+  if (!im.started || im.shut_down) return;
+  im.shut_down = true;
+  ServerState& s = im.state;
+  s.draining = true;
+  // Stop accepting: the accept loop fails and ends, but httplib keeps serving the open
+  // connections (its stop() would cut streams off mid-way).
+  // (Only while the accept loop runs: once it ended, httplib has closed the descriptor.)
+  if (im.serving && im.listen_fd >= 0) ::shutdown(im.listen_fd, SHUT_RD);
+  const auto timeout =
+      std::chrono::milliseconds(static_cast<int64_t>(s.config.shutdown_timeout_s * 1000));
+  if (!s.wait_idle(timeout)) {
+    KS_LOG_WARN("shutdown: aborting the requests still running after {} s",
+                s.config.shutdown_timeout_s);
+    s.loop->abort_all();
+    if (!s.wait_idle(std::chrono::duration_cast<std::chrono::milliseconds>(kAbortGrace))) {
+      KS_LOG_WARN("shutdown: some responses could not be finished");
+    }
+  }
+  // Idle keep-alive connections would hold their worker (and the join) for
+  // keep_alive_timeout; nothing is in flight on them any more.
+  close_connections_on_port(im.port);
+  if (im.listener.joinable()) im.listener.join();
+  s.loop->stop();
+}
+
+}  // namespace kestrel::server

@@ -1,0 +1,73 @@
+// HttpServer: the OpenAI-compatible HTTP server (cpp-httplib) over one LLM.
+//
+//   kestrel::LLM llm(model_dir, engine_config);
+//   kestrel::server::HttpServer server(llm, {.host = "127.0.0.1", .port = 8000});
+//   server.start();      // serving on background threads
+//   ...                  // e.g. wait for SIGTERM
+//   server.shutdown();   // graceful, bounded by shutdown_timeout_s
+//
+// Endpoints: GET /v1/models, POST /v1/completions, POST /v1/chat/completions (both with
+// SSE streaming), GET /health, GET /metrics (Prometheus). docs/server.md has the details.
+//
+// Threads: httplib's pool of http_threads workers runs the handlers (a connection holds a
+// worker while it is open, so http_threads bounds concurrent connections; more wait in
+// the accept queue); one engine thread owns the LLM's engine (EngineLoop). While the
+// server runs, nothing else may use the LLM.
+//
+// Process-wide effect: start() ignores SIGPIPE (writes to a client that went away must
+// fail, not kill the process).
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "kestrel/llm.h"
+
+namespace kestrel::server {
+
+struct ServerConfig {
+  std::string host = "127.0.0.1";
+  int port = 8000;  // 0: any free port (see HttpServer::port())
+  // The name clients use in "model" and /v1/models lists. "" : the model directory's name.
+  std::string served_model_name;
+  std::string model_dir;  // for the default name and /v1/models' "root"
+  // When not empty, /v1/* requests need "Authorization: Bearer <api_key>" (else 401).
+  std::string api_key;
+  size_t max_body_bytes = size_t{16} << 20;  // larger bodies get 413
+  int http_threads = 512;
+  // On shutdown: how long in-flight requests may run before they are aborted.
+  double shutdown_timeout_s = 5.0;
+  int keep_alive_timeout_s = 5;
+};
+
+class HttpServer {
+ public:
+  // Throws kestrel::Error for a bad config (no port, no threads, ...).
+  HttpServer(LLM& llm, ServerConfig config);
+  ~HttpServer();  // shutdown()
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds host:port and starts serving. Throws kestrel::Error when the address cannot be
+  // bound. Call once.
+  void start();
+  // The bound port (after start()).
+  int port() const;
+  const std::string& served_model_name() const;
+
+  // Graceful shutdown: stops accepting connections at once, answers 503 to requests that
+  // arrive on open connections, lets in-flight requests run for up to shutdown_timeout_s,
+  // then aborts the rest (streams end with finish_reason "abort" and [DONE]), closes idle
+  // connections and joins every thread. Returns within about shutdown_timeout_s plus the
+  // time to write the last responses (bounded by httplib's 5 s write timeout). Idempotent.
+  void shutdown();
+  // False once the listener has stopped (after shutdown(), or if it failed).
+  bool serving() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace kestrel::server

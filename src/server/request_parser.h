@@ -1,0 +1,66 @@
+// Parsing of /v1/completions and /v1/chat/completions bodies into what the engine runs.
+//
+// Everything a client can get wrong is found here, before anything is queued: malformed
+// fields (400 naming the field), unknown fields (400, as OpenAI rejects them), values out
+// of range (400 with SamplingParams::validate's message), prompts that are empty or do not
+// fit the context (400), an unknown model name (404). docs/server.md lists the fields.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chat/chat_template.h"
+#include "kestrel/sampling_params.h"
+#include "tokenizer/detokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kestrel::server {
+
+// Model facts the parsers need. Immutable while the server runs.
+struct ServingContext {
+  const Tokenizer* tokenizer = nullptr;         // null: token-id prompts only
+  const ChatTemplate* chat_template = nullptr;  // null: no chat endpoint
+  SamplingParams defaults;                      // generation_config.json's values
+  int vocab_size = 0;
+  int max_model_len = 0;  // longest sequence the engine runs (prompt + output)
+  std::string served_model_name;
+};
+
+struct GenerateRequest {
+  std::vector<std::vector<int>> prompts;  // one engine request each
+  std::vector<std::string> prompt_texts;  // completions with echo: each prompt as text
+  // Shared by the prompts, except max_tokens: max_tokens[i] for prompt i (the request's
+  // value, or what is left of the context).
+  SamplingParams params;
+  std::vector<int> max_tokens;
+  DetokenizerOptions detok;  // stop strings, skip_special_tokens, ...
+  bool stream = false;
+  bool include_usage = false;  // stream_options.include_usage
+  bool echo = false;           // completions: prepend the prompt text
+  bool chat = false;
+  // Chat asks with logprobs=true (+ top_logprobs); completions with logprobs=<int>.
+  // Either way params.logprobs holds the number of top entries.
+  bool logprobs = false;
+};
+
+GenerateRequest parse_completion_request(const nlohmann::ordered_json& body,
+                                         const ServingContext& ctx);
+GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const ServingContext& ctx);
+
+// Shared by both parsers (request_sampling.cc).
+class FieldReader;
+// 404 unless `model` is absent or the served model name.
+void check_model(const FieldReader& f, const ServingContext& ctx);
+// Reads the fields both endpoints take into req.params (starting from ctx.defaults),
+// req.detok and the streaming flags. Returns the requested max_tokens (chat's
+// max_completion_tokens first, then max_tokens), if any.
+std::optional<int> read_sampling_fields(const FieldReader& f, const ServingContext& ctx,
+                                        GenerateRequest& req);
+// Validates params, checks each prompt against the vocabulary and the context, and fills
+// req.max_tokens. `prompt_param` names the field for errors ("prompt", "messages").
+void finish_request(const ServingContext& ctx, std::optional<int> max_tokens,
+                    const std::string& prompt_param, GenerateRequest& req);
+
+}  // namespace kestrel::server

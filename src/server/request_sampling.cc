@@ -1,0 +1,178 @@
+// The fields /v1/completions and /v1/chat/completions share: sampling, stop conditions,
+// streaming, and the final checks of a request against the model.
+#include <cctype>
+
+#include "core/error.h"
+#include "server/api_error.h"
+#include "server/request_fields.h"
+#include "server/request_parser.h"
+
+namespace kestrel::server {
+namespace {
+
+std::vector<std::string> read_stop_strings(const FieldReader& f) {
+  const nlohmann::ordered_json* v = f.find("stop");
+  if (!v) return {};
+  std::vector<std::string> out;
+  if (v->is_string()) {
+    out.push_back(v->get<std::string>());
+  } else if (v->is_array()) {
+    for (const auto& s : *v) {
+      if (!s.is_string()) throw_bad_request("stop", "'stop' must be a string or a list of strings");
+      out.push_back(s.get<std::string>());
+    }
+  } else {
+    throw_bad_request("stop", "'stop' must be a string or a list of strings, got {}",
+                      json_type_name(*v));
+  }
+  for (const std::string& s : out) {
+    if (s.empty()) throw_bad_request("stop", "'stop' strings must not be empty");
+  }
+  return out;
+}
+
+std::vector<int> read_int_list(const FieldReader& f, std::string_view key) {
+  const nlohmann::ordered_json* v = f.find(key);
+  if (!v) return {};
+  if (!v->is_array()) {
+    throw_bad_request(f.name(key), "'{}' must be a list of integers, got {}", f.name(key),
+                      json_type_name(*v));
+  }
+  std::vector<int> out;
+  for (const auto& x : *v) {
+    if (!x.is_number_integer())
+      throw_bad_request(f.name(key), "'{}' must be a list of integers", f.name(key));
+    out.push_back(x.get<int>());
+  }
+  return out;
+}
+
+void read_stream_options(const FieldReader& f, GenerateRequest& req) {
+  const nlohmann::ordered_json* v = f.find("stream_options");
+  if (!v) return;
+  if (!req.stream) {
+    throw_bad_request("stream_options", "'stream_options' is only allowed when 'stream' is true");
+  }
+  FieldReader options(*v, "'stream_options'", "stream_options.");
+  options.reject_unknown({"include_usage", "continuous_usage_stats"});
+  req.include_usage = options.boolean("include_usage").value_or(false);
+  if (options.boolean("continuous_usage_stats").value_or(false)) {
+    throw_bad_request("stream_options.continuous_usage_stats",
+                      "'stream_options.continuous_usage_stats' is not supported");
+  }
+}
+
+// SamplingParams::validate's messages start with the field name ("top_p must be ...").
+std::string param_of(const std::string& message) {
+  size_t n = 0;
+  while (n < message.size() &&
+         (std::isalnum(static_cast<unsigned char>(message[n])) || message[n] == '_'))
+    ++n;
+  return message.substr(0, n);
+}
+
+}  // namespace
+
+void check_model(const FieldReader& f, const ServingContext& ctx) {
+  const std::optional<std::string> model = f.string("model");
+  if (model && *model != ctx.served_model_name) {
+    throw ApiError(404, fmt::format("The model `{}` does not exist.", *model), "model",
+                   "invalid_request_error", "model_not_found");
+  }
+}
+
+std::optional<int> read_sampling_fields(const FieldReader& f, const ServingContext& ctx,
+                                        GenerateRequest& req) {
+  SamplingParams& p = req.params;
+  p = ctx.defaults;
+  if (auto v = f.number("temperature")) p.temperature = float(*v);
+  if (auto v = f.number("top_p")) p.top_p = float(*v);
+  if (auto v = f.int32("top_k")) p.top_k = *v;
+  if (auto v = f.number("min_p")) p.min_p = float(*v);
+  if (auto v = f.integer("seed")) p.seed = static_cast<uint64_t>(*v);
+  if (auto v = f.int32("n")) p.n = *v;
+  if (auto v = f.number("presence_penalty")) p.presence_penalty = float(*v);
+  if (auto v = f.number("frequency_penalty")) p.frequency_penalty = float(*v);
+  if (auto v = f.number("repetition_penalty")) p.repetition_penalty = float(*v);
+  if (auto v = f.int32("min_tokens")) p.min_tokens = *v;
+  p.ignore_eos = f.boolean("ignore_eos").value_or(false);
+  p.stop_token_ids = read_int_list(f, "stop_token_ids");
+  p.logprobs.reset();
+
+  req.detok.stop = read_stop_strings(f);
+  req.detok.skip_special_tokens = f.boolean("skip_special_tokens").value_or(true);
+  req.detok.include_stop_str_in_output = f.boolean("include_stop_str_in_output").value_or(false);
+  req.stream = f.boolean("stream").value_or(false);
+  read_stream_options(f, req);
+
+  if (const nlohmann::ordered_json* bias = f.find("logit_bias")) {
+    if (!bias->is_object()) throw_bad_request("logit_bias", "'logit_bias' must be an object");
+    if (!bias->empty()) throw_bad_request("logit_bias", "'logit_bias' is not supported");
+  }
+  if (const nlohmann::ordered_json* format = f.find("response_format")) {
+    FieldReader rf(*format, "'response_format'", "response_format.");
+    if (rf.string("type").value_or("text") != "text") {
+      throw_bad_request("response_format",
+                        "'response_format' other than {{\"type\": \"text\"}} is not supported");
+    }
+  }
+  (void)f.string("user");
+
+  std::optional<int> max_tokens;
+  for (const char* key : {"max_completion_tokens", "max_tokens"}) {
+    if (auto v = f.int32(key); v && !max_tokens) max_tokens = *v;
+  }
+  if (max_tokens && *max_tokens < 1) {
+    throw_bad_request(f.find("max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
+                      "max_tokens must be >= 1, got {}", *max_tokens);
+  }
+  return max_tokens;
+}
+
+void finish_request(const ServingContext& ctx, std::optional<int> max_tokens,
+                    const std::string& prompt_param, GenerateRequest& req) {
+  SamplingParams& p = req.params;
+  p.max_tokens = max_tokens;
+  try {
+    p.validate(ctx.vocab_size);
+  } catch (const Error& e) {
+    throw ApiError(400, e.what(), param_of(e.what()));
+  }
+  if (!req.detok.stop.empty() && ctx.tokenizer == nullptr) {
+    throw_bad_request("stop", "stop strings need the model's tokenizer");
+  }
+  req.max_tokens.clear();
+  for (size_t i = 0; i < req.prompts.size(); ++i) {
+    const std::vector<int>& prompt = req.prompts[i];
+    const std::string which = req.prompts.size() > 1 ? fmt::format("prompt {}", i) : "the prompt";
+    if (prompt.empty()) throw_bad_request(prompt_param, "{} is empty", which);
+    for (int id : prompt) {
+      if (id < 0 || id >= ctx.vocab_size) {
+        throw_bad_request(prompt_param, "{} has token id {} outside the vocabulary [0, {})", which,
+                          id, ctx.vocab_size);
+      }
+    }
+    const int len = static_cast<int>(prompt.size());
+    if (len >= ctx.max_model_len) {
+      throw_bad_request(prompt_param,
+                        "This model's maximum context length is {} tokens. However, your request "
+                        "has {} input tokens. Please reduce the length of the input.",
+                        ctx.max_model_len, len);
+    }
+    if (max_tokens && len + *max_tokens > ctx.max_model_len) {
+      throw_bad_request("max_tokens",
+                        "This model's maximum context length is {} tokens. However, you requested "
+                        "{} tokens ({} in the input, {} in the completion). Please reduce the "
+                        "length of the input or completion.",
+                        ctx.max_model_len, len + *max_tokens, len, *max_tokens);
+    }
+    const int budget = max_tokens.value_or(ctx.max_model_len - len);
+    if (p.min_tokens > budget) {
+      throw_bad_request("min_tokens", "min_tokens must be <= max_tokens ({}), got {}", budget,
+                        p.min_tokens);
+    }
+    req.max_tokens.push_back(budget);
+  }
+}
+
+}  // namespace kestrel::server

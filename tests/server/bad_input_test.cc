@@ -1,0 +1,205 @@
+// Bad input gets an OpenAI-style error ({"error": {"message", "type", "param", "code"}})
+// with the right status, never a crash, and a request streaming at the same time is
+// unaffected.
+#include <future>
+
+#include "server_harness.h"
+
+namespace kestrel::server_test {
+namespace {
+
+using json = nlohmann::json;
+
+struct Case {
+  std::string name;
+  std::string path;
+  std::string body;
+  int status;
+  std::string param;  // "" : null
+  std::string message_part;
+};
+
+// Checks the status and the error shape; returns the error object.
+json expect_error(const httplib::Result& res, int status, const std::string& param,
+                  const std::string& message_part, const std::string& what) {
+  if (!res) {
+    ADD_FAILURE() << what << ": no response";
+    return {};
+  }
+  EXPECT_EQ(res->status, status) << what << ": " << res->body;
+  EXPECT_EQ(res->get_header_value("Content-Type"), "application/json") << what;
+  const json body = json::parse(res->body, nullptr, false);
+  if (body.is_discarded() || !body.contains("error") || !body["error"].is_object()) {
+    ADD_FAILURE() << what << ": not an OpenAI error body: " << res->body;
+    return {};
+  }
+  const json& e = body["error"];
+  EXPECT_TRUE(e.contains("message") && e["message"].is_string() &&
+              !e["message"].get<std::string>().empty())
+      << what;
+  EXPECT_TRUE(e.contains("type") && e["type"].is_string()) << what;
+  EXPECT_TRUE(e.contains("code")) << what;
+  EXPECT_TRUE(e.contains("param")) << what;
+  if (param.empty()) {
+    EXPECT_TRUE(e["param"].is_null()) << what << ": " << res->body;
+  } else {
+    EXPECT_EQ(e.value("param", json()).dump(), json(param).dump()) << what << ": " << res->body;
+  }
+  if (!message_part.empty()) {
+    EXPECT_NE(e["message"].get<std::string>().find(message_part), std::string::npos)
+        << what << ": " << e["message"];
+  }
+  return e;
+}
+
+std::string long_prompt(int tokens) {
+  json ids = json::array();
+  for (int i = 0; i < tokens; ++i) ids.push_back(100 + i % 1000);
+  return ids.dump();
+}
+
+const std::string kC = "/v1/completions";
+const std::string kChat = "/v1/chat/completions";
+const std::string kMsgs = R"("messages": [{"role": "user", "content": "hi"}])";
+
+std::vector<Case> cases() {
+  return {
+      {"malformed JSON", kC, R"({"prompt": "hi",)", 400, "", "not valid JSON"},
+      {"body not an object", kC, R"([1, 2])", 400, "", "JSON object"},
+      {"nested too deep", kC,
+       R"({"prompt": "hi", "user": )" + std::string(100, '[') + std::string(100, ']') + "}", 400,
+       "", "nested deeper"},
+      {"temperature wrong type", kC, R"({"prompt": "hi", "temperature": "hot"})", 400,
+       "temperature", "number"},
+      {"max_tokens wrong type", kC, R"({"prompt": "hi", "max_tokens": "5"})", 400, "max_tokens",
+       "integer"},
+      {"n not an integer", kC, R"({"prompt": "hi", "n": 1.5})", 400, "n", "integer"},
+      {"stream wrong type", kC, R"({"prompt": "hi", "stream": "yes"})", 400, "stream", "boolean"},
+      {"prompt wrong type", kC, R"({"prompt": 5})", 400, "prompt", ""},
+      {"prompt mixed list", kC, R"({"prompt": ["a", 5]})", 400, "prompt", ""},
+      {"prompt missing", kC, R"({"max_tokens": 5})", 400, "prompt", "required"},
+      {"prompt empty string", kC, R"({"prompt": ""})", 400, "prompt", "empty"},
+      {"prompt empty list", kC, R"({"prompt": []})", 400, "prompt", "empty"},
+      {"prompt token outside vocabulary", kC, R"({"prompt": [1, 2, 99999999]})", 400, "prompt",
+       "vocabulary"},
+      {"stop wrong type", kC, R"({"prompt": "hi", "stop": 5})", 400, "stop", ""},
+      {"unknown field", kC, R"({"prompt": "hi", "foo": 1})", 400, "foo",
+       "Unrecognized request argument supplied: foo"},
+      {"chat field on completions", kC, R"({"prompt": "hi", "messages": []})", 400, "messages",
+       "Unrecognized"},
+      {"unknown chat field", kChat, "{" + kMsgs + R"(, "bar": true})", 400, "bar", "Unrecognized"},
+      {"temperature < 0", kC, R"({"prompt": "hi", "temperature": -1})", 400, "temperature",
+       "temperature"},
+      {"top_p 0", kC, R"({"prompt": "hi", "top_p": 0})", 400, "top_p", "top_p"},
+      {"top_k -2", kC, R"({"prompt": "hi", "top_k": -2})", 400, "top_k", "top_k"},
+      {"min_p 2", kC, R"({"prompt": "hi", "min_p": 2})", 400, "min_p", "min_p"},
+      {"n 0", kC, R"({"prompt": "hi", "n": 0})", 400, "n", "n must be"},
+      {"max_tokens 0", kC, R"({"prompt": "hi", "max_tokens": 0})", 400, "max_tokens", "max_tokens"},
+      {"logprobs 21", kC, R"({"prompt": "hi", "logprobs": 21})", 400, "logprobs", "logprobs"},
+      {"presence_penalty 3", kC, R"({"prompt": "hi", "presence_penalty": 3})", 400,
+       "presence_penalty", ""},
+      {"frequency_penalty -3", kC, R"({"prompt": "hi", "frequency_penalty": -3})", 400,
+       "frequency_penalty", ""},
+      {"repetition_penalty 0", kC, R"({"prompt": "hi", "repetition_penalty": 0})", 400,
+       "repetition_penalty", ""},
+      {"min_tokens > max_tokens", kC, R"({"prompt": "hi", "max_tokens": 2, "min_tokens": 3})", 400,
+       "min_tokens", ""},
+      {"stop_token_ids outside vocabulary", kC, R"({"prompt": "hi", "stop_token_ids": [99999999]})",
+       400, "stop_token_ids", ""},
+      {"empty stop string", kC, R"({"prompt": "hi", "stop": [""]})", 400, "stop", "empty"},
+      {"stream_options without stream", kC,
+       R"({"prompt": "hi", "stream_options": {"include_usage": true}})", 400, "stream_options", ""},
+      {"logit_bias", kC, R"({"prompt": "hi", "logit_bias": {"5": 10}})", 400, "logit_bias",
+       "not supported"},
+      {"top_logprobs without logprobs", kChat, "{" + kMsgs + R"(, "top_logprobs": 2})", 400,
+       "top_logprobs", ""},
+      {"chat logprobs not a boolean", kChat, "{" + kMsgs + R"(, "logprobs": 3})", 400, "logprobs",
+       "boolean"},
+      {"empty messages", kChat, R"({"messages": []})", 400, "messages", "empty"},
+      {"messages not a list", kChat, R"({"messages": "hi"})", 400, "messages", "list"},
+      {"message without role", kChat, R"({"messages": [{"content": "hi"}]})", 400, "messages",
+       "role"},
+      {"content wrong type", kChat, R"({"messages": [{"role": "user", "content": 5}]})", 400,
+       "messages", "content"},
+      {"image content part", kChat,
+       R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})",
+       400, "messages", "text"},
+      {"chat_template_kwargs not an object", kChat, "{" + kMsgs + R"(, "chat_template_kwargs": 1})",
+       400, "chat_template_kwargs", ""},
+      {"prompt longer than the context", kC, R"({"prompt": )" + long_prompt(4096) + "}", 400,
+       "prompt", "maximum context length is 4096"},
+      {"prompt + max_tokens beyond the context", kC, R"({"prompt": "hi", "max_tokens": 5000})", 400,
+       "max_tokens", "maximum context length"},
+      {"unknown model", kC, R"({"prompt": "hi", "model": "gpt-4"})", 404, "model",
+       "does not exist"},
+      {"unknown model (chat)", kChat, "{" + kMsgs + R"(, "model": "gpt-4"})", 404, "model",
+       "does not exist"},
+  };
+}
+
+TEST(BadInput, EachClassGetsItsStatusAndAnOpenAIErrorWhileOthersRun) {
+  ServerProcess server;
+  const int port = server.port();
+  // A streaming request runs while the bad ones come in.
+  const json good = {{"model", kModelName}, {"prompt", "A long and steady story"},
+                     {"max_tokens", 120},   {"temperature", 1.0},
+                     {"seed", 99},          {"ignore_eos", true}};
+  auto stream = std::async(std::launch::async, [&] {
+    json body = good;
+    body["stream"] = true;
+    std::string text, events;
+    auto res = client(port).Post("/v1/completions", body.dump(), "application/json");
+    if (!res) return std::string("no response");
+    for (size_t pos = 0; (pos = res->body.find("data: {", pos)) != std::string::npos;) {
+      const size_t end = res->body.find("\n\n", pos);
+      json chunk = json::parse(res->body.substr(pos + 6, end - pos - 6));
+      for (const auto& c : chunk["choices"]) text += c["text"].get<std::string>();
+      pos = end;
+    }
+    return text;
+  });
+
+  for (const Case& c : cases()) {
+    expect_error(client(port).Post(c.path, c.body, "application/json"), c.status, c.param,
+                 c.message_part, c.name);
+  }
+  // The same mistakes in streaming requests fail before any stream starts.
+  expect_error(
+      client(port).Post(kC, R"({"prompt": "hi", "stream": true, "top_p": 0})", "application/json"),
+      400, "top_p", "", "streamed top_p 0");
+
+  // Body over --max-body-bytes (1,000,000).
+  const std::string big = R"({"prompt": ")" + std::string(1'100'000, 'a') + R"("})";
+  expect_error(client(port).Post(kC, big, "application/json"), 413, "", "limit", "body too large");
+
+  // API key: /v1/* needs it; /health and /metrics do not.
+  expect_error(client(port, false).Post(kC, R"({"prompt": "hi"})", "application/json"), 401, "", "",
+               "no API key");
+  auto wrong = client(port, false);
+  wrong.set_default_headers({{"Authorization", "Bearer nope"}});
+  const json e = expect_error(wrong.Get("/v1/models"), 401, "", "", "wrong API key");
+  EXPECT_EQ(e.value("code", json()), "invalid_api_key");
+  auto health = client(port, false).Get("/health");
+  ASSERT_TRUE(health);
+  EXPECT_EQ(health->status, 200);
+  auto metrics = client(port, false).Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_EQ(metrics->status, 200);
+
+  // No such route.
+  expect_error(client(port).Get("/v1/nothing"), 404, "", "Not found", "unknown route");
+
+  // The stream was not disturbed: its text equals the same request made alone afterwards.
+  const std::string streamed = stream.get();
+  auto alone = client(port).Post("/v1/completions", good.dump(), "application/json");
+  ASSERT_TRUE(alone);
+  ASSERT_EQ(alone->status, 200) << alone->body;
+  const json alone_body = json::parse(alone->body);
+  EXPECT_EQ(streamed, alone_body["choices"][0]["text"].get<std::string>());
+  EXPECT_EQ(alone_body["usage"]["completion_tokens"], 120);
+  // And the server is still up.
+  EXPECT_FALSE(server.child().wait(0ms).has_value()) << server.child().output();
+}
+
+}  // namespace
+}  // namespace kestrel::server_test

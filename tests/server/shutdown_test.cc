@@ -1,0 +1,120 @@
+// Graceful shutdown of `kestrel serve` under load: on SIGTERM it stops accepting
+// connections at once, lets in-flight requests finish for --shutdown-timeout, aborts the
+// rest (their streams still end properly), and exits 0 in bounded time.
+#include <atomic>
+#include <mutex>
+
+#include "server_harness.h"
+
+namespace kestrel::server_test {
+namespace {
+
+using json = nlohmann::json;
+
+struct StreamResult {
+  std::atomic<int> chunks{0};
+  std::string text;
+  std::string finish_reason;
+  bool done = false;  // saw data: [DONE]
+  bool transport_ok = false;
+};
+
+void stream(int port, int max_tokens, int seed, StreamResult& out) {
+  const json body = {{"model", kModelName},
+                     {"prompt", "Shutdown story number " + std::to_string(seed)},
+                     {"max_tokens", max_tokens},
+                     {"temperature", 1.0},
+                     {"seed", seed},
+                     {"ignore_eos", true},
+                     {"stream", true}};
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.headers = {{"Authorization", "Bearer " + kApiKey}};
+  req.body = body.dump();
+  std::string buffer;
+  req.content_receiver = [&](const char* data, size_t len, uint64_t, uint64_t) {
+    buffer.append(data, len);
+    size_t end;
+    while ((end = buffer.find("\n\n")) != std::string::npos) {
+      const std::string event = buffer.substr(0, end);
+      buffer.erase(0, end + 2);
+      if (event == "data: [DONE]") {
+        out.done = true;
+      } else if (event.rfind("data: ", 0) == 0) {
+        const json chunk = json::parse(event.substr(6));
+        for (const auto& c : chunk["choices"]) {
+          out.text += c["text"].get<std::string>();
+          if (c["finish_reason"].is_string()) out.finish_reason = c["finish_reason"];
+        }
+        ++out.chunks;
+      }
+    }
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error error;
+  out.transport_ok = client(port).send(req, res, error) && res.status == 200;
+}
+
+TEST(Shutdown, SigtermFinishesShortRequestsAbortsLongOnesAndExitsZero) {
+  constexpr int kTimeoutS = 3;
+  ServerProcess server({"--shutdown-timeout", std::to_string(kTimeoutS)});
+  const int port = server.port();
+  constexpr int kShort = 4, kLong = 4;
+  std::vector<StreamResult> results(kShort + kLong);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kShort + kLong; ++i) {
+    // Short ones end well within the timeout; long ones (4000 steps in 3 s) cannot.
+    threads.emplace_back(stream, port, i < kShort ? 20 : 4000, i, std::ref(results[i]));
+  }
+  const auto deadline = Clock::now() + 60s;
+  auto all_started = [&] {
+    for (const auto& r : results) {
+      if (r.chunks == 0) return false;
+    }
+    return true;
+  };
+  while (!all_started() && Clock::now() < deadline) std::this_thread::sleep_for(10ms);
+  ASSERT_TRUE(all_started());
+
+  const auto t0 = Clock::now();
+  server.child().signal(SIGTERM);
+  // New connections are refused from now on (give the signal a moment to land).
+  std::this_thread::sleep_for(500ms);
+  auto refused = client(port).Get("/health");
+  EXPECT_FALSE(refused) << "a new connection was accepted after SIGTERM";
+
+  const std::optional<int> code = server.child().wait(std::chrono::seconds(kTimeoutS + 10));
+  const double seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(code.has_value()) << "the server did not exit\n" << server.child().output();
+  EXPECT_EQ(*code, 0) << server.child().output();
+  EXPECT_LT(seconds, kTimeoutS + 5.0);
+  EXPECT_GT(seconds, kTimeoutS - 0.5) << "the long requests were not given the shutdown timeout";
+  for (int i = 0; i < kShort + kLong; ++i) {
+    const StreamResult& r = results[i];
+    EXPECT_TRUE(r.transport_ok) << "stream " << i;
+    EXPECT_TRUE(r.done) << "stream " << i << " ended without [DONE]";
+    EXPECT_EQ(r.finish_reason, i < kShort ? "length" : "abort") << "stream " << i;
+  }
+}
+
+TEST(Shutdown, SigintOnAnIdleServerExitsZeroAtOnce) {
+  ServerProcess server;
+  auto idle = client(server.port());
+  idle.set_keep_alive(true);
+  auto res = idle.Get("/health");  // leaves an idle keep-alive connection open
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  const auto t0 = Clock::now();
+  server.child().signal(SIGINT);
+  const std::optional<int> code = server.child().wait(10s);
+  ASSERT_TRUE(code.has_value()) << server.child().output();
+  EXPECT_EQ(*code, 0) << server.child().output();
+  // Not held by the idle connection's keep-alive timeout (5 s).
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 2.0);
+}
+
+}  // namespace
+}  // namespace kestrel::server_test
