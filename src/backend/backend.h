@@ -43,6 +43,16 @@ struct KvCacheSpec {
   int num_kv_heads = 0;
   int head_dim = 0;
   DType dtype = DType::kF32;
+  // Throws kestrel::Error, naming `backend`, when a size is not positive or the dtype is not
+  // the one that backend stores.
+  void check(const char* backend, DType expected) const {
+    KS_CHECK(dtype == expected, "{} backend: the KV cache dtype must be {}, got {}", backend,
+             dtype_name(expected), dtype_name(dtype));
+    KS_CHECK(num_layers > 0 && num_blocks > 0 && block_size > 0 && num_kv_heads > 0 && head_dim > 0,
+             "{} backend: every KV cache size must be positive (layers {}, blocks {}, block size "
+             "{}, kv heads {}, head_dim {})",
+             backend, num_layers, num_blocks, block_size, num_kv_heads, head_dim);
+  }
   // Over all layers, K and V.
   size_t bytes_per_block() const {
     return size_t(2) * num_layers * block_size * num_kv_heads * head_dim * dtype_size(dtype);

@@ -94,13 +94,7 @@ Tensor CpuBackend::to_host(const Tensor& t) {
 }
 
 std::vector<LayerKvCache> CpuBackend::allocate_kv_cache(const KvCacheSpec& spec) {
-  KS_CHECK(spec.dtype == DType::kF32, "cpu allocate_kv_cache: the CPU cache is F32, got {}",
-           dtype_name(spec.dtype));
-  KS_CHECK(spec.num_layers > 0 && spec.num_blocks > 0 && spec.block_size > 0 &&
-               spec.num_kv_heads > 0 && spec.head_dim > 0,
-           "cpu allocate_kv_cache: every size must be positive (layers {}, blocks {}, block "
-           "size {}, kv heads {}, head_dim {})",
-           spec.num_layers, spec.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_dim);
+  spec.check("cpu", DType::kF32);
   const Shape shape{spec.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_dim};
   // One allocation for every layer; Tensor::host maps large buffers lazily, so a cache of
   // gigabytes costs nothing until its pages are written.

@@ -116,13 +116,7 @@ Tensor CudaBackend::to_host(const Tensor& t) {
 }
 
 std::vector<LayerKvCache> CudaBackend::allocate_kv_cache(const KvCacheSpec& spec) {
-  KS_CHECK(spec.dtype == DType::kBF16, "CUDA backend: KV cache dtype must be BF16, got {}",
-           dtype_name(spec.dtype));
-  KS_CHECK(spec.num_layers > 0 && spec.num_blocks > 0 && spec.block_size > 0 &&
-               spec.num_kv_heads > 0 && spec.head_dim > 0,
-           "CUDA backend: bad KV cache spec (layers {}, blocks {}, block size {}, kv heads {}, "
-           "head dim {})",
-           spec.num_layers, spec.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_dim);
+  spec.check("CUDA", DType::kBF16);
   const size_t total = spec.bytes_per_block() * static_cast<size_t>(spec.num_blocks);
   void* p = nullptr;
   // One plain allocation, outside the pool: it lives as long as the engine.
