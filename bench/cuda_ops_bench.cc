@@ -163,8 +163,10 @@ void bench_gemms(CudaBackend& be, const Ceilings& c) {
 }
 
 // Attention over `num_seqs` sequences of `ctx` keys each, the last `q_len` of them new.
+// `general`: withhold the max_query_len hint, so decodes take the general kernel (the
+// decode kernel's baseline, measured in the same run).
 void bench_attention(CudaBackend& be, const Ceilings& c, const char* name, int num_seqs, int ctx,
-                     int q_len, bool scatter_pages = true) {
+                     int q_len, bool scatter_pages = true, bool general = false) {
   const int hq = 16, hkv = 8, d = 128, bs = 16;
   const int blocks_per_seq = (ctx + bs - 1) / bs;
   const int num_blocks = num_seqs * blocks_per_seq;
@@ -182,7 +184,7 @@ void bench_attention(CudaBackend& be, const Ceilings& c, const char* name, int n
   AttentionMetadata meta;
   meta.num_tokens = t;
   meta.num_seqs = num_seqs;
-  meta.max_query_len = q_len;
+  meta.max_query_len = general ? 0 : q_len;
   meta.max_seq_len = ctx;
   meta.block_size = bs;
   meta.query_start_loc = i32(be, qsl, Shape{num_seqs + 1});
@@ -222,7 +224,11 @@ int run() {
   std::printf("\n-- paged attention, Hq 16, Hkv 8, D 128, block 16, token-major pages --\n");
   bench_attention(be, c, "decode 256 seqs x 1024 ctx", 256, 1024, 1);
   bench_attention(be, c, "decode 256 seqs x 1024 ctx, pages in order", 256, 1024, 1, false);
+  bench_attention(be, c, "decode 256 x 1024, general kernel", 256, 1024, 1, true, true);
+  bench_attention(be, c, "decode 128 seqs x 2048 ctx", 128, 2048, 1);
+  bench_attention(be, c, "decode 64 seqs x 1024 ctx (key split)", 64, 1024, 1);
   bench_attention(be, c, "decode 16 seqs x 4096 ctx", 16, 4096, 1);
+  bench_attention(be, c, "decode 16 x 4096, general kernel", 16, 4096, 1, true, true);
   bench_attention(be, c, "prefill 4 seqs x 1024 new", 4, 1024, 1024);
   backend.reset();
   auto head_major = make_cuda_backend(0, CudaKvLayout::kHeadMajor);

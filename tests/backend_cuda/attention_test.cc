@@ -1,6 +1,7 @@
 // Paged attention over flat mixed batches against a double-precision reference: decodes,
-// prefill chunks after cached prefixes, long rows, GQA groups 1 to 16, head dims 64 and 128,
-// block sizes 16 and 1, blocks scattered through the cache. Cache slots that no sequence
+// prefill chunks after cached prefixes, long rows, GQA groups 1 to 16, head dims 16 to 128,
+// block sizes 16 and 1, blocks scattered through the cache. Pure decode batches take the
+// decode kernel (groups <= 8), everything else the general one; both are covered. Cache slots that no sequence
 // owns hold NaN, so a read past a sequence's keys shows up in the output.
 #include <gtest/gtest.h>
 
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "backend/cuda/kernels.h"
 #include "cuda_test_util.h"
 
 namespace kestrel {
@@ -203,6 +205,79 @@ TEST(CudaAttention, LongContextDecodeSplitsKeys) {
       run_case(c, seqs, layout, rng);
     }
   }
+}
+
+TEST(CudaAttention, DecodeKernelEveryHeadDimAndGroup) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(56);
+  // Contexts around the decode kernel's key tiles (64 keys per CTA step loop at D = 128,
+  // 128 at D = 64, 256 at D = 32 and 16) and one-key sequences; group 5 pads to 8 rows;
+  // group 16 falls back to the general kernel.
+  const Config configs[] = {{2, 2, 16, 16}, {8, 2, 32, 1},  {10, 2, 64, 16}, {8, 1, 128, 16},
+                            {16, 2, 128, 1}, {3, 3, 32, 16}, {16, 16, 16, 1}, {32, 2, 64, 16}};
+  const std::vector<SeqSpec> seqs{{0, 1},   {63, 1},  {64, 1},  {127, 1}, {128, 1},
+                                  {255, 1}, {256, 1}, {300, 1}, {513, 1}, {5, 1}};
+  for (const Config& c : configs) {
+    for (CudaKvLayout layout : kLayouts) {
+      SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " Hkv " << c.hkv
+                                      << " D " << c.d << " block " << c.block_size);
+      run_case(c, seqs, layout, rng);
+    }
+  }
+}
+
+TEST(CudaAttention, DecodeKernelSplitsKeys) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(57);
+  // Few sequences: the decode kernel splits the keys (chunks not aligned to pages at block
+  // 16 when the chunk is not a multiple of it) and the merge kernel combines them.
+  const std::vector<SeqSpec> seqs{{4000, 1}, {700, 1}, {129, 1}, {0, 1}};
+  for (const Config& c : {Config{8, 2, 32, 16}, Config{12, 3, 64, 1}, Config{8, 8, 128, 16}}) {
+    for (CudaKvLayout layout : kLayouts) {
+      SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " Hkv " << c.hkv
+                                      << " D " << c.d << " block " << c.block_size);
+      run_case(c, seqs, layout, rng);
+    }
+  }
+}
+
+TEST(CudaAttention, LargeDecodeBatch) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(58);
+  // Contexts under 256 keys are never split: the decode kernel writes bf16 output directly.
+  // At Hkv 8, 300 sequences are several waves of CTAs.
+  std::vector<SeqSpec> seqs;
+  std::uniform_int_distribution<int> ctx(0, 200);
+  for (int i = 0; i < 300; ++i) seqs.push_back({ctx(rng), 1});
+  for (const Config& c : {Config{16, 8, 128, 16}, Config{8, 1, 64, 1}, Config{8, 2, 32, 16},
+                          Config{20, 4, 16, 1}}) {
+    SCOPED_TRACE(testing::Message() << "Hq " << c.hq << " Hkv " << c.hkv << " D " << c.d);
+    run_case(c, seqs, CudaKvLayout::kTokenMajor, rng);
+  }
+}
+
+// The split plan on a 132-SM device, by hand: decode batches count one CTA per (sequence,
+// KV head) against 4 per SM (528 slots) and split ceil(528 / CTAs) ways, at most one split
+// per 128 keys of the longest sequence and 32 in all.
+TEST(CudaAttention, DecodeSplitPlan) {
+  auto plan = [](int seqs, int hkv, int max_seq_len, int max_query_len) {
+    kernels::PagedAttentionArgs a;
+    a.num_tokens = a.num_seqs = seqs;
+    a.num_q_heads = 2 * hkv;
+    a.num_kv_heads = hkv;
+    a.head_dim = 128;
+    a.max_query_len = max_query_len;
+    return kernels::plan_attention_split(a, max_seq_len, 132);
+  };
+  EXPECT_EQ(plan(256, 8, 1024, 1).num_splits, 1);  // 2048 CTAs: no split
+  EXPECT_EQ(plan(16, 8, 4096, 1).num_splits, 5);   // 128 CTAs
+  EXPECT_EQ(plan(64, 8, 1024, 1).num_splits, 2);   // 512 CTAs
+  EXPECT_EQ(plan(3, 8, 3000, 1).num_splits, 22);   // 24 CTAs
+  EXPECT_EQ(plan(3, 8, 1000, 1).num_splits, 7);    // at most 1000 / 128 splits
+  EXPECT_EQ(plan(3, 8, 200, 1).num_splits, 1);     // too short to split
+  EXPECT_EQ(plan(16, 8, 4096, 1).kv_chunk, 128);
+  // Not all decodes: the general kernel's CTAs, (1 query tile + 3) x 8 = 32: 17 splits.
+  EXPECT_EQ(plan(3, 8, 3000, 0).num_splits, 17);
 }
 
 TEST(CudaAttention, ManySequencesInOneLaunch) {

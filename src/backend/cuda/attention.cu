@@ -1,4 +1,6 @@
-// Paged attention over a flat mixed batch (prefill chunks and decodes in one launch).
+// Paged attention over a flat mixed batch (prefill chunks and decodes in one launch). This
+// file holds the general kernel, the split merge and the dispatch; a batch of decodes only
+// (host-side max_query_len 1, GQA group <= 8) takes attention_decode.cu's kernel instead.
 //
 // Maths, for query token t of sequence b at position pos (= seq_len - query_len + i) and
 // query head h reading KV head g = h / G (G = Hq / Hkv):
@@ -24,9 +26,12 @@
 //
 // Bytes: each CTA reads K and V of keys [0, last position of its tile], so decode reads the
 // KV cache once per step (the floor); prefill re-reads it once per query tile (from L2 mostly).
+// Decode through this kernel ran at ~26% of the copy rate (one 16 KB tile in flight per CTA,
+// barriers and reductions per 32-key tile), hence the decode kernel.
 #include <algorithm>
 #include <cfloat>
 
+#include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
@@ -312,19 +317,12 @@ __global__ void merge_kernel(const float* __restrict__ part_ml, const float* __r
 }
 
 template <int D>
-void launch(const PagedAttentionArgs& a, const AttentionSplit& split, void* workspace,
-            cudaStream_t stream) {
+void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
+            float* part_acc, cudaStream_t stream) {
   const int group = a.num_q_heads / a.num_kv_heads;
   const int q_tile = kMaxRows / group;
   const dim3 grid(static_cast<unsigned>((a.num_tokens + q_tile - 1) / q_tile + a.num_seqs),
                   static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(split.num_splits));
-  float* part_ml = nullptr;
-  float* part_acc = nullptr;
-  const int64_t rows = int64_t(a.num_tokens) * a.num_q_heads;
-  if (split.num_splits > 1) {
-    part_ml = static_cast<float*>(workspace);
-    part_acc = part_ml + 2 * rows * split.num_splits;
-  }
   if (a.kv_head_major) {
     paged_attention_kernel<D, true>
         <<<grid, kThreads, 0, stream>>>(a, group, q_tile, split, part_ml, part_acc);
@@ -333,10 +331,28 @@ void launch(const PagedAttentionArgs& a, const AttentionSplit& split, void* work
         <<<grid, kThreads, 0, stream>>>(a, group, q_tile, split, part_ml, part_acc);
   }
   KS_CUDA_CHECK_LAUNCH("paged_attention_kernel");
+}
+
+template <int D>
+void launch_merge(const float* part_ml, const float* part_acc, int num_splits, int64_t rows,
+                  bf16* out, cudaStream_t stream) {
+  merge_kernel<D><<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, stream>>>(
+      part_ml, part_acc, num_splits, rows, out);
+  KS_CUDA_CHECK_LAUNCH("attention merge_kernel");
+}
+
+// Decodes take the decode kernel (attention_decode.cu); everything else the general one.
+template <int D>
+void run(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml, float* part_acc,
+         cudaStream_t stream) {
+  if (detail::use_decode_kernel(a)) {
+    detail::decode_attention(a, split, part_ml, part_acc, stream);
+  } else {
+    launch<D>(a, split, part_ml, part_acc, stream);
+  }
   if (split.num_splits > 1) {
-    merge_kernel<D><<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, stream>>>(
-        part_ml, part_acc, split.num_splits, rows, a.out);
-    KS_CUDA_CHECK_LAUNCH("attention merge_kernel");
+    const int64_t rows = int64_t(a.num_tokens) * a.num_q_heads;
+    launch_merge<D>(part_ml, part_acc, split.num_splits, rows, a.out, stream);
   }
 }
 
@@ -349,15 +365,21 @@ constexpr int kMaxSplits = 32;
 }  // namespace
 
 AttentionSplit plan_attention_split(const PagedAttentionArgs& a, int max_seq_len, int num_sms) {
-  const int group = a.num_q_heads / a.num_kv_heads;
-  const int q_tile = kMaxRows / group;
-  const int64_t ctas = (int64_t(a.num_tokens + q_tile - 1) / q_tile + a.num_seqs) * a.num_kv_heads;
-  const int64_t slots = int64_t(num_sms) * kCtasPerSm;
+  int64_t ctas = 0, slots = 0;
+  if (detail::use_decode_kernel(a)) {  // one CTA per (sequence, KV head)
+    ctas = int64_t(a.num_seqs) * a.num_kv_heads;
+    slots = int64_t(num_sms) * detail::kDecodeCtasPerSm;
+  } else {
+    const int group = a.num_q_heads / a.num_kv_heads;
+    const int q_tile = kMaxRows / group;
+    ctas = (int64_t(a.num_tokens + q_tile - 1) / q_tile + a.num_seqs) * a.num_kv_heads;
+    slots = int64_t(num_sms) * kCtasPerSm;
+  }
   if (ctas >= slots || max_seq_len < 2 * kMinKeysPerSplit) return {};
   int64_t splits = std::min<int64_t>((slots + ctas - 1) / ctas, max_seq_len / kMinKeysPerSplit);
   splits = std::min<int64_t>(splits, kMaxSplits);
   if (splits <= 1) return {};
-  // The kernel sizes each tile's chunks from its own keys; kv_chunk is the smallest chunk.
+  // The kernels size each tile's chunks from its own keys; kv_chunk is the smallest chunk.
   const int chunk = (kMinKeysPerSplit + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
   return {static_cast<int>(splits), chunk};
 }
@@ -370,11 +392,18 @@ size_t attention_workspace_bytes(const PagedAttentionArgs& a, const AttentionSpl
 void paged_attention(const PagedAttentionArgs& a, const AttentionSplit& split, void* workspace,
                      cudaStream_t stream) {
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
+  float* part_ml = nullptr;
+  float* part_acc = nullptr;
+  const int64_t rows = int64_t(a.num_tokens) * a.num_q_heads;
+  if (split.num_splits > 1) {
+    part_ml = static_cast<float*>(workspace);
+    part_acc = part_ml + 2 * rows * split.num_splits;
+  }
   switch (a.head_dim) {
-    case 16: launch<16>(a, split, workspace, stream); break;
-    case 32: launch<32>(a, split, workspace, stream); break;
-    case 64: launch<64>(a, split, workspace, stream); break;
-    case 128: launch<128>(a, split, workspace, stream); break;
+    case 16: run<16>(a, split, part_ml, part_acc, stream); break;
+    case 32: run<32>(a, split, part_ml, part_acc, stream); break;
+    case 64: run<64>(a, split, part_ml, part_acc, stream); break;
+    case 128: run<128>(a, split, part_ml, part_acc, stream); break;
     default: KS_CUDA_CHECK(cudaErrorInvalidValue);  // entry point validates head_dim first
   }
 }

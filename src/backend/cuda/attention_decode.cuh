@@ -19,9 +19,6 @@ constexpr int kDecodeCtasPerSm = 4;
 // sequence) with a group of at most kMaxDecodeGroup and a supported head dim.
 bool use_decode_kernel(const PagedAttentionArgs& a);
 
-// Keys one CTA of the decode kernel covers per loop iteration at this head dim.
-int decode_tile_keys(int head_dim);
-
 // Launches the decode kernel over grid (B, Hkv, split.num_splits). With num_splits > 1 it
 // writes fp32 partials to part_ml [splits, T Hq, 2] (log2-domain max, sum) and part_acc
 // [splits, T Hq, D] (unnormalised) for attention.cu's merge kernel; otherwise it writes

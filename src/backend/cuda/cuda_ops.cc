@@ -248,6 +248,7 @@ void CudaBackend::attention(const Tensor& q, const LayerKvCache& kv, const Atten
   a.head_dim = d;
   a.block_size = meta.block_size;
   a.max_blocks_per_seq = to_int(meta.block_tables.dim(1));
+  a.max_query_len = meta.max_query_len;
   const kernels::AttentionSplit split = kernels::plan_attention_split(a, meta.max_seq_len, num_sms_);
   const size_t workspace_bytes = kernels::attention_workspace_bytes(a, split);
   void* workspace = workspace_bytes > 0 ? scratch(workspace_bytes) : nullptr;

@@ -75,6 +75,7 @@ struct PagedAttentionArgs {
   int head_dim = 0;                        // 16, 32, 64 or 128
   int block_size = 0;
   int max_blocks_per_seq = 0;
+  int max_query_len = 0;                   // host-side; 1 (all decodes) allows the decode kernel
 };
 // Largest GQA group (query heads per KV head) paged_attention supports.
 constexpr int kMaxAttentionGroup = 16;
