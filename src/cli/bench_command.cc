@@ -208,8 +208,13 @@ Runner add_bench_command(CLI::App& app) {
     std::printf("tokens:            %lld prompt, %lld output (expected %lld), temperature %.2f\n",
                 static_cast<long long>(cost.prompt_tokens), static_cast<long long>(t.generated),
                 static_cast<long long>(cost.output_tokens), o->temperature);
-    std::printf("ceilings:          copy %.0f GB/s (1 GiB device copy, read + written), bf16 GEMM %.0f TFLOP/s (%d^3)\n",
-                ceil.copy_bytes_per_second / 1e9, ceil.gemm_flops_per_second / 1e12, ceil.gemm_size);
+    if (have_ceilings) {
+      std::printf("ceilings:          copy %.0f GB/s (1 GiB device copy, read + written), bf16 GEMM %.0f TFLOP/s (%d^3)\n",
+                  ceil.copy_bytes_per_second / 1e9, ceil.gemm_flops_per_second / 1e12, ceil.gemm_size);
+    } else {
+      std::printf("ceilings:          not measured (%s), so no floors below\n",
+                  on_gpu ? "--no-ceilings" : "the CPU backend has no device ceilings");
+    }
     std::printf("floor model:       decode %lld steps, %.2f TB KV + %.2f TB weights read; prefill %.1f TFLOP\n",
                 static_cast<long long>(cost.decode_steps), cost.kv_read_bytes / 1e12,
                 cost.weight_read_bytes / 1e12, cost.prefill_flops / 1e12);
