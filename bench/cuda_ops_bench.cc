@@ -163,8 +163,8 @@ void bench_gemms(CudaBackend& be, const Ceilings& c) {
 }
 
 // Attention over `num_seqs` sequences of `ctx` keys each, the last `q_len` of them new.
-// `general`: withhold the max_query_len hint, so decodes take the general kernel (the
-// decode kernel's baseline, measured in the same run).
+// `general`: withhold the max_query_len hint, so decodes and prefills take the general
+// CUDA-core kernel (the decode and tensor-core kernels' baseline, measured in the same run).
 void bench_attention(CudaBackend& be, const Ceilings& c, const char* name, int num_seqs, int ctx,
                      int q_len, bool scatter_pages = true, bool general = false) {
   const int hq = 16, hkv = 8, d = 128, bs = 16;
@@ -230,6 +230,10 @@ int run() {
   bench_attention(be, c, "decode 16 seqs x 4096 ctx", 16, 4096, 1);
   bench_attention(be, c, "decode 16 x 4096, general kernel", 16, 4096, 1, true, true);
   bench_attention(be, c, "prefill 4 seqs x 1024 new", 4, 1024, 1024);
+  // The prefill workload's attention (kestrel bench --num-seqs 32 --fixed-input-len 1024).
+  bench_attention(be, c, "prefill 32 seqs x 1024 new", 32, 1024, 1024);
+  bench_attention(be, c, "prefill 32 x 1024, general kernel", 32, 1024, 1024, true, true);
+  bench_attention(be, c, "prefill 32 seqs x 512 new after 512 cached", 32, 1024, 512);
   backend.reset();
   auto head_major = make_cuda_backend(0, CudaKvLayout::kHeadMajor);
   auto& hm = dynamic_cast<CudaBackend&>(*head_major);
@@ -238,6 +242,7 @@ int run() {
   bench_attention(hm, c, "decode 256 seqs x 1024 ctx, pages in order", 256, 1024, 1, false);
   bench_attention(hm, c, "decode 16 seqs x 4096 ctx", 16, 4096, 1);
   bench_attention(hm, c, "prefill 4 seqs x 1024 new", 4, 1024, 1024);
+  bench_attention(hm, c, "prefill 32 seqs x 1024 new", 32, 1024, 1024);
   return 0;
 }
 

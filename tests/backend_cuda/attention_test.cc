@@ -1,8 +1,10 @@
 // Paged attention over flat mixed batches against a double-precision reference: decodes,
 // prefill chunks after cached prefixes, long rows, GQA groups 1 to 16, head dims 16 to 128,
 // block sizes 16 and 1, blocks scattered through the cache. Pure decode batches take the
-// decode kernel (groups <= 8), everything else the general one; both are covered. Cache slots that no sequence
-// owns hold NaN, so a read past a sequence's keys shows up in the output.
+// decode kernel (groups <= 8), batches with prefill rows at head dims 64 and 128 the
+// tensor-core kernel (while its dispatch is on; attention_prefill.cu), everything else the
+// general one. Cache slots that no sequence owns hold NaN, so a read past a sequence's keys
+// shows up in the output.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -290,6 +292,72 @@ TEST(CudaAttention, ManySequencesInOneLaunch) {
   for (CudaKvLayout layout : kLayouts) {
     SCOPED_TRACE(layout_name(layout));
     run_case(Config{16, 8, 128, 16}, seqs, layout, rng);
+  }
+}
+
+// Prefill batches at head dims 64 and 128 take the tensor-core kernel (attention_prefill.cu)
+// when its dispatch is on, the general kernel otherwise.
+const Config kPrefillConfigs[] = {
+    {8, 8, 64, 16},    // GQA 1
+    {16, 8, 128, 16},  // GQA 2 (Qwen3-0.6B)
+    {8, 2, 128, 1},    // GQA 4, one-token blocks
+    {16, 2, 64, 16},   // GQA 8
+    {8, 8, 128, 1},    // GQA 1, D 128
+    {32, 4, 128, 16},  // GQA 8, D 128
+};
+
+TEST(CudaAttention, PrefillLongPromptsWithCachedPrefixes) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(60);
+  // Whole prompts and chunks after cached prefixes (through the block table), around the
+  // kernel's 64-key and 64-row tiles.
+  const std::vector<SeqSpec> seqs{{0, 1000}, {700, 333}, {64, 64}, {1, 127}, {129, 65}};
+  int i = 0;
+  for (const Config& c : kPrefillConfigs) {
+    const CudaKvLayout layout = kLayouts[i++ % 2];
+    SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " Hkv " << c.hkv
+                                    << " D " << c.d << " block " << c.block_size);
+    run_case(c, seqs, layout, rng);
+  }
+}
+
+TEST(CudaAttention, PrefillOddLengthsWithDecodes) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(61);
+  // Query lengths 1, 7, 33 and 1000 in one batch, decodes among them.
+  const std::vector<SeqSpec> seqs{{0, 1}, {0, 7}, {40, 33}, {13, 1000}, {250, 1}, {64, 7}, {5, 1}};
+  int i = 1;
+  for (const Config& c : kPrefillConfigs) {
+    const CudaKvLayout layout = kLayouts[i++ % 2];
+    SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " Hkv " << c.hkv
+                                    << " D " << c.d << " block " << c.block_size);
+    run_case(c, seqs, layout, rng);
+  }
+}
+
+TEST(CudaAttention, PrefillSplitsKeys) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(62);
+  // Short chunks after long prefixes: too few CTAs to fill the GPU, so the keys are split
+  // (rows whose visible keys all lie in other splits write empty partials) and merged.
+  const std::vector<SeqSpec> seqs{{3000, 40}, {1500, 9}, {0, 2}};
+  for (const Config& c : {Config{16, 8, 128, 16}, Config{8, 1, 64, 1}, Config{6, 2, 64, 16}}) {
+    for (CudaKvLayout layout : kLayouts) {
+      SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " Hkv " << c.hkv
+                                      << " D " << c.d << " block " << c.block_size);
+      run_case(c, seqs, layout, rng);
+    }
+  }
+}
+
+TEST(CudaAttention, PrefillSmallHeadDimsGeneralKernel) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(63);
+  // Head dims 16 and 32 stay on the CUDA-core kernel for prefill.
+  const std::vector<SeqSpec> seqs{{0, 33}, {100, 1}, {17, 70}, {5, 200}};
+  for (const Config& c : {Config{4, 2, 32, 16}, Config{6, 3, 16, 1}, Config{16, 1, 32, 16}}) {
+    SCOPED_TRACE(testing::Message() << "Hq " << c.hq << " Hkv " << c.hkv << " D " << c.d);
+    run_case(c, seqs, CudaKvLayout::kTokenMajor, rng);
   }
 }
 

@@ -1,6 +1,10 @@
 // Paged attention over a flat mixed batch (prefill chunks and decodes in one launch). This
 // file holds the general kernel, the split merge and the dispatch; a batch of decodes only
-// (host-side max_query_len 1, GQA group <= 8) takes attention_decode.cu's kernel instead.
+// (host-side max_query_len 1, GQA group <= 8) takes attention_decode.cu's kernel instead, and
+// a batch with prefill rows at head dims 64 and 128 attention_prefill.cu's tensor-core kernel
+// (when its switch, kPrefillKernelEnabled, is on).
+// The split plan below counts the general kernel's CTAs for both non-decode kernels; the
+// tensor-core kernel has fewer (64 rows each, not 16), so it may split less than it could.
 //
 // Maths, for query token t of sequence b at position pos (= seq_len - query_len + i) and
 // query head h reading KV head g = h / G (G = Hq / Hkv):
@@ -32,6 +36,7 @@
 #include <cfloat>
 
 #include "backend/cuda/attention_decode.cuh"
+#include "backend/cuda/attention_prefill.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
@@ -341,12 +346,15 @@ void launch_merge(const float* part_ml, const float* part_acc, int num_splits, i
   KS_CUDA_CHECK_LAUNCH("attention merge_kernel");
 }
 
-// Decodes take the decode kernel (attention_decode.cu); everything else the general one.
+// Decodes take the decode kernel (attention_decode.cu), batches with prefill rows at head dims
+// 64 and 128 the tensor-core kernel (attention_prefill.cu); everything else the general one.
 template <int D>
 void run(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml, float* part_acc,
          cudaStream_t stream) {
   if (detail::use_decode_kernel(a)) {
     detail::decode_attention(a, split, part_ml, part_acc, stream);
+  } else if (detail::use_prefill_kernel(a)) {
+    detail::prefill_attention(a, split, part_ml, part_acc, stream);
   } else {
     launch<D>(a, split, part_ml, part_acc, stream);
   }
