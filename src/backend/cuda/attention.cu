@@ -37,6 +37,7 @@
 
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/attention_prefill.cuh"
+#include "backend/cuda/attention_tiles.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
@@ -74,34 +75,6 @@ struct alignas(16) Smem {  // 16-byte rows: cp.async targets and float4 reads
   int tile;
 };
 
-// Finds which (sequence, query tile) CTA number `x` owns; run by warp 0.
-__device__ void locate_tile(const PagedAttentionArgs& a, int q_tile, int x, int* seq, int* tile) {
-  const int lane = threadIdx.x % 32;
-  int before = 0;  // tiles of the sequences scanned so far
-  for (int base = 0; base < a.num_seqs; base += 32) {
-    const int b = base + lane;
-    int n = 0;
-    if (b < a.num_seqs) n = (a.query_start_loc[b + 1] - a.query_start_loc[b] + q_tile - 1) / q_tile;
-    int incl = n;  // inclusive prefix sum over the warp
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += y;
-    }
-    const unsigned hit = __ballot_sync(0xffffffffu, x < before + incl);
-    if (hit != 0) {
-      const int first = __ffs(hit) - 1;
-      const int start = __shfl_sync(0xffffffffu, before + incl - n, first);
-      if (lane == 0) {
-        *seq = base + first;
-        *tile = x - start;
-      }
-      return;
-    }
-    before += __shfl_sync(0xffffffffu, incl, 31);
-  }
-  if (lane == 0) *seq = -1;
-}
 
 template <int D, bool kHeadMajor>
 __global__ void __launch_bounds__(kThreads)
@@ -119,7 +92,7 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = tid / 32;
   const int g = blockIdx.y;
 
-  if (warp == 0) locate_tile(a, q_tile, blockIdx.x, &sm.seq, &sm.tile);
+  if (warp == 0) detail::locate_query_tile(a, q_tile, blockIdx.x, &sm.seq, &sm.tile);
   __syncthreads();
   const int b = sm.seq;
   if (b < 0) return;

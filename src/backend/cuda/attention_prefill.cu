@@ -36,6 +36,7 @@
 
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/attention_prefill.cuh"
+#include "backend/cuda/attention_tiles.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kv_layout.cuh"
 
@@ -113,35 +114,6 @@ __device__ __forceinline__ void split_bf16(float x0, float x1, unsigned& big, un
   rest = pack_bf16(x0 - bf.x, x1 - bf.y);
 }
 
-// Which (sequence, query tile) work item `x` is; run by one warp. *seq = -1: none.
-__device__ void find_tile(const PagedAttentionArgs& a, int q_tile, int x, int* seq, int* tile) {
-  const int lane = threadIdx.x % 32;
-  int before = 0;  // tiles of the sequences already scanned
-  for (int base = 0; base < a.num_seqs; base += 32) {
-    const int b = base + lane;
-    const int n = b < a.num_seqs
-                      ? (a.query_start_loc[b + 1] - a.query_start_loc[b] + q_tile - 1) / q_tile
-                      : 0;
-    int incl = n;
-#pragma unroll
-    for (int o = 1; o < 32; o <<= 1) {
-      const int y = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += y;
-    }
-    const unsigned hit = __ballot_sync(0xffffffffu, x < before + incl);
-    if (hit != 0) {
-      const int owner = __ffs(hit) - 1;
-      const int start = __shfl_sync(0xffffffffu, before + incl - n, owner);
-      if (lane == 0) {
-        *seq = base + owner;
-        *tile = x - start;
-      }
-      return;
-    }
-    before += __shfl_sync(0xffffffffu, incl, 31);
-  }
-  if (lane == 0) *seq = -1;
-}
 
 template <int D, bool kHeadMajor>
 __global__ void __launch_bounds__(kThreads)
@@ -159,7 +131,7 @@ __global__ void __launch_bounds__(kThreads)
   const int warp = tid / 32;
   const int g = blockIdx.y;
 
-  if (warp == 0) find_tile(a, q_tile, gridDim.x - 1 - blockIdx.x, &s_seq, &s_tile);
+  if (warp == 0) locate_query_tile(a, q_tile, gridDim.x - 1 - blockIdx.x, &s_seq, &s_tile);
   __syncthreads();
   const int b = s_seq;
   if (b < 0) return;

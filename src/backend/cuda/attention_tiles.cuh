@@ -1,0 +1,40 @@
+// Mapping a flat grid of CTAs onto the variable-length query rows of a paged-attention
+// batch: shared by the CUDA-core and the tensor-core attention kernels.
+#pragma once
+
+#include "backend/cuda/kernels.h"
+
+namespace kestrel::kernels::detail {
+
+// Which (sequence, query tile) work item `x` is, counting each sequence's query rows in
+// tiles of q_tile; run by one whole warp (a warp-wide prefix sum over 32 sequences at a
+// time). Lane 0 writes the answer; *seq = -1 when x is past the last tile.
+__device__ inline void locate_query_tile(const PagedAttentionArgs& a, int q_tile, int x, int* seq, int* tile) {
+  const int lane = threadIdx.x % 32;
+  int before = 0;  // tiles of the sequences scanned so far
+  for (int base = 0; base < a.num_seqs; base += 32) {
+    const int b = base + lane;
+    int n = 0;
+    if (b < a.num_seqs) n = (a.query_start_loc[b + 1] - a.query_start_loc[b] + q_tile - 1) / q_tile;
+    int incl = n;  // inclusive prefix sum over the warp
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int y = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += y;
+    }
+    const unsigned hit = __ballot_sync(0xffffffffu, x < before + incl);
+    if (hit != 0) {
+      const int first = __ffs(hit) - 1;
+      const int start = __shfl_sync(0xffffffffu, before + incl - n, first);
+      if (lane == 0) {
+        *seq = base + first;
+        *tile = x - start;
+      }
+      return;
+    }
+    before += __shfl_sync(0xffffffffu, incl, 31);
+  }
+  if (lane == 0) *seq = -1;
+}
+
+}  // namespace kestrel::kernels::detail
