@@ -1,6 +1,7 @@
 #include "engine/llm_engine.h"
 
 #include <fmt/format.h>
+#include <optional>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -125,6 +126,51 @@ TEST(LLMEngine, AbortOfASampledRequestFreesAllItsSamples) {
     EXPECT_EQ(h.engine.stats().num_waiting + h.engine.stats().num_running, 1);
     h.run_and_check();
   }
+}
+
+// The server stops one sample of n when its stop string matches: that sample ends with
+// "abort" and frees its own blocks, the others go on to exactly their reference output.
+TEST(LLMEngine, AbortSampleEndsOneSampleAndTheOthersGoOn) {
+  EngineLimits l = small_limits();
+  Harness h(l);
+  SamplingParams p = seeded(4, 20);
+  p.n = 2;
+  h.add("multi", make_prompt(12, 1, 1000), p);
+  // Run until both samples have generated something.
+  std::vector<int> sample0_before_abort;
+  for (int i = 0; i < 50 && sample0_before_abort.empty(); ++i) {
+    for (const RequestOutput& out : h.engine.step()) {
+      if (out.outputs.size() == 2 && !out.outputs[0].token_ids.empty() &&
+          !out.outputs[1].token_ids.empty()) {
+        sample0_before_abort = out.outputs[0].token_ids;
+      }
+    }
+  }
+  ASSERT_FALSE(sample0_before_abort.empty());
+  const int used_before = l.num_kv_blocks - h.engine.block_manager().num_free_blocks();
+  EXPECT_FALSE(h.engine.abort_sample("multi", 2));  // no such sample
+  EXPECT_FALSE(h.engine.abort_sample("nobody", 0));
+  EXPECT_TRUE(h.engine.abort_sample("multi", 0));
+  EXPECT_FALSE(h.engine.abort_sample("multi", 0));  // already finished
+  // Sample 0's own (non-shared) blocks went back to the pool; sample 1 keeps running.
+  EXPECT_LT(l.num_kv_blocks - h.engine.block_manager().num_free_blocks(), used_before);
+  EXPECT_EQ(h.engine.stats().num_running, 1);
+
+  std::optional<RequestOutput> final_out;
+  while (h.engine.has_unfinished()) {
+    for (RequestOutput& out : h.engine.step()) {
+      if (out.finished) final_out = std::move(out);
+    }
+  }
+  ASSERT_TRUE(final_out.has_value());
+  ASSERT_EQ(final_out->outputs.size(), 2u);
+  EXPECT_EQ(final_out->outputs[0].finish_reason, "abort");
+  EXPECT_EQ(final_out->outputs[0].token_ids, sample0_before_abort);
+  const Expected e1 = h.expected("multi", 1);
+  EXPECT_EQ(final_out->outputs[1].token_ids, e1.tokens);
+  EXPECT_EQ(final_out->outputs[1].finish_reason, e1.finish_reason);
+  EXPECT_EQ(h.engine.block_manager().num_free_blocks(), l.num_kv_blocks);
+  EXPECT_TRUE(h.executor.errors.empty());
 }
 
 TEST(LLMEngine, EosStopTokensAndMinTokensFollowTheReference) {
