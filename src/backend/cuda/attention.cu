@@ -106,17 +106,9 @@ __global__ void __launch_bounds__(kThreads)
   const int num_rows = num_tok * group;
   const int pos0 = seq_len - q_len + first;  // position of that token
   const int kv_end = pos0 + num_tok;         // keys [0, kv_end) are needed by some row
-  // This CTA's keys: [k_begin, k_end), possibly empty (then it writes empty partials). The
-  // tile's keys are shared evenly over the splits, in whole key tiles of at least
-  // split.kv_chunk keys, so one plan (one captured graph) suits every context length.
-  const int z = blockIdx.z;
-  int chunk = split.kv_chunk;
-  if (split.num_splits > 1) {
-    const int even = (kv_end + split.num_splits - 1) / split.num_splits;
-    chunk = max(chunk, (even + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile);
-  }
-  const int k_begin = z * chunk;
-  const int k_end = z + 1 == split.num_splits ? kv_end : min(kv_end, k_begin + chunk);
+  const int z = blockIdx.z;  // key split
+  int k_begin, k_end;        // this CTA's keys
+  detail::split_key_range(split, kv_end, kKeysPerTile, z, &k_begin, &k_end);
 
   // Row r: token first + r / group, query head g * group + r % group.
   const float qscale = a.scale * kLog2e;

@@ -144,14 +144,9 @@ __global__ void __launch_bounds__(kThreads)
   const int num_rows = num_tok * group;
   const int pos0 = a.seq_lens[b] - q_len + first;
   const int kv_end = pos0 + num_tok;  // keys [0, kv_end) are visible to some row
-  const int z = blockIdx.z;
-  int chunk = split.kv_chunk;
-  if (split.num_splits > 1) {
-    const int even = (kv_end + split.num_splits - 1) / split.num_splits;
-    chunk = max(chunk, (even + kKeys - 1) / kKeys * kKeys);
-  }
-  const int k_begin = z * chunk;
-  const int k_end = z + 1 == split.num_splits ? kv_end : min(kv_end, k_begin + chunk);
+  const int z = blockIdx.z;  // key split
+  int k_begin, k_end;        // this CTA's keys
+  split_key_range(split, kv_end, kKeys, z, &k_begin, &k_end);
 
   // Q rows; rows past num_rows are zeros (their results are dropped).
   for (int i = tid; i < kRows * kChunks; i += kThreads) {
