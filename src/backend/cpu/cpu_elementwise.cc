@@ -2,12 +2,31 @@
 // gather. Each parallelises over rows.
 #include <cmath>
 #include <cstring>
+#include <functional>
+#include <string>
 
 #include "backend/cpu/cpu_check.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 
 namespace kestrel::cpu {
+
+namespace {
+
+// dst[i] = src[index[i]] for rows of H floats. Indices are range-checked first.
+void copy_rows(const float* src, int64_t num_src_rows, int64_t H, const int32_t* index,
+               int64_t num_rows, float* dst, int num_threads,
+               const std::function<std::string(int64_t i)>& describe_bad_index) {
+  for (int64_t i = 0; i < num_rows; ++i) {
+    KS_CHECK(index[i] >= 0 && index[i] < num_src_rows, "{}", describe_bad_index(i));
+  }
+#pragma omp parallel for num_threads(team_size(num_rows* H, num_threads)) schedule(static)
+  for (int64_t i = 0; i < num_rows; ++i) {
+    std::memcpy(dst + i * H, src + static_cast<int64_t>(index[i]) * H, H * sizeof(float));
+  }
+}
+
+}  // namespace
 
 void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int num_threads) {
   const char* op = "embedding";
@@ -18,16 +37,11 @@ void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int num_thre
   check_dim(out, op, "out", 0, T, "T");
   check_dim(out, op, "out", 1, H, "hidden");
   const int32_t* id = ids.data_as<int32_t>();
-  for (int64_t t = 0; t < T; ++t) {
-    KS_CHECK(id[t] >= 0 && id[t] < V, "{}: token id {} at row {} is outside the vocabulary of {}",
-             op, id[t], t, V);
-  }
-  const float* src = table.data_as<float>();
-  float* dst = out.data_as<float>();
-#pragma omp parallel for num_threads(team_size(T* H, num_threads)) schedule(static)
-  for (int64_t t = 0; t < T; ++t) {
-    std::memcpy(dst + t * H, src + static_cast<int64_t>(id[t]) * H, H * sizeof(float));
-  }
+  copy_rows(table.data_as<float>(), V, H, id, T, out.data_as<float>(), num_threads,
+            [&](int64_t t) {
+              return fmt::format("{}: token id {} at row {} is outside the vocabulary of {}", op,
+                                 id[t], t, V);
+            });
 }
 
 void silu_mul(const Tensor& x, Tensor& out, int num_threads) {
@@ -60,15 +74,9 @@ void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out, int num_threa
   check_dim(out, op, "out", 0, S, "S");
   check_dim(out, op, "out", 1, H, "hidden");
   const int32_t* r = rows.data_as<int32_t>();
-  for (int64_t s = 0; s < S; ++s) {
-    KS_CHECK(r[s] >= 0 && r[s] < N, "{}: rows[{}] = {} is outside x's {} rows", op, s, r[s], N);
-  }
-  const float* src = x.data_as<float>();
-  float* dst = out.data_as<float>();
-#pragma omp parallel for num_threads(team_size(S* H, num_threads)) schedule(static)
-  for (int64_t s = 0; s < S; ++s) {
-    std::memcpy(dst + s * H, src + static_cast<int64_t>(r[s]) * H, H * sizeof(float));
-  }
+  copy_rows(x.data_as<float>(), N, H, r, S, out.data_as<float>(), num_threads, [&](int64_t s) {
+    return fmt::format("{}: rows[{}] = {} is outside x's {} rows", op, s, r[s], N);
+  });
 }
 
 }  // namespace kestrel::cpu
