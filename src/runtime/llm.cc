@@ -71,7 +71,6 @@ struct LLM::Impl {
   std::unique_ptr<ModelRunner> runner;
   std::unique_ptr<LLMEngine> engine;
   std::unique_ptr<Tokenizer> tokenizer;
-  GenerationDefaults generation;
   std::optional<ChatTemplate> chat_template;  // parsed at load
   std::string chat_template_error;            // why it could not be parsed
   uint64_t next_request = 0;
@@ -79,7 +78,6 @@ struct LLM::Impl {
 
 LLM::LLM(const std::string& model_dir, const EngineConfig& config) : impl_(new Impl) {
   impl_->config = config;
-  impl_->generation = load_generation_config(model_dir);
   impl_->runner = std::make_unique<ModelRunner>(model_dir, config);
   std::vector<int> eos = impl_->runner->eos_token_ids();
   if (std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json")) {
@@ -210,7 +208,7 @@ std::string LLM::apply_chat_template(const nlohmann::ordered_json& messages,
 
 SamplingParams LLM::default_sampling_params() const {
   SamplingParams p;
-  const GenerationDefaults& g = impl_->generation;
+  const GenerationDefaults& g = impl_->runner->generation_defaults();
   if (g.do_sample.has_value() && !*g.do_sample) {
     p.temperature = 0.0f;
     return p;

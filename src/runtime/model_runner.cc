@@ -62,8 +62,9 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
                       config.gpu_memory_utilization);
   }
   model_ = CausalLM::load(model_dir, *backend_);
-  const GenerationDefaults gen = load_generation_config(model_dir);
-  eos_token_ids_ = gen.eos_token_ids.empty() ? model_->config().eos_token_ids : gen.eos_token_ids;
+  generation_ = load_generation_config(model_dir);
+  eos_token_ids_ = generation_.eos_token_ids.empty() ? model_->config().eos_token_ids
+                                                     : generation_.eos_token_ids;
 
   // What the profile adds is measured from here (the pool's idle memory handed back first).
   if (on_device) backend_->reset_peak_memory();

@@ -60,6 +60,8 @@ class ModelRunner : public ModelExecutor {
   size_t weight_bytes() const;
   // EOS ids: generation_config.json's, else config.json's.
   const std::vector<int>& eos_token_ids() const { return eos_token_ids_; }
+  // generation_config.json (all fields empty when the file is absent).
+  const GenerationDefaults& generation_defaults() const { return generation_; }
   const RunnerStats& stats() const { return stats_; }
 
  private:
@@ -84,6 +86,7 @@ class ModelRunner : public ModelExecutor {
   int max_seqs_ = 0;    // max_num_seqs
   int num_kv_blocks_ = 0;
   size_t kv_cache_bytes_ = 0;
+  GenerationDefaults generation_;
   std::vector<int> eos_token_ids_;
   RunnerStats stats_;
 };
