@@ -23,6 +23,7 @@
 namespace kestrel {
 
 class LLMEngine;
+class ModelRunner;
 class Tokenizer;
 
 struct EngineMetrics {
@@ -74,6 +75,8 @@ class LLM {
   // nullptr when the model directory has no tokenizer.
   const Tokenizer* tokenizer() const;
   LLMEngine& engine();
+  // The model runner under the engine (benchmarks read its timers).
+  ModelRunner& runner();
   EngineMetrics metrics() const;
   int vocab_size() const;
   int max_model_len() const;

@@ -13,18 +13,18 @@
 #include <cstdio>
 #include <fstream>
 #include <memory>
-#include <unordered_map>
 
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_run.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
 #include "core/error.h"
 #include "core/python_random.h"
-#include "engine/llm_engine.h"
 #include "io/model_config.h"
 #include "kestrel/llm.h"
 #include "runtime/device_ceilings.h"
+#include "runtime/model_runner.h"
 #include "runtime/perf_model.h"
 
 namespace kestrel::cli {
@@ -59,58 +59,36 @@ BenchWorkload fixed_workload(const Options& o) {
   return w;
 }
 
-struct Timings {
-  double total = 0, first_tokens = 0;  // seconds: the run; until every sequence has a token
-  int64_t generated = 0, generated_before_first = 0;
-  int64_t decode_steps = 0, mixed_steps = 0, decode_tokens = 0;
-  double decode_step_seconds = 0, mixed_step_seconds = 0;
+struct ForwardTiming {
+  int batch = 0, context = 0;
+  double seconds = 0;
 };
 
-// Runs the workload through the engine step by step, timing each step on the host.
-Timings run(LLMEngine& engine, const BenchWorkload& w, const std::vector<SamplingParams>& params) {
-  std::unordered_map<std::string, size_t> index;
+// The device time of a decode forward alone, at batch 1 and at the workload's batch, with
+// the workload's mean context halfway through its outputs: the step timers minus this is
+// what the host and the sampler add.
+std::vector<ForwardTiming> time_forwards(LLM& llm, const BenchWorkload& w, int max_num_seqs) {
+  double prompt = 0, output = 0;
   for (size_t i = 0; i < w.prompt_token_ids.size(); ++i) {
-    const std::string id = "bench-" + std::to_string(i);
-    index[id] = i;
-    engine.add_request(id, w.prompt_token_ids[i], params[i]);
+    prompt += static_cast<double>(w.prompt_token_ids[i].size());
+    output += w.max_tokens[i];
   }
-  std::vector<char> has_first(w.prompt_token_ids.size(), 0);
-  size_t num_first = 0;
-  Timings t;
-  const auto start = std::chrono::steady_clock::now();
-  while (engine.has_unfinished()) {
-    const EngineStats before = engine.stats();
-    const auto t0 = std::chrono::steady_clock::now();
-    const std::vector<RequestOutput> outs = engine.step();
-    const auto t1 = std::chrono::steady_clock::now();
-    const EngineStats after = engine.stats();
-    const double dt = std::chrono::duration<double>(t1 - t0).count();
-    const int64_t sampled = after.total_generation_tokens - before.total_generation_tokens;
-    const int64_t computed = after.total_computed_tokens - before.total_computed_tokens;
-    t.generated += sampled;
-    if (sampled > 0 && computed == sampled) {  // one token computed per sampled sequence
-      ++t.decode_steps;
-      t.decode_tokens += sampled;
-      t.decode_step_seconds += dt;
-    } else {
-      ++t.mixed_steps;
-      t.mixed_step_seconds += dt;
-    }
-    for (const RequestOutput& o : outs) {
-      auto it = index.find(o.request_id);
-      if (it == index.end() || has_first[it->second] || o.outputs.empty() ||
-          o.outputs[0].token_ids.empty()) {
-        continue;
-      }
-      has_first[it->second] = 1;
-      if (++num_first == has_first.size()) {
-        t.first_tokens = std::chrono::duration<double>(t1 - start).count();
-        t.generated_before_first = t.generated;
-      }
-    }
+  const int n = static_cast<int>(w.prompt_token_ids.size());
+  const int context = std::max(1, static_cast<int>((prompt + output / 2) / n));
+  std::vector<ForwardTiming> out;
+  for (int batch : {1, std::min(n, max_num_seqs)}) {
+    if (!out.empty() && out.back().batch == batch) continue;
+    out.push_back({batch, context, llm.runner().time_decode_forward(batch, context, 20)});
   }
-  t.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  return t;
+  return out;
+}
+
+void print_phases(const char* what, const StepPhases& p, double tokens) {
+  if (p.steps == 0) return;
+  std::printf("%-18s %lld, %.3f ms each%s: prepare %.3f, launch %.3f, sample (+ wait) %.3f, engine %.3f ms\n",
+              (std::string(what) + ":").c_str(), static_cast<long long>(p.steps), p.ms(p.step),
+              tokens > 0 ? fmt::format(" ({:.1f} seqs)", tokens / p.steps).c_str() : "",
+              p.ms(p.prepare), p.ms(p.launch), p.ms(p.sample), p.engine_ms());
 }
 
 std::string ratio(double floor_value, double measured) {
@@ -161,6 +139,7 @@ Runner add_bench_command(CLI::App& app) {
     }
 
     Timings t;
+    std::vector<ForwardTiming> forward_alone;
     std::string device;
     size_t weight_bytes = 0;
     EngineMetrics m;
@@ -169,8 +148,9 @@ Runner add_bench_command(CLI::App& app) {
       SamplingParams warm;  // warm-up, as nano-vLLM's bench does
       warm.max_tokens = 4;
       llm.generate(std::vector<std::vector<int>>{{1, 2, 3, 4}}, warm, false);
-      t = run(llm.engine(), w, params);
+      t = run_workload(llm, w, params);
       device = llm.device();
+      if (device.rfind("cuda", 0) == 0) forward_alone = time_forwards(llm, w, o->engine.max_num_seqs);
       weight_bytes = llm.weight_bytes();
       m = llm.metrics();
     }  // the engine's memory goes back before the ceilings are measured
@@ -228,12 +208,12 @@ Runner add_bench_command(CLI::App& app) {
                 ratio(prefill_floor, t.first_tokens).c_str());
     std::printf("%-24s %10.0f tok/s %8.0f tok/s %9s\n", "decode (the rest)", decode_tps, decode_floor_tps,
                 decode_floor_tps > 0 && decode_tps > 0 ? fmt::format("{:.1f}%", 100 * decode_tps / decode_floor_tps).c_str() : "n/a");
-    std::printf("step timers:       %lld decode steps, %.3f ms each, %.1f seqs each; %lld steps with prompt tokens, %.3f ms each\n",
-                static_cast<long long>(t.decode_steps),
-                t.decode_steps ? 1e3 * t.decode_step_seconds / t.decode_steps : 0.0,
-                t.decode_steps ? double(t.decode_tokens) / t.decode_steps : 0.0,
-                static_cast<long long>(t.mixed_steps),
-                t.mixed_steps ? 1e3 * t.mixed_step_seconds / t.mixed_steps : 0.0);
+    print_phases("decode steps", t.decode, double(t.decode_tokens));
+    print_phases("prompt steps", t.mixed, 0);
+    for (const ForwardTiming& f : forward_alone) {
+      std::printf("forward alone:     batch %d, context %d: %.3f ms (device time of one decode forward, no sampling)\n",
+                  f.batch, f.context, 1e3 * f.seconds);
+    }
     std::printf("engine:            %lld preemptions; kv cache %d blocks x %d tokens; weights %.1f MiB\n",
                 static_cast<long long>(m.num_preemptions), m.num_kv_blocks, m.block_size,
                 weight_bytes / 1048576.0);
@@ -251,11 +231,17 @@ Runner add_bench_command(CLI::App& app) {
           {"floor_total_s", total_floor}, {"floor_prefill_s", prefill_floor},
           {"floor_decode_s", decode_floor}, {"floor_decode_tok_s", decode_floor_tps},
           {"copy_bytes_per_s", ceil.copy_bytes_per_second},
-          {"gemm_flops_per_s", ceil.gemm_flops_per_second}, {"decode_steps", t.decode_steps},
-          {"decode_step_ms", t.decode_steps ? 1e3 * t.decode_step_seconds / t.decode_steps : 0.0},
-          {"mixed_steps", t.mixed_steps},
-          {"mixed_step_ms", t.mixed_steps ? 1e3 * t.mixed_step_seconds / t.mixed_steps : 0.0},
+          {"gemm_flops_per_s", ceil.gemm_flops_per_second},
+          {"decode_steps", t.decode.steps}, {"decode_step_ms", t.decode.ms(t.decode.step)},
+          {"decode_prepare_ms", t.decode.ms(t.decode.prepare)},
+          {"decode_launch_ms", t.decode.ms(t.decode.launch)},
+          {"decode_sample_ms", t.decode.ms(t.decode.sample)},
+          {"decode_engine_ms", t.decode.engine_ms()},
+          {"mixed_steps", t.mixed.steps}, {"mixed_step_ms", t.mixed.ms(t.mixed.step)},
           {"preemptions", m.num_preemptions}, {"num_kv_blocks", m.num_kv_blocks}};
+      for (const ForwardTiming& f : forward_alone) {
+        j["forward_alone"].push_back({{"batch", f.batch}, {"context", f.context}, {"ms", 1e3 * f.seconds}});
+      }
       std::ofstream(o->json_path) << j.dump(2) << "\n";
     }
     return t.generated == cost.output_tokens ? 0 : 1;

@@ -223,6 +223,7 @@ SamplingParams LLM::default_sampling_params() const {
 
 const Tokenizer* LLM::tokenizer() const { return impl_->tokenizer.get(); }
 LLMEngine& LLM::engine() { return *impl_->engine; }
+ModelRunner& LLM::runner() { return *impl_->runner; }
 
 EngineMetrics LLM::metrics() const {
   const EngineStats s = impl_->engine->stats();

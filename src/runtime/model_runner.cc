@@ -1,6 +1,7 @@
 #include "runtime/model_runner.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -31,6 +32,12 @@ size_t estimate_weight_bytes(const std::string& model_dir, const ModelConfig& c,
 }
 
 // Every sequence computes one token and samples it: the steps the graphs cover.
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
 bool is_pure_decode(const ScheduledBatch& batch) {
   return std::all_of(batch.seqs.begin(), batch.seqs.end(),
                      [](const ScheduledSeq& s) { return s.num_new_tokens == 1 && s.sample; });
@@ -219,6 +226,7 @@ void ModelRunner::capture_graphs() {
 
 std::vector<SampledToken> ModelRunner::execute(const ScheduledBatch& batch) {
   if (batch.empty()) return {};
+  auto t0 = Clock::now();
   const HostBatch hb = build_host_batch(batch, block_size_);
   const int num_tokens = static_cast<int>(hb.input_ids.size());
   const int num_seqs = static_cast<int>(batch.seqs.size());
@@ -228,18 +236,69 @@ std::vector<SampledToken> ModelRunner::execute(const ScheduledBatch& batch) {
   Tensor logits;
   if (graph_size > 0) {
     inputs_->upload(hb, graph_shape(graph_size));
+    stats_.prepare_seconds += seconds_since(t0);
+    t0 = Clock::now();
     graphs_->replay(graph_size);
     logits = graph_logits_.slice(0, num_seqs);  // row i: sequence i (all decode, all sampled)
     ++stats_.graph_steps;
   } else {
     const StepShape shape{num_tokens, num_seqs, std::max(num_rows, 1), std::max(hb.max_blocks, 1)};
     inputs_->upload(hb, shape);
+    stats_.prepare_seconds += seconds_since(t0);
+    t0 = Clock::now();
     logits = forward(shape, hb.max_query_len, hb.max_seq_len);
     ++stats_.eager_steps;
-    // Only prompt chunks: the layers ran for their K/V writes; nothing to sample.
-    if (num_rows == 0) return {};
   }
-  return sample(logits, batch, hb);
+  stats_.launch_seconds += seconds_since(t0);
+  // Only prompt chunks: the layers ran for their K/V writes; nothing to sample.
+  if (num_rows == 0) return {};
+  t0 = Clock::now();
+  std::vector<SampledToken> tokens = sample(logits, batch, hb);
+  stats_.sample_seconds += seconds_since(t0);
+  return tokens;
+}
+
+double ModelRunner::time_decode_forward(int batch, int context_len, int iters) {
+  KS_CHECK(batch >= 1 && batch <= std::min(max_seqs_, max_tokens_),
+           "time_decode_forward: batch {} outside [1, {}]", batch, std::min(max_seqs_, max_tokens_));
+  KS_CHECK(context_len >= 1 && context_len <= max_model_len_,
+           "time_decode_forward: context {} outside [1, {}]", context_len, max_model_len_);
+  KS_CHECK(iters >= 1, "time_decode_forward: iters must be >= 1, got {}", iters);
+  const int blocks = ceil_div(context_len, block_size_);
+  HostBatch hb;
+  hb.query_start_loc.push_back(0);
+  for (int b = 0; b < batch; ++b) {
+    hb.input_ids.push_back((b * 7919 + 13) % model_->config().vocab_size);
+    hb.positions.push_back(context_len - 1);
+    hb.slot_mapping.push_back(-1);
+    hb.query_start_loc.push_back(b + 1);
+    hb.seq_lens.push_back(context_len);
+    hb.sample_rows.push_back(b);
+    hb.sample_seqs.push_back(b);
+    // Distinct blocks per sequence (as far as the cache goes), so reads are not all L2 hits.
+    for (int j = 0; j < blocks; ++j) {
+      hb.block_tables.push_back(static_cast<int>((int64_t{b} * blocks + j) % num_kv_blocks_));
+    }
+  }
+  hb.max_blocks = blocks;
+  hb.max_query_len = 1;
+  hb.max_seq_len = context_len;
+  const int graph_size = graphs_ ? graphs_->padded_size(batch) : 0;
+  const StepShape shape = graph_size > 0 ? graph_shape(graph_size) : StepShape{batch, batch, batch, blocks};
+  inputs_->upload(hb, shape);
+  auto run_once = [&] {
+    if (graph_size > 0) {
+      graphs_->replay(graph_size);
+    } else {
+      forward(shape, 1, context_len);
+    }
+  };
+  run_once();  // warm
+  backend_->synchronize();
+  const auto t0 = Clock::now();
+  for (int i = 0; i < iters; ++i) run_once();
+  backend_->synchronize();
+  return seconds_since(t0) / iters;
 }
 
 std::vector<SampledToken> ModelRunner::sample(const Tensor& logits, const ScheduledBatch& batch,

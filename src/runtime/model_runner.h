@@ -39,6 +39,11 @@ struct RunnerStats {
   double graph_capture_seconds = 0.0;
   size_t activation_bytes = 0;  // device memory the profile forward added (0 on the CPU)
   double kv_max_concurrency = 0.0;  // sequences of max_model_len tokens the cache holds
+  // Host wall time inside execute(), by phase, summed over steps. Nothing synchronizes for
+  // them: "sample" includes waiting for the forward the launch enqueued.
+  double prepare_seconds = 0.0;  // build the host batch, copy it to the device
+  double launch_seconds = 0.0;   // enqueue the forward (graph replay or op by op)
+  double sample_seconds = 0.0;   // sample (device sampler: wait, kernels, copy back)
 };
 
 class ModelRunner : public ModelExecutor {
@@ -63,6 +68,13 @@ class ModelRunner : public ModelExecutor {
   // generation_config.json (all fields empty when the file is absent).
   const GenerationDefaults& generation_defaults() const { return generation_; }
   const RunnerStats& stats() const { return stats_; }
+
+  // Benchmark aid: the device time of one decode forward (no sampling) of `batch` sequences
+  // with `context_len` tokens each, averaged over `iters` back-to-back runs, in seconds;
+  // through the captured graph when there is one for the batch, else op by op. Its block
+  // tables read whatever the KV cache holds and it writes no KV. Call only between steps,
+  // never while a request is mid-step. Throws kestrel::Error for sizes beyond the limits.
+  double time_decode_forward(int batch, int context_len, int iters);
 
  private:
   int size_kv_cache(const EngineConfig& config, size_t free_after_weights);
