@@ -166,6 +166,26 @@ class Backend {
   // GQA (query head h reads KV head h / (Hq / Hkv)). out [T, Hq D].
   virtual void attention(const Tensor& q, const LayerKvCache& kv, const AttentionShape& shape,
                          const AttentionMetadata& meta, float scale, Tensor& out) = 0;
+
+  // Fused ops for small steps (decode at low batch), where every op reads its weights once
+  // and the cost is the number of kernels: each replaces a sequence of the ops above with
+  // the same roundings. The model uses them for steps of at most fused_linear_max_rows()
+  // tokens (0: never; the default, for backends without them).
+  virtual int fused_linear_max_rows() const { return 0; }
+  // out = linear(rms_norm(x, norm_w, eps), w, bias). x [T, K], norm_w [K]; x is unchanged.
+  virtual void norm_linear(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                           const Tensor& bias, Tensor& out) {
+    throw_error("{} backend: no fused norm_linear", name());
+  }
+  // residual += linear(x, w, bias), the product rounded to the compute dtype before the add
+  // (as linear then add_rms_norm's add do). residual [T, N].
+  virtual void linear_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& residual) {
+    throw_error("{} backend: no fused linear_add", name());
+  }
+  // residual += linear(silu_mul(gate_up), w): gate_up [T, 2I], w [N, I], residual [T, N].
+  virtual void silu_mul_linear_add(const Tensor& gate_up, const Tensor& w, Tensor& residual) {
+    throw_error("{} backend: no fused silu_mul_linear_add", name());
+  }
 };
 
 // "cpu", "cuda" or "auto". Throws kestrel::Error if the device is unavailable.

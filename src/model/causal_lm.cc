@@ -67,6 +67,9 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
   Tensor act = ws_.act.slice(0, T);
 
   be.embedding(input_ids, weights_.embed, residual);
+  if (T <= be.fused_linear_max_rows()) {
+    return forward_fused(meta, kv, sample_rows, T, S, eps, scale, shape);
+  }
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
     if (l == 0) {
@@ -89,6 +92,33 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
   be.gather_rows(hidden, sample_rows, sampled);
   Tensor logits = ws_.logits.slice(0, S);
   be.linear(sampled, weights_.lm_head, Tensor(), logits);
+  return logits;
+}
+
+// The same layers with the fused ops: the residual stream takes each block's output as it
+// is produced (linear_add), and every RMSNorm happens inside the product that reads it.
+Tensor CausalLM::forward_fused(const AttentionMetadata& meta, std::vector<LayerKvCache>& kv,
+                               const Tensor& sample_rows, int64_t T, int64_t S, float eps,
+                               float scale, const AttentionShape& shape) {
+  Backend& be = backend_;
+  Tensor residual = ws_.residual.slice(0, T);
+  Tensor qkv = ws_.qkv.slice(0, T);
+  Tensor q = ws_.q.slice(0, T);
+  Tensor attn = ws_.attn.slice(0, T);
+  Tensor gate_up = ws_.gate_up.slice(0, T);
+  for (int l = 0; l < config_.num_hidden_layers; ++l) {
+    const LayerWeights& w = weights_.layers[l];
+    be.norm_linear(residual, w.input_norm, eps, w.qkv, w.qkv_bias, qkv);
+    be.qk_norm_rope_store(qkv, w.q_norm, w.k_norm, eps, cos_sin_, shape, meta, kv[l], q);
+    be.attention(q, kv[l], shape, meta, scale, attn);
+    be.linear_add(attn, w.o_proj, w.o_bias, residual);
+    be.norm_linear(residual, w.post_norm, eps, w.gate_up, Tensor(), gate_up);
+    be.silu_mul_linear_add(gate_up, w.down, residual);
+  }
+  Tensor sampled = ws_.sampled.slice(0, S);
+  be.gather_rows(residual, sample_rows, sampled);
+  Tensor logits = ws_.logits.slice(0, S);
+  be.norm_linear(sampled, weights_.final_norm, eps, weights_.lm_head, Tensor(), logits);
   return logits;
 }
 

@@ -69,6 +69,12 @@ class CausalLM {
  private:
   CausalLM(const ModelConfig& config, Backend& backend) : config_(config), backend_(backend) {}
 
+  // forward() after the embedding, with the backend's fused ops (steps of at most
+  // fused_linear_max_rows() tokens).
+  Tensor forward_fused(const AttentionMetadata& meta, std::vector<LayerKvCache>& kv,
+                       const Tensor& sample_rows, int64_t T, int64_t S, float eps, float scale,
+                       const AttentionShape& shape);
+
   // Activation buffers for up to max_tokens tokens and max_rows sampled rows.
   struct Workspace {
     int64_t max_tokens = 0, max_rows = 0;

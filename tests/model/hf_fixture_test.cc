@@ -158,6 +158,35 @@ TEST_P(HfFixture, BatchedGreedyMatchesTransformers) {
   }
 }
 
+TEST_P(HfFixture, FusedOpsMatchTransformers) {
+  // Steps of up to 8 tokens take CausalLM's fused path (norm_linear, linear_add,
+  // silu_mul_linear_add): prompt chunks of 5 against HF's logits, then greedy decoding.
+  CpuBackend backend(1);
+  backend.set_fused_linear_max_rows(8);
+  auto model = CausalLM::load(dir_, backend);
+  for (size_t p = 0; p < prompts_.size(); ++p) {
+    test::PagedRunner runner(*model, backend, 100, 4, 19 + p);
+    const int seq = runner.add_sequence();
+    const std::vector<int>& prompt = prompts_[p];
+    std::vector<std::vector<float>> rows;
+    for (size_t begin = 0; begin < prompt.size(); begin += 5) {
+      const size_t end = std::min(prompt.size(), begin + 5);
+      rows = runner.step({{seq, std::vector<int>(prompt.begin() + begin, prompt.begin() + end)}},
+                         true);
+      for (size_t t = begin; t < end; ++t) {
+        expect_logits_match(rows[t - begin], expected_["logits"][p][t],
+                            GetParam() + " fused, prompt " + std::to_string(p) + " position " +
+                                std::to_string(t));
+      }
+    }
+    std::vector<int> out = {test::argmax(rows.back())};
+    while (out.size() < greedy(p).size()) {
+      out.push_back(test::argmax(runner.step({{seq, {out.back()}}}, false)[0]));
+    }
+    EXPECT_EQ(out, greedy(p)) << GetParam() << " fused, prompt " << p;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Models, HfFixture, testing::ValuesIn(fixture_models()),
                          [](const testing::TestParamInfo<std::string>& info) {
                            return info.param;

@@ -1,5 +1,7 @@
 #include "backend/cpu/cpu_backend.h"
 
+#include "backend/cpu/cpu_check.h"
+
 #include <cblas.h>
 #include <omp.h>
 
@@ -124,6 +126,31 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Te
 }
 
 void CpuBackend::silu_mul(const Tensor& x, Tensor& out) { cpu::silu_mul(x, out, num_threads_); }
+
+void CpuBackend::norm_linear(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                             const Tensor& bias, Tensor& out) {
+  cpu::check_tensor(x, "norm_linear", "x", DType::kF32, 2);
+  Tensor normed = Tensor::host(DType::kF32, x.shape());
+  cpu::rms_norm(x, norm_w, eps, normed, num_threads_);
+  cpu::linear(normed, w, bias, out, num_threads_);
+}
+
+void CpuBackend::linear_add(const Tensor& x, const Tensor& w, const Tensor& bias,
+                            Tensor& residual) {
+  cpu::check_tensor(residual, "linear_add", "residual", DType::kF32, 2);
+  Tensor product = Tensor::host(DType::kF32, residual.shape());
+  cpu::linear(x, w, bias, product, num_threads_);
+  float* r = residual.data_as<float>();
+  const float* p = product.data_as<float>();
+  for (int64_t i = 0; i < residual.numel(); ++i) r[i] += p[i];
+}
+
+void CpuBackend::silu_mul_linear_add(const Tensor& gate_up, const Tensor& w, Tensor& residual) {
+  cpu::check_tensor(gate_up, "silu_mul_linear_add", "gate_up", DType::kF32, 2);
+  Tensor act = Tensor::host(DType::kF32, Shape{gate_up.dim(0), gate_up.dim(1) / 2});
+  cpu::silu_mul(gate_up, act, num_threads_);
+  linear_add(act, w, Tensor(), residual);
+}
 
 void CpuBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {
   cpu::gather_rows(x, rows, out, num_threads_);

@@ -52,8 +52,19 @@ class CpuBackend final : public Backend {
   void attention(const Tensor& q, const LayerKvCache& kv, const AttentionShape& shape,
                  const AttentionMetadata& meta, float scale, Tensor& out) override;
 
+  // The fused ops are the unfused ones in sequence (identical results in F32). The model
+  // takes them only when a test turns them on, so that the fused path of CausalLM runs in
+  // the CPU tests too (the CUDA backend is where they pay).
+  int fused_linear_max_rows() const override { return fused_rows_; }
+  void set_fused_linear_max_rows(int rows) { fused_rows_ = rows; }
+  void norm_linear(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                   const Tensor& bias, Tensor& out) override;
+  void linear_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& residual) override;
+  void silu_mul_linear_add(const Tensor& gate_up, const Tensor& w, Tensor& residual) override;
+
  private:
   int num_threads_;
+  int fused_rows_ = 0;
 };
 
 // The CPU backend as a Backend. See CpuBackend.
