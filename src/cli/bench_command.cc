@@ -140,6 +140,7 @@ Runner add_bench_command(CLI::App& app) {
 
     Timings t;
     std::vector<ForwardTiming> forward_alone;
+    std::string device_memory;  // on a GPU
     std::string device;
     size_t weight_bytes = 0;
     EngineMetrics m;
@@ -150,7 +151,15 @@ Runner add_bench_command(CLI::App& app) {
       llm.generate(std::vector<std::vector<int>>{{1, 2, 3, 4}}, warm, false);
       t = run_workload(llm, w, params);
       device = llm.device();
-      if (device.rfind("cuda", 0) == 0) forward_alone = time_forwards(llm, w, o->engine.max_num_seqs);
+      if (device.rfind("cuda", 0) == 0) {
+        forward_alone = time_forwards(llm, w, o->engine.max_num_seqs);
+        const MemoryInfo mem = llm.runner().backend().memory_info();
+        device_memory = fmt::format(
+            "weights {:.2f} GiB, KV cache {:.2f} GiB, activations {:.2f} GiB; {:.2f} GiB in use of {:.2f} GiB",
+            llm.weight_bytes() / 1073741824.0, llm.kv_cache_bytes() / 1073741824.0,
+            llm.runner().stats().activation_bytes / 1073741824.0,
+            (mem.total - mem.free) / 1073741824.0, mem.total / 1073741824.0);
+      }
       weight_bytes = llm.weight_bytes();
       m = llm.metrics();
     }  // the engine's memory goes back before the ceilings are measured
@@ -217,6 +226,7 @@ Runner add_bench_command(CLI::App& app) {
     std::printf("engine:            %lld preemptions; kv cache %d blocks x %d tokens; weights %.1f MiB\n",
                 static_cast<long long>(m.num_preemptions), m.num_kv_blocks, m.block_size,
                 weight_bytes / 1048576.0);
+    if (!device_memory.empty()) std::printf("device memory:     %s\n", device_memory.c_str());
     std::printf("peak host memory:  %.1f MiB\n", usage.ru_maxrss / 1024.0);
 
     if (!o->json_path.empty()) {
