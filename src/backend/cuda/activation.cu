@@ -6,6 +6,7 @@
 //
 // Memory-bound, grid-stride over (row, vector) pairs, VEC bf16 per access.
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -15,6 +16,8 @@ namespace {
 template <int VEC>
 __global__ void silu_mul_kernel(const bf16* __restrict__ x, int64_t rows, int inter,
                                 bf16* __restrict__ out) {
+  pdl_wait();  // launch.cuh: before touching what earlier kernels write
+  pdl_trigger();
   const int vecs_per_row = inter / VEC;
   const int64_t total = rows * vecs_per_row;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
@@ -36,6 +39,8 @@ __global__ void silu_mul_kernel(const bf16* __restrict__ x, int64_t rows, int in
 }
 
 __global__ void add_bias_f32_kernel(float* out, const bf16* __restrict__ bias, int64_t rows, int n) {
+  pdl_wait();  // launch.cuh: before touching what earlier kernels write
+  pdl_trigger();
   const int64_t total = rows * n;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < total;
        i += int64_t(gridDim.x) * blockDim.x) {
@@ -58,10 +63,10 @@ void silu_mul(const bf16* x, int64_t rows, int inter, bf16* out, cudaStream_t st
   constexpr int kThreads = 256;
   const unsigned grid = grid_for(rows * (inter / vec), kThreads);
   switch (vec) {
-    case 8: silu_mul_kernel<8><<<grid, kThreads, 0, stream>>>(x, rows, inter, out); break;
-    case 4: silu_mul_kernel<4><<<grid, kThreads, 0, stream>>>(x, rows, inter, out); break;
-    case 2: silu_mul_kernel<2><<<grid, kThreads, 0, stream>>>(x, rows, inter, out); break;
-    default: silu_mul_kernel<1><<<grid, kThreads, 0, stream>>>(x, rows, inter, out); break;
+    case 8: launch_pdl("silu_mul_kernel", silu_mul_kernel<8>, grid, kThreads, 0, stream, x, rows, inter, out); break;
+    case 4: launch_pdl("silu_mul_kernel", silu_mul_kernel<4>, grid, kThreads, 0, stream, x, rows, inter, out); break;
+    case 2: launch_pdl("silu_mul_kernel", silu_mul_kernel<2>, grid, kThreads, 0, stream, x, rows, inter, out); break;
+    default: launch_pdl("silu_mul_kernel", silu_mul_kernel<1>, grid, kThreads, 0, stream, x, rows, inter, out); break;
   }
   KS_CUDA_CHECK_LAUNCH("silu_mul_kernel");
 }
@@ -69,7 +74,8 @@ void silu_mul(const bf16* x, int64_t rows, int inter, bf16* out, cudaStream_t st
 void add_bias_f32(float* out, const bf16* bias, int64_t rows, int n, cudaStream_t stream) {
   if (rows == 0 || n == 0) return;
   constexpr int kThreads = 256;
-  add_bias_f32_kernel<<<grid_for(rows * n, kThreads), kThreads, 0, stream>>>(out, bias, rows, n);
+  launch_pdl("add_bias_f32_kernel", add_bias_f32_kernel, grid_for(rows * n, kThreads), kThreads, 0,
+             stream, out, bias, rows, n);
   KS_CUDA_CHECK_LAUNCH("add_bias_f32_kernel");
 }
 

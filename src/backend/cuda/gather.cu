@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/kernels.h"
 
 namespace kestrel::kernels {
@@ -16,6 +17,8 @@ template <typename V>
 __global__ void gather_rows_kernel(const V* __restrict__ table, int64_t num_table_rows,
                                    int64_t row_vecs, const int32_t* __restrict__ rows,
                                    V* __restrict__ out) {
+  pdl_wait();  // launch.cuh: before touching what earlier kernels write
+  pdl_trigger();
   const int64_t i = blockIdx.x;
   const int64_t r = rows[i];
   V* dst = out + i * row_vecs;
@@ -33,8 +36,9 @@ void launch(const void* table, int64_t num_table_rows, size_t row_bytes, const i
   const int64_t row_vecs = static_cast<int64_t>(row_bytes / sizeof(V));
   int threads = static_cast<int>(row_vecs < 256 ? (row_vecs + 31) / 32 * 32 : 256);
   if (threads == 0) threads = 32;
-  gather_rows_kernel<V><<<static_cast<unsigned>(num_rows), threads, 0, stream>>>(
-      static_cast<const V*>(table), num_table_rows, row_vecs, rows, static_cast<V*>(out));
+  launch_pdl("gather_rows_kernel", gather_rows_kernel<V>, static_cast<unsigned>(num_rows), threads,
+             0, stream, static_cast<const V*>(table), num_table_rows, row_vecs, rows,
+             static_cast<V*>(out));
   KS_CUDA_CHECK_LAUNCH("gather_rows_kernel");
 }
 

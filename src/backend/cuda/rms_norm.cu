@@ -9,6 +9,7 @@
 // both passes, so the second pass re-reads what the same thread wrote (no barrier needed;
 // the re-read hits L1/L2). Vectors of VEC bf16 (8 = 16 bytes) when h and the pointers allow.
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -19,6 +20,8 @@ namespace {
 template <int VEC>
 __global__ void rms_norm_kernel(const bf16* x, const bf16* __restrict__ w, float eps, int h,
                                 bf16* out) {
+  pdl_wait();  // launch.cuh: before touching what earlier kernels write
+  pdl_trigger();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   const auto* xr = reinterpret_cast<const BfVec<VEC>*>(x + row * h);
@@ -53,6 +56,8 @@ __global__ void rms_norm_kernel(const bf16* x, const bf16* __restrict__ w, float
 template <int VEC>
 __global__ void add_rms_norm_kernel(bf16* x, bf16* residual, const bf16* __restrict__ w,
                                     float eps, int h) {
+  pdl_wait();  // launch.cuh: before touching what earlier kernels write
+  pdl_trigger();
   __shared__ float scratch[32];
   const int64_t row = blockIdx.x;
   auto* xr = reinterpret_cast<BfVec<VEC>*>(x + row * h);
@@ -101,10 +106,10 @@ void rms_norm(const bf16* x, const bf16* w, float eps, int64_t rows, int h, bf16
   const int threads = threads_for(h / vec);
   const auto grid = static_cast<unsigned>(rows);
   switch (vec) {
-    case 8: rms_norm_kernel<8><<<grid, threads, 0, stream>>>(x, w, eps, h, out); break;
-    case 4: rms_norm_kernel<4><<<grid, threads, 0, stream>>>(x, w, eps, h, out); break;
-    case 2: rms_norm_kernel<2><<<grid, threads, 0, stream>>>(x, w, eps, h, out); break;
-    default: rms_norm_kernel<1><<<grid, threads, 0, stream>>>(x, w, eps, h, out); break;
+    case 8: launch_pdl("rms_norm_kernel", rms_norm_kernel<8>, grid, threads, 0, stream, x, w, eps, h, out); break;
+    case 4: launch_pdl("rms_norm_kernel", rms_norm_kernel<4>, grid, threads, 0, stream, x, w, eps, h, out); break;
+    case 2: launch_pdl("rms_norm_kernel", rms_norm_kernel<2>, grid, threads, 0, stream, x, w, eps, h, out); break;
+    default: launch_pdl("rms_norm_kernel", rms_norm_kernel<1>, grid, threads, 0, stream, x, w, eps, h, out); break;
   }
   KS_CUDA_CHECK_LAUNCH("rms_norm_kernel");
 }
@@ -116,10 +121,10 @@ void add_rms_norm(bf16* x, bf16* residual, const bf16* w, float eps, int64_t row
   const int threads = threads_for(h / vec);
   const auto grid = static_cast<unsigned>(rows);
   switch (vec) {
-    case 8: add_rms_norm_kernel<8><<<grid, threads, 0, stream>>>(x, residual, w, eps, h); break;
-    case 4: add_rms_norm_kernel<4><<<grid, threads, 0, stream>>>(x, residual, w, eps, h); break;
-    case 2: add_rms_norm_kernel<2><<<grid, threads, 0, stream>>>(x, residual, w, eps, h); break;
-    default: add_rms_norm_kernel<1><<<grid, threads, 0, stream>>>(x, residual, w, eps, h); break;
+    case 8: launch_pdl("add_rms_norm_kernel", add_rms_norm_kernel<8>, grid, threads, 0, stream, x, residual, w, eps, h); break;
+    case 4: launch_pdl("add_rms_norm_kernel", add_rms_norm_kernel<4>, grid, threads, 0, stream, x, residual, w, eps, h); break;
+    case 2: launch_pdl("add_rms_norm_kernel", add_rms_norm_kernel<2>, grid, threads, 0, stream, x, residual, w, eps, h); break;
+    default: launch_pdl("add_rms_norm_kernel", add_rms_norm_kernel<1>, grid, threads, 0, stream, x, residual, w, eps, h); break;
   }
   KS_CUDA_CHECK_LAUNCH("add_rms_norm_kernel");
 }

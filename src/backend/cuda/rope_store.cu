@@ -14,6 +14,7 @@
 // [l*P, l*P + P) of the first half and their partners in the second half (P = D / 64; for
 // D < 64, P = 1 and lanes D/2..31 hold nothing).
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_layout.cuh"
@@ -25,6 +26,8 @@ constexpr int kWarpsPerBlock = 4;
 
 template <int D, bool kHeadMajor>
 __global__ void qk_norm_rope_store_kernel(QkNormRopeArgs a) {
+  pdl_wait();  // launch.cuh: before touching what earlier kernels write
+  pdl_trigger();
   constexpr int kHalf = D / 2;
   constexpr int P = kHalf >= 32 ? kHalf / 32 : 1;  // pairs per lane
   const int64_t item = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
@@ -101,9 +104,9 @@ template <int D>
 void launch(const QkNormRopeArgs& a, unsigned grid, cudaStream_t stream) {
   constexpr int kThreads = kWarpsPerBlock * 32;
   if (a.kv_head_major) {
-    qk_norm_rope_store_kernel<D, true><<<grid, kThreads, 0, stream>>>(a);
+    launch_pdl("qk_norm_rope_store_kernel", qk_norm_rope_store_kernel<D, true>, grid, kThreads, 0, stream, a);
   } else {
-    qk_norm_rope_store_kernel<D, false><<<grid, kThreads, 0, stream>>>(a);
+    launch_pdl("qk_norm_rope_store_kernel", qk_norm_rope_store_kernel<D, false>, grid, kThreads, 0, stream, a);
   }
 }
 
