@@ -20,6 +20,8 @@
 #   --deadline S    start no new step (test binary, comparison, benchmark) after S seconds,
 #                   so that a bounded call still ends with its summary
 #   --force-carry   use .devcarry even where system packages exist (to test that path)
+#   --profile       ncu kernel-time summaries (tools/ncu_summary.py) of two decode steps of the
+#                   single and decode256 workloads and of the first step of the prefill one
 #   --sanitize      also run compute-sanitizer (memcheck, and racecheck on attention) over
 #                   the kernel tests, each bounded to a few minutes
 #
@@ -37,6 +39,7 @@ RUN_TESTS=1
 RUN_BENCH=0
 RUN_HF=0
 RUN_SANITIZE=0
+RUN_PROFILE=0
 FORCE_CARRY=0
 DEADLINE=0
 
@@ -76,6 +79,7 @@ while (($#)); do
     --hf) RUN_HF=1 ;;
     --no-tests) RUN_TESTS=0 ;;
     --sanitize) RUN_SANITIZE=1 ;;
+    --profile) RUN_PROFILE=1 ;;
     --force-carry) FORCE_CARRY=1 ;;
     --deadline) DEADLINE=$2; shift ;;
     --arch) ARCH=$2; shift ;;
@@ -324,6 +328,20 @@ if ((RUN_BENCH)); then
       else
         status=1; say "bench $name: FAILED in $((SECONDS - t0)) s:"; tail -n 8 "$LOGS/bench_$name.log" | tee -a "$SUMMARY"
       fi
+    done
+  fi
+  if ((RUN_PROFILE)) && built kestrel && command -v ncu >/dev/null; then
+    for entry in "single:decode:2:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 16" \
+                 "decode256:decode:2:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 8" \
+                 "prefill:prompt:1:--num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"; do
+      IFS=: read -r name kind steps flags <<<"$entry"
+      in_time "profile $name" || continue
+      # shellcheck disable=SC2086
+      timeout 240 ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum \
+        --csv "$BUILD/kestrel" bench --model "$MODEL" $flags --no-ceilings --profile-steps "$kind" \
+        >"$LOGS/ncu_$name.csv" 2>"$LOGS/ncu_$name.err"
+      say "profile $name ($steps $kind step(s), kernel time per step; ncu serialises kernels):"
+      python3 tools/ncu_summary.py "$LOGS/ncu_$name.csv" --per "$steps" 2>&1 | head -n 25 | tee -a "$SUMMARY"
     done
   fi
   if built cuda_ops_bench && in_time "cuda_ops_bench"; then

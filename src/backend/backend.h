@@ -122,6 +122,9 @@ class Backend {
              "{} backend: copy_to_host needs host tensors of equal size", name());
     std::memcpy(host.data(), src.data(), src.nbytes());
   }
+  // Turns an attached profiler's capture on or off (ncu --profile-from-start off), so that a
+  // benchmark can profile chosen steps only. No-op where there is none.
+  virtual void set_profiler_capture(bool on) {}
   // Device-to-device copy bandwidth in bytes per second (bytes read plus bytes written),
   // measured on a copy of `bytes` bytes; 0 where there is no device memory (CPU).
   virtual double measure_copy_bandwidth(size_t bytes) { return 0.0; }

@@ -42,6 +42,7 @@ struct Options {
   uint64_t seed = 0;
   std::string json_path;
   bool measure_ceilings = true;
+  std::string profile_steps = "none";
   EngineConfig engine;
   std::string log_level = "warn";
 };
@@ -114,6 +115,11 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "Python random seed of the workload")->capture_default_str();
   cmd->add_option("--json", o->json_path, "also write the results to this JSON file");
   cmd->add_flag("!--no-ceilings", o->measure_ceilings, "skip measuring the device's copy bandwidth and GEMM rate");
+  cmd->add_option("--profile-steps", o->profile_steps,
+                  "steps an attached profiler captures (ncu --profile-from-start off): none, prompt "
+                  "(the first step) or decode (two pure-decode steps once every sequence has a token)")
+      ->check(CLI::IsMember({"none", "prompt", "decode"}))
+      ->capture_default_str();
   add_engine_flags(*cmd, o->engine);
   add_log_flag(*cmd, o->log_level);
   return [o] {
@@ -149,7 +155,10 @@ Runner add_bench_command(CLI::App& app) {
       SamplingParams warm;  // warm-up, as nano-vLLM's bench does
       warm.max_tokens = 4;
       llm.generate(std::vector<std::vector<int>>{{1, 2, 3, 4}}, warm, false);
-      t = run_workload(llm, w, params);
+      const ProfileSteps profile = o->profile_steps == "prompt"   ? ProfileSteps::kPrompt
+                                   : o->profile_steps == "decode" ? ProfileSteps::kDecode
+                                                                  : ProfileSteps::kNone;
+      t = run_workload(llm, w, params, profile);
       device = llm.device();
       if (device.rfind("cuda", 0) == 0) {
         forward_alone = time_forwards(llm, w, o->engine.max_num_seqs);

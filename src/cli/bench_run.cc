@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "engine/llm_engine.h"
+#include "backend/backend.h"
 #include "runtime/model_runner.h"
 
 namespace kestrel::cli {
@@ -21,7 +22,8 @@ void add_step(StepPhases& p, double dt, const RunnerStats& before, const RunnerS
 
 }  // namespace
 
-Timings run_workload(LLM& llm, const BenchWorkload& w, const std::vector<SamplingParams>& params) {
+Timings run_workload(LLM& llm, const BenchWorkload& w, const std::vector<SamplingParams>& params,
+                     ProfileSteps profile) {
   LLMEngine& engine = llm.engine();
   const ModelRunner& runner = llm.runner();
   std::unordered_map<std::string, size_t> index;
@@ -33,8 +35,17 @@ Timings run_workload(LLM& llm, const BenchWorkload& w, const std::vector<Samplin
   std::vector<char> has_first(w.prompt_token_ids.size(), 0);
   size_t num_first = 0;
   Timings t;
+  Backend& backend = llm.runner().backend();
+  int64_t step_index = 0, steps_since_first = -1;  // -1: some sequence has no token yet
+  bool capturing = false;
   const auto start = std::chrono::steady_clock::now();
   while (engine.has_unfinished()) {
+    const bool capture = (profile == ProfileSteps::kPrompt && step_index == 0) ||
+                         (profile == ProfileSteps::kDecode && steps_since_first >= 2 &&
+                          steps_since_first < 4);
+    if (capture != capturing) backend.set_profiler_capture(capturing = capture);
+    ++step_index;
+    if (steps_since_first >= 0) ++steps_since_first;
     const EngineStats before = engine.stats();
     const RunnerStats runner_before = runner.stats();
     const auto t0 = std::chrono::steady_clock::now();
@@ -58,10 +69,12 @@ Timings run_workload(LLM& llm, const BenchWorkload& w, const std::vector<Samplin
       if (++num_first == has_first.size()) {
         t.first_tokens = std::chrono::duration<double>(t1 - start).count();
         t.generated_before_first = t.generated;
+        steps_since_first = 0;
       }
     }
   }
   t.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (capturing) backend.set_profiler_capture(false);
   return t;
 }
 

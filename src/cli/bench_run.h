@@ -31,6 +31,12 @@ struct Timings {
   StepPhases decode, mixed;  // pure-decode steps; steps that computed prompt tokens
 };
 
-Timings run_workload(LLM& llm, const BenchWorkload& w, const std::vector<SamplingParams>& params);
+// Which steps an attached profiler captures (ncu --profile-from-start off): none, the first
+// step (it computes prompt tokens), or two pure-decode steps two steps after every sequence
+// has its first token.
+enum class ProfileSteps { kNone, kPrompt, kDecode };
+
+Timings run_workload(LLM& llm, const BenchWorkload& w, const std::vector<SamplingParams>& params,
+                     ProfileSteps profile = ProfileSteps::kNone);
 
 }  // namespace kestrel::cli

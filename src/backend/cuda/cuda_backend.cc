@@ -1,6 +1,8 @@
 // CudaBackend construction, memory and transfers. The ops are in cuda_ops.cc.
 #include "backend/cuda/cuda_backend.h"
 
+#include <cuda_profiler_api.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -149,5 +151,10 @@ void* CudaBackend::scratch(size_t bytes) {
 }
 
 void CudaBackend::synchronize() { KS_CUDA_CHECK(cudaStreamSynchronize(holder_->stream)); }
+
+void CudaBackend::set_profiler_capture(bool on) {
+  synchronize();  // the capture covers whole steps: nothing of the previous one in flight
+  KS_CUDA_CHECK(on ? cudaProfilerStart() : cudaProfilerStop());
+}
 
 }  // namespace kestrel

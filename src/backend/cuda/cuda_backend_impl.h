@@ -40,6 +40,7 @@ class CudaBackend final : public Backend {
   // Memory and graph hooks (cuda_runtime_hooks.cc).
   MemoryInfo memory_info() override;
   void reset_peak_memory() override;
+  void set_profiler_capture(bool on) override;
   void copy_from_host(const Tensor& host, Tensor& dst) override;
   void copy_to_host(const Tensor& src, Tensor& host) override;
   double measure_copy_bandwidth(size_t bytes) override;
