@@ -96,6 +96,56 @@ TEST(CudaSampling, MatchesCpuSamplerOnEveryCombination) {
   EXPECT_LE(tally.near_ties * 1000, tally.rows) << "too many near-ties";
 }
 
+// Plain rows (greedy or temperature alone: the split path, many blocks per row) on vocab
+// sizes around the chunk edges and the full vocab, alone and batched, some penalised or
+// masked, mixed with rows that need the one-block path in the same call.
+TEST(CudaSampling, PlainRowsMatchCpuSampler) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(77);
+  Tally tally;
+  const float temps[] = {0.0f, 0.6f, 1.0f, 1.8f, 0.3f};
+  int n = 0;
+  auto make_row = [&](int vocab) {
+    Row row = row_with(temps[n % 5]);
+    row.seed = (static_cast<uint64_t>(rng()) << 32) | rng();
+    row.position = rng() % 5000;
+    std::uniform_int_distribution<int> id(0, vocab - 1);
+    if (n % 4 == 3) {
+      for (int i = 0; i < 30; ++i) row.prompt.push_back(id(rng));
+      for (int i = 0; i < 10; ++i) row.output.push_back(id(rng));
+      row.params.repetition_penalty = 1.2f;
+      row.params.frequency_penalty = 0.3f;
+      row.params.presence_penalty = 0.2f;
+      if (vocab > 3) row.masked = {id(rng)};
+    }
+    if (n % 7 == 6) row.params.top_p = 0.9f;  // one-block path, same batch
+    ++n;
+    return row;
+  };
+  struct Case {
+    int vocab, batch, calls;
+  };
+  const Case cases[] = {{1, 3, 2},     {7, 1, 6},     {255, 3, 4},  {256, 64, 2},  {257, 1, 6},
+                        {1000, 64, 2}, {4097, 3, 6},  {151936, 1, 12}, {151936, 3, 4},
+                        {151936, 256, 3}};
+  for (const Case& c : cases) {
+    for (int call = 0; call < c.calls; ++call) {
+      std::vector<Row> rows;
+      std::vector<float> logits(static_cast<size_t>(c.batch) * c.vocab);
+      for (int r = 0; r < c.batch; ++r) {
+        rows.push_back(make_row(c.vocab));
+        fill_row(logits.data() + static_cast<size_t>(r) * c.vocab, c.vocab, n + call, rng);
+      }
+      compare(logits, c.vocab, rows, tally,
+              "vocab " + std::to_string(c.vocab) + " batch " + std::to_string(c.batch));
+      if (HasFatalFailure()) return;
+    }
+  }
+  std::printf("[ sampling ] %d plain-path rows compared with the CPU sampler, %d near-ties\n",
+              tally.rows, tally.near_ties);
+  EXPECT_LE(tally.near_ties * 1000, tally.rows) << "too many near-ties";
+}
+
 // Tokens drawn over `draws` seeds for one row of logits.
 std::vector<int> draws_over_seeds(const std::vector<float>& logits, Row row, int draws) {
   std::vector<Row> rows;
@@ -158,6 +208,24 @@ TEST(CudaSampling, DrawIsTheInverseCdfInIdOrder) {
     const double u = uniform01(1000 + i, 17, 0);
     if (std::fabs(u - 1.0 / 6) < 1e-5 || std::fabs(u - 0.5) < 1e-5) continue;
     EXPECT_EQ(tokens[i], u < 1.0 / 6 ? 0 : u < 0.5 ? 1 : 2) << "u " << u;
+  }
+}
+
+TEST(CudaSampling, DrawCrossesChunksInIdOrder) {
+  KS_REQUIRE_GPU();
+  // Weights 1 : 2 : 3 on ids 5, 700 and 151000 of a full vocab, every other id -inf:
+  // u < 1/6 -> 5, < 1/2 -> 700, else 151000 (the ids lie in different chunks and blocks).
+  std::vector<float> logits(151936, -kInf);
+  logits[5] = 0.0f;
+  logits[700] = std::log(2.0f);
+  logits[151000] = std::log(3.0f);
+  Row row = row_with(1.0f);
+  row.position = 23;
+  const std::vector<int> tokens = draws_over_seeds(logits, row, 64);
+  for (int i = 0; i < 64; ++i) {
+    const double u = uniform01(1000 + i, 23, 0);
+    if (std::fabs(u - 1.0 / 6) < 1e-5 || std::fabs(u - 0.5) < 1e-5) continue;
+    EXPECT_EQ(tokens[i], u < 1.0 / 6 ? 5 : u < 0.5 ? 700 : 151000) << "u " << u;
   }
 }
 

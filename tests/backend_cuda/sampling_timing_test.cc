@@ -1,7 +1,8 @@
 // Timing of the device sampler at the headline shape, S = 256 rows of V = 151936 logits,
 // against the time to read the logits once at the copy bandwidth measured on the device
-// (the byte floor). Prints sample() per call (host packing, copies, kernels) and the kernels
-// alone (the production launcher); checks the timed configurations against the CPU sampler.
+// (the byte floor), and at S = 1 (single stream). Prints sample() per call (host packing,
+// copies, kernels) and the kernels alone (the production launcher); checks the timed
+// configurations against the CPU sampler.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -50,6 +51,12 @@ double kernel_us(CudaBackend& be, const Tensor& logits, const std::vector<Row>& 
   args.num_rows = n;
   args.vocab = vocab;
   args.top_stride = top;
+  args.num_plain = static_cast<int>(std::count_if(params.begin(), params.end(), sk::is_plain));
+  Tensor scratch;
+  if (args.num_plain > 0) {
+    scratch = be.empty(DType::kU8, Shape{static_cast<int64_t>(sk::plain_scratch_bytes(n, vocab))});
+    args.plain_scratch = scratch.data();
+  }
   sk::sample_rows(args, 0, be.stream());
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
@@ -107,6 +114,7 @@ TEST(CudaSampling, TimingAgainstTheLogitsByteFloor) {
   const Config configs[] = {
       {"greedy", 0.0f, -1, 1.0f, 0.0f, 6, -1, false},
       {"T=1, no filter", 1.0f, -1, 1.0f, 0.0f, 6, -1, false},
+      {"T=0.6, no filter", 0.6f, -1, 1.0f, 0.0f, 6, -1, false},
       {"T=0.6 top_k=20 top_p=0.95", 0.6f, 20, 0.95f, 0.0f, 6, -1, false},
       {"T=0.7 top_k=50 top_p=0.9", 0.7f, 50, 0.9f, 0.0f, 6, -1, false},
       {"T=1 top_p=0.95", 1.0f, -1, 0.95f, 0.0f, 6, -1, false},
@@ -154,6 +162,52 @@ TEST(CudaSampling, TimingAgainstTheLogitsByteFloor) {
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+}
+
+// One row of V = 151936 (single-stream decoding): the sampling kernels alone and the whole
+// sample() call (host packing, one upload, the kernels, one copy back, the sync). Checks the
+// tokens of the timed configurations against the CPU on 64 rows each, one call per row.
+TEST(CudaSampling, TimingAtBatchOne) {
+  KS_REQUIRE_GPU();
+  auto& be = dynamic_cast<CudaBackend&>(gpu());
+  const int vocab = 151936;
+  std::mt19937 rng(7);
+  struct Config {
+    const char* name;
+    float t;
+    int k;
+    float p;
+  };
+  const Config configs[] = {
+      {"greedy", 0.0f, -1, 1.0f},
+      {"T=0.6, no filter", 0.6f, -1, 1.0f},
+      {"T=1, no filter", 1.0f, -1, 1.0f},
+      {"T=0.6 top_k=20 top_p=0.95", 0.6f, 20, 0.95f},
+      {"T=0.7 top_k=50 top_p=0.9", 0.7f, 50, 0.9f},
+  };
+  for (const Config& c : configs) {
+    Tally tally;
+    std::vector<float> logits(vocab);
+    std::vector<Row> rows;
+    for (int i = 0; i < 64; ++i) {
+      fill_row(logits.data(), vocab, 6, rng);
+      rows = {row_with(c.t, c.k, c.p)};
+      rows[0].seed = rng();
+      rows[0].position = 100 + i;
+      compare(logits, vocab, rows, tally, c.name);
+    }
+    ASSERT_LE(tally.near_ties, 1) << c.name;
+    const SamplingBatch batch = make_batch(rows);
+    const Tensor dev = upload_logits(logits, 1, vocab);
+    for (int i = 0; i < 10; ++i) be.sample(dev, batch);
+    constexpr int kIters = 200;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kIters; ++i) be.sample(dev, batch);
+    const auto t1 = std::chrono::steady_clock::now();
+    const double wall_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / kIters;
+    std::printf("[ sampling ] S=1 V=%d %-40s sample() %7.1f us, kernels %7.1f us\n", vocab,
+                c.name, wall_us, kernel_us(be, dev, rows, vocab));
+  }
 }
 
 }  // namespace

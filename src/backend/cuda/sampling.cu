@@ -1,5 +1,7 @@
 // The device sampler: one thread block of 512 threads per row, same semantics as the CPU
-// sampler (docs/sampling.md); the design and its costs are in docs/gpu_sampling.md.
+// sampler (docs/sampling.md); the design and its costs are in docs/gpu_sampling.md. Plain
+// rows (greedy or temperature alone, no logprobs) take the split path of sampling_plain.cu
+// instead; this kernel then skips them.
 //
 // Per row (x = the processed logits, raw = the model's; every "pass" reads the row once):
 //  1. pass 1: greedy rows take the argmax (ties to the lowest id) and are done; other rows
@@ -23,6 +25,7 @@
 #include <climits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/sampling_plain.h"
 #include "backend/cuda/sampling_select.cuh"
 #include "core/philox.h"
 
@@ -249,11 +252,13 @@ __device__ void logprobs(const float* raw, int vocab, int token, float raw_max, 
   write_top(n_top, lse, top, s);
 }
 
-__global__ void __launch_bounds__(kThreads, 2) sample_kernel(SampleArgs args) {
+// skip_plain: the split path (sampling_plain.cu) samples the plain rows.
+__global__ void __launch_bounds__(kThreads, 2) sample_kernel(SampleArgs args, bool skip_plain) {
   extern __shared__ __align__(16) unsigned char smem_raw[];
   Smem& s = *reinterpret_cast<Smem*>(smem_raw);
   const int row = blockIdx.x;
   const RowParams p = args.rows[row];
+  if (skip_plain && is_plain(p)) return;
   const int vocab = args.vocab;
   const float* raw = args.logits + static_cast<int64_t>(row) * vocab;
   const float* x =
@@ -324,6 +329,9 @@ void sample_rows(const SampleArgs& args, int device, cudaStream_t stream) {
         args.logits, args.vocab, args.rows, args.processed_rows, args.penalties, args.processed);
     KS_CUDA_CHECK_LAUNCH("penalties_kernel");
   }
+  const bool plain = args.num_plain != 0 && args.plain_scratch != nullptr;
+  if (plain) launch_plain(args, stream);
+  if (plain && args.num_plain == args.num_rows) return;
   // Above the 48 KiB default: opt in once per device.
   thread_local int opted_in_device = -1;
   if (opted_in_device != device) {
@@ -331,7 +339,7 @@ void sample_rows(const SampleArgs& args, int device, cudaStream_t stream) {
                                        static_cast<int>(sizeof(Smem))));
     opted_in_device = device;
   }
-  sample_kernel<<<args.num_rows, kThreads, sizeof(Smem), stream>>>(args);
+  sample_kernel<<<args.num_rows, kThreads, sizeof(Smem), stream>>>(args, plain);
   KS_CUDA_CHECK_LAUNCH("sample_kernel");
 }
 

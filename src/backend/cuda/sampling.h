@@ -13,6 +13,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#ifndef KS_HOST_DEVICE
+#ifdef __CUDACC__
+#define KS_HOST_DEVICE __host__ __device__
+#else
+#define KS_HOST_DEVICE
+#endif
+#endif
+
 namespace kestrel::sampling_kernels {
 
 // Largest number of top logprobs a row may ask for on the device (the engine allows 20).
@@ -36,6 +44,14 @@ struct RowParams {
   uint64_t seed = 0;
   int64_t position = 0;
 };
+
+// A plain row needs no candidate selection: greedy, or temperature sampling with top_k, top_p
+// and min_p off, and no logprobs. Plain rows take the split path (sampling_plain.cu): many
+// blocks per row and one read of the logits.
+KS_HOST_DEVICE inline bool is_plain(const RowParams& p) {
+  if (p.num_logprobs >= 0) return false;
+  return p.temperature == 0.0f || (p.top_k == 0 && p.top_p >= 1.0f && p.min_p <= 0.0f);
+}
 
 enum PenaltyFlags : uint32_t {
   kPenaltyRepetition = 1,  // the id occurs in prompt or output: repetition_penalty applies
@@ -81,11 +97,21 @@ struct SampleArgs {
   int num_processed = 0;
   int vocab = 0;
   int top_stride = 0;                // >= every row's min(num_logprobs, vocab)
+  // Rows for which is_plain() holds; -1: not counted (both paths are launched, each skipping
+  // the other's rows). The split path runs only with plain_scratch set, to
+  // plain_scratch_bytes(num_rows, vocab) bytes of device memory (8-byte aligned); without
+  // it every row takes the one-block path.
+  int num_plain = -1;
+  void* plain_scratch = nullptr;
 };
+
+// Device scratch the split path of the plain rows needs (per-chunk statistics).
+size_t plain_scratch_bytes(int num_rows, int vocab);
 
 // Copies each processed row from the raw logits and applies its PenaltyEntry list (masks,
 // repetition, frequency and presence penalties; float arithmetic as the CPU sampler's),
-// then samples every row. `device` is the current device (for the shared-memory opt-in).
+// then samples every row: plain rows (is_plain) on the split path, the others with one block
+// per row. `device` is the current device (for the shared-memory opt-in).
 void sample_rows(const SampleArgs& args, int device, cudaStream_t stream);
 
 }  // namespace kestrel::sampling_kernels

@@ -5,6 +5,7 @@
 // (sampling.cu) and copies the results back in one copy.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -125,7 +126,7 @@ class CudaSampler {
   std::vector<int32_t> processed_rows_;
   std::vector<int32_t> entry_of_;  // [vocab]: entry index of an id in the current row, or -1
   PinnedBuffer upload_, download_;
-  Tensor io_dev_, processed_dev_;
+  Tensor io_dev_, processed_dev_, plain_dev_;
 };
 
 void CudaSampler::build_penalties(const SamplingBatch& b, int r, int vocab,
@@ -250,6 +251,12 @@ std::vector<SampledToken> CudaSampler::sample(CudaBackend& be, const Tensor& log
   args.num_processed = static_cast<int>(processed_rows_.size());
   args.vocab = vocab;
   args.top_stride = top_stride;
+  args.num_plain = static_cast<int>(std::count_if(
+      rows_.begin(), rows_.end(), [](const RowParams& p) { return sampling_kernels::is_plain(p); }));
+  if (args.num_plain > 0) {
+    args.plain_scratch =
+        device_bytes(be, plain_dev_, sampling_kernels::plain_scratch_bytes(num_rows, vocab));
+  }
   int device = 0;
   KS_CUDA_CHECK(cudaGetDevice(&device));
   sampling_kernels::sample_rows(args, device, stream);
