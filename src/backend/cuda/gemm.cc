@@ -1,8 +1,11 @@
 #include "backend/cuda/gemm.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <limits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemv.h"
 #include "core/error.h"
 
 namespace kestrel {
@@ -10,6 +13,30 @@ namespace {
 
 // cuBLASLt's guidance for Hopper is 32 MiB; smaller workspaces rule out some split-K algos.
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+
+// Candidate timing: each algorithm runs once to warm up, then kTuneReps times between events,
+// all queued behind a spin kernel long enough to cover the host's launches.
+constexpr int kTuneReps = 5;
+constexpr int64_t kTuneSpinNs = 500'000;
+
+bool stream_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    cudaGetLastError();  // not sticky; treat as capturing (never time inside a capture)
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
+
+struct Events {
+  explicit Events(size_t n) : e(n, nullptr) {
+    for (auto& x : e) KS_CUDA_CHECK(cudaEventCreate(&x));
+  }
+  ~Events() {
+    for (auto x : e) if (x != nullptr) cudaEventDestroy(x);
+  }
+  std::vector<cudaEvent_t> e;
+};
 
 int pointer_alignment(const void* p) {
   const auto v = reinterpret_cast<uintptr_t>(p);
@@ -21,6 +48,11 @@ int pointer_alignment(const void* p) {
 }  // namespace
 
 GemmRunner::GemmRunner(cudaStream_t stream) : stream_(stream) {
+  int device = 0;
+  KS_CUDA_CHECK(cudaGetDevice(&device));
+  KS_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device));
+  if (const char* env = std::getenv("KESTREL_GEMV_MAX_TOKENS")) set_gemv_max_tokens(std::atoi(env));
+  if (const char* env = std::getenv("KESTREL_GEMM_TUNE")) tune_ = std::atoi(env) != 0;
   KS_CUBLAS_CHECK(cublasLtCreate(&handle_));
   KS_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
   workspace_bytes_ = kWorkspaceBytes;
@@ -35,6 +67,10 @@ GemmRunner::~GemmRunner() {
   }
   cudaFree(workspace_);  // no throw from a destructor; errors here are at process teardown
   cublasLtDestroy(handle_);
+}
+
+void GemmRunner::set_gemv_max_tokens(int t) {
+  gemv_max_tokens_ = std::clamp(t, 0, kernels::kGemvMaxTokens);
 }
 
 GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
@@ -67,10 +103,11 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
                     CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
     KS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &align_bytes, sizeof(align_bytes)));
   }
-  cublasLtMatmulHeuristicResult_t result{};
+  const bool tune = tune_ && t <= kTuneMaxTokens;
+  cublasLtMatmulHeuristicResult_t results[kTuneAlgos] = {};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d,
-                                                           pref, 1, &result, &found);
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
+      handle_, p.desc, p.a, p.b, p.d, p.d, pref, tune ? kTuneAlgos : 1, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
     cublasLtMatrixLayoutDestroy(p.a);
@@ -82,14 +119,53 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
                 t, k, n, k, out_type == CUDA_R_32F ? "F32" : "BF16", has_bias, align,
                 cublasLtGetStatusString(st));
   }
-  p.algo = result.algo;
-  return plans_.emplace(key, p).first->second;
+  p.algo = results[0].algo;
+  for (int i = 0; tune && found > 1 && i < found; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(results[i].algo);
+  }
+  return plans_.emplace(key, std::move(p)).first->second;
+}
+
+void GemmRunner::tune(Plan& p, const void* x, const void* w, void* out) {
+  std::vector<cublasLtMatmulAlgo_t> candidates = std::move(p.candidates);
+  p.candidates.clear();
+  const float alpha = 1.0f, beta = 0.0f;
+  auto call = [&](const cublasLtMatmulAlgo_t& algo) {
+    return cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d,
+                          &algo, workspace_, workspace_bytes_, stream_) == CUBLAS_STATUS_SUCCESS;
+  };
+  const size_t n = candidates.size();
+  Events ev(2 * n);
+  std::vector<bool> ok(n, true);
+  kernels::spin_for(kTuneSpinNs, stream_);
+  for (size_t i = 0; i < n; ++i) {
+    ok[i] = call(candidates[i]);
+    KS_CUDA_CHECK(cudaEventRecord(ev.e[2 * i], stream_));
+    for (int r = 0; r < kTuneReps && ok[i]; ++r) ok[i] = call(candidates[i]);
+    KS_CUDA_CHECK(cudaEventRecord(ev.e[2 * i + 1], stream_));
+  }
+  KS_CUDA_CHECK(cudaEventSynchronize(ev.e.back()));
+  size_t best = 0;  // the heuristic's first answer unless another is faster
+  float best_ms = std::numeric_limits<float>::infinity();
+  for (size_t i = 0; i < n; ++i) {
+    float ms = 0;
+    if (!ok[i]) continue;
+    KS_CUDA_CHECK(cudaEventElapsedTime(&ms, ev.e[2 * i], ev.e[2 * i + 1]));
+    if (ms < best_ms) best_ms = ms, best = i;
+  }
+  p.algo = candidates[best];
+  ++num_tuned_;
 }
 
 void GemmRunner::run(const void* x, const void* w, const void* bias, void* out,
                      cudaDataType_t out_type, int64_t t, int64_t n, int64_t k) {
   if (t == 0 || n == 0) return;
   KS_ASSERT(bias == nullptr || out_type == CUDA_R_16BF, "GEMM bias needs a bf16 output");
+  if (t <= gemv_max_tokens_ && n * k * 2 <= kGemvMaxWeightBytes &&
+      kernels::gemv_supported(t, n, k, x, w)) {
+    kernels::gemv(x, w, bias, out, out_type == CUDA_R_32F, t, n, k, num_sms_, stream_);
+    return;
+  }
   int align = std::min(pointer_alignment(x), std::min(pointer_alignment(w), pointer_alignment(out)));
   if (bias != nullptr) align = std::min(align, pointer_alignment(bias));
   Plan& p = plan_for(Key{t, n, k, static_cast<int>(out_type), bias != nullptr, align});
@@ -97,6 +173,7 @@ void GemmRunner::run(const void* x, const void* w, const void* bias, void* out,
     KS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
                                                    sizeof(bias)));
   }
+  if (!p.candidates.empty() && !stream_capturing(stream_)) tune(p, x, w, out);
   const float alpha = 1.0f, beta = 0.0f;
   KS_CUBLAS_CHECK(cublasLtMatmul(handle_, p.desc, &alpha, w, p.a, x, p.b, &beta, out, p.d, out, p.d,
                                  &p.algo, workspace_, workspace_bytes_, stream_));

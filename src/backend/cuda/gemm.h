@@ -1,9 +1,16 @@
-// GEMMs through cuBLASLt: out[T, N] = x[T, K] * w[N, K]^T (+ bias[N]), bf16 inputs, fp32
-// accumulation, bf16 or fp32 output.
+// GEMMs: out[T, N] = x[T, K] * w[N, K]^T (+ bias[N]), bf16 inputs, fp32 accumulation, bf16
+// or fp32 output.
 //
-// The first call for a shape (T, N, K, output type, bias, pointer alignment) creates the
-// cuBLASLt descriptors and asks the heuristic for its best algorithm; later calls reuse
-// them. Not thread-safe: one GemmRunner per stream (the backend owns one).
+// Small batches (T <= gemv_max_tokens(), w at most kGemvMaxWeightBytes, K a multiple of 8, x
+// and w 16-byte aligned) take our own weight-streaming kernel (gemv.h); everything else goes
+// through cuBLASLt. The first call for a shape (T, N, K, output type, bias, pointer
+// alignment) creates the cuBLASLt descriptors and asks the heuristic for its best algorithm;
+// later calls reuse them. Optionally (set_tune_algorithms, off by default) decode-sized
+// shapes (T <= kTuneMaxTokens) are timed instead: the first call outside stream capture runs
+// up to kTuneAlgos of the heuristic's candidates on its own pointers, waits for them (once per
+// shape) and keeps the fastest; a plan made inside a capture keeps the heuristic's answer
+// until the first call outside one. Not thread-safe: one GemmRunner per stream (the backend
+// owns one).
 #pragma once
 
 #include <cublasLt.h>
@@ -12,6 +19,7 @@
 #include <cstdint>
 #include <map>
 #include <tuple>
+#include <vector>
 
 namespace kestrel {
 
@@ -30,21 +38,50 @@ class GemmRunner {
   void run(const void* x, const void* w, const void* bias, void* out, cudaDataType_t out_type,
            int64_t t, int64_t n, int64_t k);
 
-  // Number of distinct shapes planned so far (tests check that plans are reused).
+  // Number of distinct cuBLASLt shapes planned so far (tests check that plans are reused and
+  // that the small-batch kernel needs none).
   size_t num_plans() const { return plans_.size(); }
+
+  // Calls with t <= this (at most kernels::kGemvMaxTokens) take the small-batch kernel when
+  // it supports them; 0 sends everything to cuBLASLt. The default is kDefaultGemvMaxTokens,
+  // or the environment variable KESTREL_GEMV_MAX_TOKENS when set (for A/B measurements).
+  // H200, Qwen3-0.6B shapes (docs/cuda_backend.md): the kernel beats cuBLASLt on the layer
+  // GEMMs up to T = 8 (16% less time per layer at T = 8), loses on some at T = 16.
+  void set_gemv_max_tokens(int t);
+  int gemv_max_tokens() const { return gemv_max_tokens_; }
+  static constexpr int kDefaultGemvMaxTokens = 8;
+  // Larger weights stay with cuBLASLt: both stream them at ~95% of the copy rate there, and
+  // cuBLASLt was 1-2% faster on the 311 MB LM head.
+  static constexpr int64_t kGemvMaxWeightBytes = int64_t(64) << 20;
+
+  // Timing of cuBLASLt candidates (see above); off by default (it cost more in first-call
+  // planning than it saved end to end), on when the environment variable KESTREL_GEMM_TUNE
+  // is 1. Affects shapes planned afterwards.
+  void set_tune_algorithms(bool on) { tune_ = on; }
+  static constexpr int64_t kTuneMaxTokens = 512;
+  static constexpr int kTuneAlgos = 8;
+  // Number of shapes whose algorithm was chosen by timing (tests).
+  size_t num_tuned() const { return num_tuned_; }
 
  private:
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
     cublasLtMatmulAlgo_t algo{};
+    std::vector<cublasLtMatmulAlgo_t> candidates;  // to be timed; empty once chosen
   };
   // t, n, k, out_type, bias, alignment (bytes) of the four pointers.
   using Key = std::tuple<int64_t, int64_t, int64_t, int, bool, int>;
 
   Plan& plan_for(const Key& key);
+  // Times p.candidates on these pointers and keeps the fastest in p.algo.
+  void tune(Plan& p, const void* x, const void* w, void* out);
 
   cudaStream_t stream_;
+  int num_sms_ = 1;
+  int gemv_max_tokens_ = kDefaultGemvMaxTokens;
+  bool tune_ = false;
+  size_t num_tuned_ = 0;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
