@@ -1,10 +1,10 @@
 // Paged attention over a flat mixed batch (prefill chunks and decodes in one launch). This
 // file holds the general kernel, the split merge and the dispatch; a batch of decodes only
-// (host-side max_query_len 1, GQA group <= 8) takes attention_decode.cu's kernel instead, and
+// (host-side max_query_len 1, any GQA group) takes attention_decode.cu's kernel instead, and
 // a batch with prefill rows at head dims 64 and 128 attention_prefill.cu's tensor-core kernel
 // (when its switch, kPrefillKernelEnabled, is on).
 // The split plan below counts the general kernel's CTAs for both non-decode kernels; the
-// tensor-core kernel has fewer (64 rows each, not 16), so it may split less than it could.
+// tensor-core kernel has fewer (128 rows each, not 16), so it may split less than it could.
 //
 // Maths, for query token t of sequence b at position pos (= seq_len - query_len + i) and
 // query head h reading KV head g = h / G (G = Hq / Hkv):
@@ -39,6 +39,7 @@
 #include "backend/cuda/attention_prefill.cuh"
 #include "backend/cuda/attention_tiles.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/kv_layout.cuh"
@@ -80,6 +81,8 @@ template <int D, bool kHeadMajor>
 __global__ void __launch_bounds__(kThreads)
     paged_attention_kernel(PagedAttentionArgs a, int group, int q_tile, AttentionSplit split,
                            float* part_ml, float* part_acc) {
+  pdl_wait();  // launch.cuh: before touching what earlier kernels write
+  pdl_trigger();
   // P.V: lane l owns dims [l kDimsPerLane, (l + 1) kDimsPerLane); below D = 32 only the
   // first D lanes own one dim each.
   constexpr int kDimsPerLane = D >= 32 ? D / 32 : 1;
@@ -265,6 +268,8 @@ __global__ void __launch_bounds__(kThreads)
 template <int D>
 __global__ void merge_kernel(const float* __restrict__ part_ml, const float* __restrict__ part_acc,
                              int num_splits, int64_t rows, bf16* __restrict__ out) {
+  pdl_wait();  // launch.cuh: before touching what earlier kernels write
+  pdl_trigger();
   constexpr int kDimsPerLane = D >= 32 ? D / 32 : 1;
   constexpr int kActiveLanes = D / kDimsPerLane;
   const int64_t row = int64_t(blockIdx.x) * kWarps + threadIdx.x / 32;
@@ -294,11 +299,11 @@ void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* par
   const dim3 grid(static_cast<unsigned>((a.num_tokens + q_tile - 1) / q_tile + a.num_seqs),
                   static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(split.num_splits));
   if (a.kv_head_major) {
-    paged_attention_kernel<D, true>
-        <<<grid, kThreads, 0, stream>>>(a, group, q_tile, split, part_ml, part_acc);
+    launch_pdl("paged_attention_kernel", paged_attention_kernel<D, true>, grid, kThreads, 0,
+               stream, a, group, q_tile, split, part_ml, part_acc);
   } else {
-    paged_attention_kernel<D, false>
-        <<<grid, kThreads, 0, stream>>>(a, group, q_tile, split, part_ml, part_acc);
+    launch_pdl("paged_attention_kernel", paged_attention_kernel<D, false>, grid, kThreads, 0,
+               stream, a, group, q_tile, split, part_ml, part_acc);
   }
   KS_CUDA_CHECK_LAUNCH("paged_attention_kernel");
 }
@@ -306,8 +311,9 @@ void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* par
 template <int D>
 void launch_merge(const float* part_ml, const float* part_acc, int num_splits, int64_t rows,
                   bf16* out, cudaStream_t stream) {
-  merge_kernel<D><<<static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, stream>>>(
-      part_ml, part_acc, num_splits, rows, out);
+  launch_pdl("attention merge_kernel", merge_kernel<D>,
+             static_cast<unsigned>((rows + kWarps - 1) / kWarps), kThreads, 0, stream, part_ml,
+             part_acc, num_splits, rows, out);
   KS_CUDA_CHECK_LAUNCH("attention merge_kernel");
 }
 
@@ -339,8 +345,9 @@ constexpr int kMaxSplits = 32;
 
 AttentionSplit plan_attention_split(const PagedAttentionArgs& a, int max_seq_len, int num_sms) {
   int64_t ctas = 0, slots = 0;
-  if (detail::use_decode_kernel(a)) {  // one CTA per (sequence, KV head)
-    ctas = int64_t(a.num_seqs) * a.num_kv_heads;
+  const bool decode = detail::use_decode_kernel(a);
+  if (decode) {  // one CTA per (sequence, KV head, part of the group)
+    ctas = int64_t(a.num_seqs) * a.num_kv_heads * detail::decode_rows(a).parts;
     slots = int64_t(num_sms) * detail::kDecodeCtasPerSm;
   } else {
     const int group = a.num_q_heads / a.num_kv_heads;
@@ -349,7 +356,12 @@ AttentionSplit plan_attention_split(const PagedAttentionArgs& a, int max_seq_len
     slots = int64_t(num_sms) * kCtasPerSm;
   }
   if (ctas >= slots || max_seq_len < 2 * kMinKeysPerSplit) return {};
-  int64_t splits = std::min<int64_t>((slots + ctas - 1) / ctas, max_seq_len / kMinKeysPerSplit);
+  // Decode splits into the most parts whose CTAs still fit in one wave (floor): a second,
+  // partly filled wave of long CTAs costs more than the slots a floor leaves idle (H200,
+  // 16 x 4096: 5 splits 0.108 ms, 4 splits 0.084 ms; docs/cuda_backend.md). The general
+  // kernel's split (ceil) was not measured that way.
+  int64_t splits = std::min<int64_t>(decode ? slots / ctas : (slots + ctas - 1) / ctas,
+                                     max_seq_len / kMinKeysPerSplit);
   splits = std::min<int64_t>(splits, kMaxSplits);
   if (splits <= 1) return {};
   // The kernels size each tile's chunks from its own keys; kv_chunk is the smallest chunk.

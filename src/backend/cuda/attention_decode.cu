@@ -1,5 +1,5 @@
-// Paged decode attention: one query token per sequence, streamed through registers at
-// close to the KV cache's read bandwidth.
+// Paged decode attention: one query token per sequence, the KV cache streamed through a
+// per-thread cp.async ring in shared memory at close to its read bandwidth.
 //
 // Maths as in attention.cu: out[b, h] = sum_{j < seq_len} softmax_j(scale q[b, h] . K[b, j, g])
 // V[b, j, g], g = h / G, fp32 accumulation, bf16 output.
@@ -9,26 +9,37 @@
 // per CTA; decode spent ~9 us per tile there (26% of the copy rate). Here nothing in the key
 // loop synchronises the CTA:
 //
-// - A CTA of 128 threads owns (sequence, KV head, key split) and all G query heads of the
-//   group (kRows >= G rows, G <= 8), so each K/V byte is read from memory once.
-// - A key's K (and V) row of D bf16 is read by kLanes = D / 8 adjacent lanes, 16 bytes
-//   each (one coalesced 2 D-byte run per key), so the CTA reads kSlots = 128 / kLanes keys
-//   per step. Each thread issues kSteps steps' K and V loads before using any
-//   (kTile = kSlots kSteps keys, 32 KB at D = 128 and G <= 2, in flight per CTA), and the
-//   block-table entries of the next tile are loaded while this tile's K/V are in flight.
+// - A CTA of 128 threads owns (sequence, KV head, key split) and up to 8 query heads of the
+//   group (kRows >= those heads), so each K/V byte is read from memory once per CTA. Groups
+//   of 9..16 take two CTAs per KV head (DecodeRows), which read the same K/V; the second
+//   read comes mostly from L2, as the two are adjacent in launch order.
+// - A key's K (and V) row of D bf16 is read by kLanes = D / 8 adjacent lanes, 16 bytes each
+//   (one coalesced 2 D-byte run per key), so the CTA covers kSlots = 128 / kLanes keys per
+//   step and kTile = kSlots kSteps keys per tile.
+// - Loads: each thread copies its own 16-byte pieces of K and V with cp.async into a ring of
+//   kStages tiles in shared memory and reads back only what it copied itself, so waiting is
+//   per thread (cp.async.wait_group) and needs no barrier. kStages - 1 tiles are in flight
+//   while the thread computes on the oldest, so loads never stop for maths. The block-table
+//   entries of the tile after the next one are loaded (into registers) a loop turn ahead.
+//   The earlier version held one 8-step tile in registers instead, so each CTA's loads and
+//   maths alternated: 80% of the copy rate at 256 x 1024 against 85% for this ring
+//   (docs/cuda_backend.md).
 // - q . k: each thread dots its 8 dims; a log2(kLanes)-step xor-shuffle sum within the key's
 //   lanes gives every one of them the score.
 // - Softmax: every thread keeps its own online softmax (max, sum, 8 dims of unnormalised
 //   output per row) over the keys it loaded; no cross-thread traffic in the loop. At the end
-//   the kSlots states of each (row, dim) are merged through shared memory, and the CTA
-//   either writes the bf16 output or, when the keys are split (Flash-Decoding), the fp32
-//   partial that attention.cu's merge kernel combines.
+//   the kSlots states of each (row, dim) are merged through shared memory (the ring's), and
+//   the CTA either writes the bf16 output or, when the keys are split (Flash-Decoding), the
+//   fp32 partial that attention.cu's merge kernel combines.
 //
-// Bytes: K and V of each (sequence, KV head) once, q and out once: the decode floor.
+// Bytes: K and V of each (sequence, KV head) once (groups above 8: once from memory, once
+// more from L2), q and out once: the decode floor.
 #include <cfloat>
 
 #include "backend/cuda/attention_decode.cuh"
+#include "backend/cuda/attention_tiles.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kv_layout.cuh"
 
@@ -42,20 +53,31 @@ template <int D, int kRows>
 struct DecodeGeom {
   static constexpr int kLanes = D / 8;               // lanes sharing one key, 16 bytes each
   static constexpr int kSlots = kThreads / kLanes;   // keys per step
-  // Steps in flight: 8 keeps 32 KB per CTA in flight at D = 128; more rows need more
-  // registers per key, so fewer steps. Small head dims already have 32-64 keys per step.
-  static constexpr int kSteps = (kRows <= 2 ? 8 : 16 / kRows) / (D <= 32 ? 2 : 1);
-  static constexpr int kTile = kSlots * kSteps;      // keys per loop iteration
-  static constexpr int kMinCtas = kRows <= 2 ? kDecodeCtasPerSm : 2;
+  // Steps per tile and tiles in the ring: 2 x 4 at D >= 64 keeps 3 tiles (24 KB) in flight per
+  // CTA in 32 KB of ring, and 80 registers let 6 CTAs share an SM (144 KB in flight per SM).
+  // Measured on an H200 at 256 x 1024: 2 x 4 0.295 ms, 4 x 3 0.310, 2 x 6 0.324, 4 x 4 0.358,
+  // 8 x 3 0.422, 4 x 6 0.445. Small head dims already cover 32-64 keys per step.
+  static constexpr int kSteps = D <= 32 ? 1 : 2;
+  static constexpr int kStages = 4;
+  static constexpr int kTile = kSlots * kSteps;      // keys per loop turn
+  static constexpr int kStageVecs = kSteps * 2 * kThreads;  // uint4 per ring tile (K and V)
+  static constexpr int kRingBytes = kStages * kStageVecs * 16;
+  // The end-of-loop merge reuses the ring: [kRows][kSlots][D] sums and [kRows][kSlots][2] (m, l).
+  static constexpr int kMergeBytes = kRows * kSlots * D * 4 + kRows * kSlots * 2 * 4;
+  static constexpr int kSmemBytes = kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes;
+  static constexpr int kMinCtas = kRows <= 2 ? 4 : 2;  // <= 128 / 255 registers
 };
 
-// 16 bytes from the KV cache: read once, so kept out of L1.
-__device__ __forceinline__ uint4 load_stream(const bf16* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
+__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int src_bytes = valid ? 16 : 0;  // 0: fill with zeros, read nothing
+  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
+               "r"(src_bytes));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 // 8 bf16 (one uint4) to fp32: a bf16 is the top half of the fp32 with the same bits.
@@ -70,37 +92,77 @@ __device__ __forceinline__ void unpack8(const uint4& u, float* f) {
 
 template <int D, int kRows>
 __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
-    decode_kernel(PagedAttentionArgs a, int group, AttentionSplit split, float* part_ml,
+    decode_kernel(PagedAttentionArgs a, DecodeRows gr, AttentionSplit split, float* part_ml,
                   float* part_acc) {
+  pdl_wait();  // launch.cuh: before touching what earlier kernels write
+  pdl_trigger();
   using G = DecodeGeom<D, kRows>;
-  constexpr int kLanes = G::kLanes, kSlots = G::kSlots, kSteps = G::kSteps, kTile = G::kTile;
-  __shared__ alignas(16) float s_acc[kRows][kSlots][D];  // 4 KB per row; float4 stores
-  __shared__ float s_ml[kRows][kSlots][2];
+  constexpr int kLanes = G::kLanes, kSlots = G::kSlots, kSteps = G::kSteps;
+  constexpr int kStages = G::kStages, kTile = G::kTile, kStageVecs = G::kStageVecs;
+  extern __shared__ uint4 ring[];  // [kStages][kSteps][K, V][kThreads]
 
   const int tid = threadIdx.x;
   const int slot = tid / kLanes;
   const int sub = tid % kLanes;  // owns dims [8 sub, 8 sub + 8)
-  const int b = blockIdx.x;
+  const int b = blockIdx.x / gr.parts;
+  const int part = blockIdx.x % gr.parts;
   const int g = blockIdx.y;
   const int z = blockIdx.z;
+  const int head0 = g * gr.group + part * gr.rows;  // this CTA's first query head
+  const int num_rows = min(gr.rows, gr.group - part * gr.rows);
   const int token = a.query_start_loc[b];
   const int seq_len = a.seq_lens[b];
+  int k_begin, k_end;  // keys [k_begin, k_end): the split rule of kernels.h (AttentionSplit)
+  split_key_range(split, seq_len, kTile, z, &k_begin, &k_end);
+  const int num_tiles = k_end > k_begin ? (k_end - k_begin + kTile - 1) / kTile : 0;
 
-  // Keys [k_begin, k_end): the split rule of kernels.h (AttentionSplit), in whole tiles.
-  int k_begin = 0, k_end = seq_len;
-  if (split.num_splits > 1) {
-    const int even = (seq_len + split.num_splits - 1) / split.num_splits;
-    const int chunk = max(split.kv_chunk, (even + kTile - 1) / kTile * kTile);
-    k_begin = min(z * chunk, seq_len);
-    k_end = z + 1 == split.num_splits ? seq_len : min(seq_len, k_begin + chunk);
+  const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks_per_seq;
+  const int bs = a.block_size;
+  auto load_pages = [&](int t, int* pages) {  // block-table entries of this thread's keys
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      const int j = k_begin + t * kTile + s * kSlots + slot;
+      pages[s] = j < k_end ? table[j / bs] : 0;
+    }
+  };
+  auto issue = [&](int t, const int* pages) {  // tile t into ring stage t % kStages
+    if (t < num_tiles) {
+      uint4* stage = ring + (t % kStages) * kStageVecs;
+#pragma unroll
+      for (int s = 0; s < kSteps; ++s) {
+        const int j = k_begin + t * kTile + s * kSlots + slot;
+        const bool valid = j < k_end;  // never read past the sequence: other slots hold anything
+        int64_t off = 0;
+        if (valid) {
+          off = (a.kv_head_major
+                     ? kv_row_offset<true>(pages[s], j % bs, g, a.num_kv_heads, bs, D)
+                     : kv_row_offset<false>(pages[s], j % bs, g, a.num_kv_heads, bs, D)) +
+                sub * 8;
+        }
+        cp_async_16(stage + (2 * s) * kThreads + tid, a.k_cache + off, valid);
+        cp_async_16(stage + (2 * s + 1) * kThreads + tid, a.v_cache + off, valid);
+      }
+    }
+    cp_async_commit();  // an empty group past the end keeps the wait counts uniform
+  };
+
+  // Tiles 0 .. kStages - 2 in flight before anything else.
+  {
+    int pages[kStages - 1][kSteps];
+#pragma unroll
+    for (int t = 0; t < kStages - 1; ++t) load_pages(t, pages[t]);
+#pragma unroll
+    for (int t = 0; t < kStages - 1; ++t) issue(t, pages[t]);
   }
+  int next_pages[kSteps];  // of the next tile to issue
+  load_pages(kStages - 1, next_pages);
 
   const float qscale = a.scale * kLog2e;  // scores in the log2 domain
   float q[kRows][8];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    if (r < group) {
-      const int64_t row = int64_t(token) * a.num_q_heads + g * group + r;
+    if (r < num_rows) {
+      const int64_t row = int64_t(token) * a.num_q_heads + head0 + r;
       unpack8(*reinterpret_cast<const uint4*>(a.q + row * D + sub * 8), q[r]);
 #pragma unroll
       for (int e = 0; e < 8; ++e) q[r][e] *= qscale;
@@ -109,7 +171,6 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
       for (int e = 0; e < 8; ++e) q[r][e] = 0.0f;  // padding row: computed, never written
     }
   }
-
   float m[kRows], l[kRows], acc[kRows][8];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
@@ -119,42 +180,18 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
     for (int e = 0; e < 8; ++e) acc[r][e] = 0.0f;
   }
 
-  const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks_per_seq;
-  const int bs = a.block_size;
-  int page[kSteps];  // block-table entries of this thread's keys in the next tile
-#pragma unroll
-  for (int s = 0; s < kSteps; ++s) {
-    const int j = k_begin + s * kSlots + slot;
-    page[s] = j < k_end ? table[j / bs] : 0;
-  }
-
-  for (int base = k_begin; base < k_end; base += kTile) {
-    uint4 kr[kSteps], vr[kSteps];
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {
-      const int j = base + s * kSlots + slot;
-      kr[s] = vr[s] = make_uint4(0, 0, 0, 0);
-      if (j < k_end) {  // never read past the sequence: other slots may hold anything
-        const int64_t off =
-            (a.kv_head_major
-                 ? kv_row_offset<true>(page[s], j % bs, g, a.num_kv_heads, bs, D)
-                 : kv_row_offset<false>(page[s], j % bs, g, a.num_kv_heads, bs, D)) +
-            sub * 8;
-        kr[s] = load_stream(a.k_cache + off);
-        vr[s] = load_stream(a.v_cache + off);
-      }
-    }
-#pragma unroll
-    for (int s = 0; s < kSteps; ++s) {  // next tile's pages, in flight with this tile's K/V
-      const int j = base + kTile + s * kSlots + slot;
-      page[s] = j < k_end ? table[j / bs] : 0;
-    }
+  for (int t = 0; t < num_tiles; ++t) {
+    issue(t + kStages - 1, next_pages);  // into the stage tile t - 1 used
+    load_pages(t + kStages, next_pages);
+    cp_async_wait<kStages - 1>();  // tile t has landed (this thread's own copies)
+    const uint4* stage = ring + (t % kStages) * kStageVecs;
+    const int base = k_begin + t * kTile;
 
     float sc[kSteps][kRows];
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
       float kf[8];
-      unpack8(kr[s], kf);
+      unpack8(stage[(2 * s) * kThreads + tid], kf);
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         const float lo = q[r][0] * kf[0] + q[r][1] * kf[1] + q[r][2] * kf[2] + q[r][3] * kf[3];
@@ -170,7 +207,6 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
         for (int r = 0; r < kRows; ++r) sc[s][r] += __shfl_xor_sync(0xffffffffu, sc[s][r], o);
       }
     }
-
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
       float mt = m[r];
@@ -188,7 +224,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
     for (int s = 0; s < kSteps; ++s) {
       const bool valid = base + s * kSlots + slot < k_end;
       float vf[8];
-      unpack8(vr[s], vf);
+      unpack8(stage[(2 * s + 1) * kThreads + tid], vf);
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         const float p = valid ? exp2f(sc[s][r] - m[r]) : 0.0f;
@@ -199,66 +235,88 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
     }
   }
 
-  // Merge the kSlots per-thread states of each (row, dim).
+  // Merge the kSlots per-thread states of each (row, dim) in the ring's memory.
+  cp_async_wait<0>();
+  __syncthreads();
+  float* s_acc = reinterpret_cast<float*>(ring);  // [kRows][kSlots][D]
+  float* s_ml = s_acc + kRows * kSlots * D;       // [kRows][kSlots][2]
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    float4* dst = reinterpret_cast<float4*>(&s_acc[r][slot][sub * 8]);
+    float4* dst = reinterpret_cast<float4*>(s_acc + (r * kSlots + slot) * D + sub * 8);
     dst[0] = make_float4(acc[r][0], acc[r][1], acc[r][2], acc[r][3]);
     dst[1] = make_float4(acc[r][4], acc[r][5], acc[r][6], acc[r][7]);
     if (sub == 0) {
-      s_ml[r][slot][0] = m[r];
-      s_ml[r][slot][1] = l[r];
+      s_ml[(r * kSlots + slot) * 2] = m[r];
+      s_ml[(r * kSlots + slot) * 2 + 1] = l[r];
     }
   }
   __syncthreads();
-  for (int i = tid; i < group * D; i += kThreads) {
+  for (int i = tid; i < num_rows * D; i += kThreads) {
     const int r = i / D;
     const int d = i % D;
+    const float* ml = s_ml + r * kSlots * 2;
     float mx = -FLT_MAX;
-#pragma unroll
-    for (int s = 0; s < kSlots; ++s) mx = fmaxf(mx, s_ml[r][s][0]);
+#pragma unroll 8
+    for (int s = 0; s < kSlots; ++s) mx = fmaxf(mx, ml[2 * s]);
     float sum = 0.0f, o = 0.0f;
-#pragma unroll
+#pragma unroll 8
     for (int s = 0; s < kSlots; ++s) {
-      const float w = exp2f(s_ml[r][s][0] - mx);  // 0 for slots that saw no key
-      sum += s_ml[r][s][1] * w;
-      o += s_acc[r][s][d] * w;
+      const float w = exp2f(ml[2 * s] - mx);  // 0 for slots that saw no key
+      sum += ml[2 * s + 1] * w;
+      o += s_acc[(r * kSlots + s) * D + d] * w;
     }
-    const int64_t row = int64_t(token) * a.num_q_heads + g * group + r;
+    const int64_t row = int64_t(token) * a.num_q_heads + head0 + r;
     if (part_acc == nullptr) {
       a.out[row * D + d] = __float2bfloat16(o / sum);
     } else {
-      const int64_t part = int64_t(z) * a.num_tokens * a.num_q_heads + row;
+      const int64_t p = int64_t(z) * a.num_tokens * a.num_q_heads + row;
       if (d == 0) {
-        part_ml[2 * part] = mx;
-        part_ml[2 * part + 1] = sum;
+        part_ml[2 * p] = mx;
+        part_ml[2 * p + 1] = sum;
       }
-      part_acc[part * D + d] = o;
+      part_acc[p * D + d] = o;
     }
   }
 }
 
 template <int D, int kRows>
-void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
-            float* part_acc, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(a.num_seqs), static_cast<unsigned>(a.num_kv_heads),
-                  static_cast<unsigned>(split.num_splits));
-  decode_kernel<D, kRows><<<grid, kThreads, 0, stream>>>(a, a.num_q_heads / a.num_kv_heads,
-                                                          split, part_ml, part_acc);
+void launch(const PagedAttentionArgs& a, const DecodeRows& gr, const AttentionSplit& split,
+            float* part_ml, float* part_acc, cudaStream_t stream) {
+  constexpr int kSmem = DecodeGeom<D, kRows>::kSmemBytes;
+  auto* kernel = decode_kernel<D, kRows>;
+  // Above 48 KB of dynamic shared memory a kernel must opt in (once per instantiation).
+  static const cudaError_t opted =
+      kSmem > 48 * 1024
+          ? cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem)
+          : cudaSuccess;
+  KS_CUDA_CHECK(opted);
+  // x = sequence-major, so the CTAs of one group's parts are adjacent (share K/V through L2).
+  const dim3 grid(static_cast<unsigned>(a.num_seqs * gr.parts),
+                  static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(split.num_splits));
+  launch_pdl("attention decode_kernel", kernel, grid, kThreads, kSmem, stream, a, gr, split,
+             part_ml, part_acc);
   KS_CUDA_CHECK_LAUNCH("attention decode_kernel");
 }
 
 template <int D>
 void launch_rows(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
                  float* part_acc, cudaStream_t stream) {
-  const int group = a.num_q_heads / a.num_kv_heads;
-  if (group <= 1) return launch<D, 1>(a, split, part_ml, part_acc, stream);
-  if (group <= 2) return launch<D, 2>(a, split, part_ml, part_acc, stream);
-  if (group <= 4) return launch<D, 4>(a, split, part_ml, part_acc, stream);
-  launch<D, 8>(a, split, part_ml, part_acc, stream);
+  const DecodeRows gr = decode_rows(a);
+  if (gr.rows <= 1) return launch<D, 1>(a, gr, split, part_ml, part_acc, stream);
+  if (gr.rows <= 2) return launch<D, 2>(a, gr, split, part_ml, part_acc, stream);
+  if (gr.rows <= 4) return launch<D, 4>(a, gr, split, part_ml, part_acc, stream);
+  launch<D, 8>(a, gr, split, part_ml, part_acc, stream);
 }
 
 }  // namespace
+
+DecodeRows decode_rows(const PagedAttentionArgs& a) {
+  DecodeRows r;
+  r.group = a.num_q_heads / a.num_kv_heads;
+  r.parts = (r.group + kMaxDecodeRows - 1) / kMaxDecodeRows;
+  r.rows = (r.group + r.parts - 1) / r.parts;
+  return r;
+}
 
 bool use_decode_kernel(const PagedAttentionArgs& a) {
   const int d = a.head_dim;

@@ -1,6 +1,6 @@
 // The decode fast path of paged_attention (attention_decode.cu), used by attention.cu's
-// dispatcher when every row of the batch is a decode (query length 1) and the GQA group is
-// small enough for its registers. Internal to the attention files.
+// dispatcher when every row of the batch is a decode (query length 1). Internal to the
+// attention files.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -9,18 +9,30 @@
 
 namespace kestrel::kernels::detail {
 
-// Largest GQA group the decode kernel takes; larger groups use the general kernel.
-constexpr int kMaxDecodeGroup = 8;
-// CTAs of the decode kernel resident per SM, as the split plan assumes (registers allow 4 at
-// groups up to 2; see the kernel's launch bounds).
-constexpr int kDecodeCtasPerSm = 4;
+// Largest GQA group the decode kernel takes (kMaxAttentionGroup: every group).
+constexpr int kMaxDecodeGroup = 16;
+// Query heads one CTA serves; a larger group is cut into several CTAs (parts) of at most this
+// many heads, which read the same K/V (the second read mostly from L2).
+constexpr int kMaxDecodeRows = 8;
+// CTAs of the decode kernel resident per SM, as the split plan assumes: at groups up to 2,
+// 80 registers and 32 KB of shared memory per 128-thread CTA allow 6.
+constexpr int kDecodeCtasPerSm = 6;
+
+// How a GQA group's query heads are shared over CTAs: `parts` CTAs of `rows` heads each (the
+// last may have fewer), parts = ceil(group / kMaxDecodeRows).
+struct DecodeRows {
+  int group = 1;
+  int parts = 1;
+  int rows = 1;
+};
+DecodeRows decode_rows(const PagedAttentionArgs& a);
 
 // True when `a` is a pure decode batch (host-side max_query_len == 1, one token per
 // sequence) with a group of at most kMaxDecodeGroup and a supported head dim.
 bool use_decode_kernel(const PagedAttentionArgs& a);
 
-// Launches the decode kernel over grid (B, Hkv, split.num_splits). With num_splits > 1 it
-// writes fp32 partials to part_ml [splits, T Hq, 2] (log2-domain max, sum) and part_acc
+// Launches the decode kernel over grid (B parts, Hkv, split.num_splits). With num_splits > 1
+// it writes fp32 partials to part_ml [splits, T Hq, 2] (log2-domain max, sum) and part_acc
 // [splits, T Hq, D] (unnormalised) for attention.cu's merge kernel; otherwise it writes
 // a.out directly.
 void decode_attention(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,

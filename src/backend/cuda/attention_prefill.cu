@@ -50,6 +50,7 @@
 #include "backend/cuda/attention_prefill.cuh"
 #include "backend/cuda/attention_tiles.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/kv_layout.cuh"
 
 namespace kestrel::kernels::detail {
@@ -129,6 +130,8 @@ template <int D, bool kHeadMajor>
 __global__ void __launch_bounds__(kThreads, 2)
     prefill_kernel(PagedAttentionArgs a, int group, int q_tile, int uniform_tiles,
                    AttentionSplit split, float* part_ml, float* part_acc) {
+  pdl_wait();  // launch.cuh: before touching what earlier kernels write
+  pdl_trigger();
   constexpr int kChunks = D / 8;   // 16-byte chunks per row
   constexpr int kDSteps = D / 16;  // k-steps of Q K^T
   constexpr int kONb = D / 8;      // n-blocks of O
@@ -435,8 +438,8 @@ void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* par
                                  : (a.num_tokens + q_tile - 1) / q_tile + a.num_seqs;
   const dim3 grid(static_cast<unsigned>(ctas_x), static_cast<unsigned>(a.num_kv_heads),
                   static_cast<unsigned>(split.num_splits));
-  prefill_kernel<D, kHeadMajor><<<grid, kThreads, bytes, stream>>>(
-      a, group, q_tile, uniform_tiles, split, part_ml, part_acc);
+  launch_pdl("attention prefill_kernel", prefill_kernel<D, kHeadMajor>, grid, kThreads, bytes,
+             stream, a, group, q_tile, uniform_tiles, split, part_ml, part_acc);
   KS_CUDA_CHECK_LAUNCH("attention prefill_kernel");
 }
 

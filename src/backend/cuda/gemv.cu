@@ -20,6 +20,10 @@
 // the mmas to save registers, leaving ~3 of 8 loads in flight (see docs/cuda_backend.md).
 // Out-of-range elements (rows >= T, columns >= N, the end of K) are zero-filled by the copy
 // (source size 0) and never read. w skips L1; x is cached there (every warp reads it).
+//
+// Launched with launch_pdl (launch.cuh): the first batch's w copies are issued before
+// pdl_wait(), so with programmatic dependent launch on, the weights are on their way while
+// the kernel that writes x finishes; x, bias and out are touched only after the wait.
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -27,6 +31,7 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemv.h"
+#include "backend/cuda/launch.cuh"
 
 namespace kestrel::kernels {
 namespace {
@@ -97,13 +102,24 @@ __global__ void __launch_bounds__(kMaxKSplit * 32)
   auto slot = [&](int v, int u) { return (v * kUnroll + u) * 32; };
 
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  bool waited = false;
   for (int s = s_begin; s < s_end; s += kUnroll) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int kk = (s + u) * kStepK;
       const bool in = s + u < s_end && kk + q * 8 < k;
+      copy_w(mine_addr + slot(0, u) * 16, w_row + (in ? kk : 0), in && w_ok);
+    }
+    if (!waited) {
+      pdl_wait();
+      pdl_trigger();
+      waited = true;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int kk = (s + u) * kStepK;
+      const bool in = s + u < s_end && kk + q * 8 < k;
       const int off = in ? kk : 0;
-      copy_w(mine_addr + slot(0, u) * 16, w_row + off, in && w_ok);
       copy_x(mine_addr + slot(1, u) * 16, x_row0 + off, in && x0_ok);
       if (kTall) copy_x(mine_addr + slot(2, u) * 16, x_row1 + off, in && x1_ok);
     }
@@ -117,6 +133,7 @@ __global__ void __launch_bounds__(kMaxKSplit * 32)
     }
     __syncwarp();  // this batch's slots are read before the next batch's copies land
   }
+  if (!waited) pdl_wait();  // warps without K steps still write (zeros) and must wait
 
   if (k_split > 1) {
     // Each lane parks its accumulators in its own first slot (no longer needed).
@@ -164,10 +181,9 @@ void launch(const void* x, const void* w, const void* bias, void* out, int t, in
                                        max_warps * kWarpStageBytes<kTall>));
     opted_in.fetch_or(bit);
   }
-  gemv_kernel<kTall, OutT><<<grid, warps * 32, smem, stream>>>(
-      static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w),
-      static_cast<const __nv_bfloat16*>(bias), static_cast<OutT*>(out), t, n, k, k_split);
-  KS_CUDA_CHECK_LAUNCH("gemv_kernel");
+  launch_pdl("gemv_kernel", gemv_kernel<kTall, OutT>, dim3(grid), dim3(warps * 32), smem, stream,
+             static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w),
+             static_cast<const __nv_bfloat16*>(bias), static_cast<OutT*>(out), t, n, k, k_split);
 }
 
 __global__ void spin_kernel(int64_t ns) {

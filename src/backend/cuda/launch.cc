@@ -13,10 +13,10 @@ namespace kestrel::kernels {
 
 namespace {
 
-// Off unless KESTREL_PDL=1 until a GPU run has checked it (see launch.cuh).
+// KESTREL_PDL=0 turns it off (for comparisons).
 bool pdl_allowed_by_env() {
   const char* v = std::getenv("KESTREL_PDL");
-  return v != nullptr && std::strcmp(v, "1") == 0;
+  return v == nullptr || std::strcmp(v, "0") != 0;
 }
 
 }  // namespace
