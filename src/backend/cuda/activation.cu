@@ -3,6 +3,7 @@
 //   silu_mul:      out[t, i] = bf16(bf16(silu(gate[t, i])) * up[t, i]),  x[t] = [gate | up]
 //                  (rounded where HF's bf16 Qwen3MLP rounds: act_fn(gate) then the product)
 //   add_bias_f32:  out[t, n] += bias[n]   (fp32 logits; bf16 outputs take the GEMM epilogue)
+//   add_into:      dst[i] = bf16(dst[i] + src[i])   (the residual add, when not fused)
 //
 // Memory-bound, grid-stride over (row, vector) pairs, VEC bf16 per access.
 #include "backend/cuda/cuda_check.h"
@@ -48,6 +49,15 @@ __global__ void add_bias_f32_kernel(float* out, const bf16* __restrict__ bias, i
   }
 }
 
+__global__ void add_into_kernel(bf16* dst, const bf16* __restrict__ src, int64_t n) {
+  pdl_wait();  // launch.cuh: before touching what earlier kernels write
+  pdl_trigger();
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    dst[i] = __float2bfloat16(__bfloat162float(dst[i]) + __bfloat162float(src[i]));
+  }
+}
+
 unsigned grid_for(int64_t work, int threads) {
   int64_t blocks = (work + threads - 1) / threads;
   // Enough blocks to fill any current GPU several times; the loops stride over the rest.
@@ -77,6 +87,13 @@ void add_bias_f32(float* out, const bf16* bias, int64_t rows, int n, cudaStream_
   launch_pdl("add_bias_f32_kernel", add_bias_f32_kernel, grid_for(rows * n, kThreads), kThreads, 0,
              stream, out, bias, rows, n);
   KS_CUDA_CHECK_LAUNCH("add_bias_f32_kernel");
+}
+
+void add_into(bf16* dst, const bf16* src, int64_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  constexpr int kThreads = 256;
+  launch_pdl("add_into_kernel", add_into_kernel, grid_for(n, kThreads), kThreads, 0, stream, dst,
+             src, n);
 }
 
 }  // namespace kestrel::kernels

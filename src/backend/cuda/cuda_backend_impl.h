@@ -58,6 +58,12 @@ class CudaBackend final : public Backend {
                           Tensor& q_out) override;
   void attention(const Tensor& q, const LayerKvCache& kv, const AttentionShape& shape,
                  const AttentionMetadata& meta, float scale, Tensor& out) override;
+  // Fused ops for small steps (cuda_fused_ops.cc).
+  int fused_linear_max_rows() const override;
+  void norm_linear(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                   const Tensor& bias, Tensor& out) override;
+  void linear_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& residual) override;
+  void silu_mul_linear_add(const Tensor& gate_up, const Tensor& w, Tensor& residual) override;
   // Device sampling (sampling_backend.cc).
   bool supports_sampling() const override { return true; }
   std::vector<SampledToken> sample(const Tensor& logits, const SamplingBatch& batch) override;

@@ -5,33 +5,11 @@
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/op_checks.h"
 #include "core/error.h"
 
 namespace kestrel {
-namespace {
-
-using kernels::bf16;
-
-void check_tensor(const char* op, const char* name, const Tensor& t, DType dtype, int ndim) {
-  KS_CHECK(t.defined(), "{}: {} is not defined", op, name);
-  KS_CHECK(t.device() == Device::kCuda, "{}: {} is not on the CUDA device", op, name);
-  KS_CHECK(t.dtype() == dtype, "{}: {} must be {}, got {}", op, name, dtype_name(dtype),
-           dtype_name(t.dtype()));
-  KS_CHECK(t.ndim() == ndim, "{}: {} must have {} dims, got {}", op, name, ndim, t.shape().str());
-}
-
-void check_aligned(const char* op, const char* name, const Tensor& t, int bytes) {
-  KS_CHECK(reinterpret_cast<uintptr_t>(t.data()) % bytes == 0,
-           "{}: {} must be {}-byte aligned", op, name, bytes);
-}
-
-const bf16* bf(const Tensor& t) { return static_cast<const bf16*>(t.data()); }
-bf16* bf_mut(const Tensor& t) { return static_cast<bf16*>(t.data()); }
-const int32_t* i32(const Tensor& t) { return static_cast<const int32_t*>(t.data()); }
-
-int to_int(int64_t v) { return static_cast<int>(v); }
-
-}  // namespace
+using namespace cuda_ops;  // op_checks.h
 
 void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
   const char* op = "embedding";

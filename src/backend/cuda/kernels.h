@@ -37,6 +37,9 @@ void silu_mul(const bf16* x, int64_t rows, int inter, bf16* out, cudaStream_t st
 // out[t, n] += bias[n] for an fp32 out [rows, n].
 void add_bias_f32(float* out, const bf16* bias, int64_t rows, int n, cudaStream_t stream);
 
+// dst[i] = bf16(dst[i] + src[i]) for i < n.
+void add_into(bf16* dst, const bf16* src, int64_t n, cudaStream_t stream);
+
 struct QkNormRopeArgs {
   const bf16* qkv = nullptr;        // [T, (Hq + 2 Hkv) D]
   const bf16* q_norm = nullptr;     // [D] or null (no q norm)

@@ -1,0 +1,117 @@
+// CudaBackend's fused ops for small steps (backend.h): norm_linear, linear_add and
+// silu_mul_linear_add, each one fused_gemv kernel (gemv_fused.h) where it takes the shapes,
+// else the unfused ops through a scratch buffer (same results, more kernels).
+#include <cstdlib>
+#include <cstring>
+
+#include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/gemv_fused.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/op_checks.h"
+#include "core/error.h"
+
+namespace kestrel {
+using namespace cuda_ops;  // op_checks.h
+
+namespace {
+
+// KESTREL_FUSED=0 turns the fused path off (for comparisons).
+bool fused_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("KESTREL_FUSED");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  return on;
+}
+
+// x [t, k_x], w [n, k], out [t, n]; returns {t, n, k}.
+struct Dims {
+  int64_t t, n, k;
+};
+
+Dims check_product(const char* op, const Tensor& x, int64_t x_cols_per_k, const Tensor& w,
+                   const Tensor& bias, const Tensor& out, bool f32_ok) {
+  check_tensor(op, "x", x, DType::kBF16, 2);
+  check_tensor(op, "w", w, DType::kBF16, 2);
+  KS_CHECK(out.defined() && (out.dtype() == DType::kBF16 || (f32_ok && out.dtype() == DType::kF32)),
+           "{}: out must be BF16{}", op, f32_ok ? " or F32" : "");
+  check_tensor(op, "out", out, out.dtype(), 2);
+  const Dims d{x.dim(0), w.dim(0), w.dim(1)};
+  KS_CHECK(d.k > 0 && x.dim(1) == x_cols_per_k * d.k, "{}: x {} and w {} disagree (w is [N, K])",
+           op, x.shape().str(), w.shape().str());
+  KS_CHECK(out.dim(0) == d.t && out.dim(1) == d.n, "{}: out {} must be [{}, {}]", op,
+           out.shape().str(), d.t, d.n);
+  if (bias.defined()) {
+    check_tensor(op, "bias", bias, DType::kBF16, 1);
+    KS_CHECK(bias.dim(0) == d.n, "{}: bias {} must be [{}]", op, bias.shape().str(), d.n);
+  }
+  return d;
+}
+
+const void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
+
+}  // namespace
+
+int CudaBackend::fused_linear_max_rows() const {
+  return fused_enabled() ? kernels::kFusedGemvMaxTokens : 0;
+}
+
+void CudaBackend::norm_linear(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
+                              const Tensor& bias, Tensor& out) {
+  const char* op = "norm_linear";
+  const Dims d = check_product(op, x, 1, w, bias, out, true);
+  check_tensor(op, "norm_w", norm_w, DType::kBF16, 1);
+  KS_CHECK(norm_w.dim(0) == d.k, "norm_linear: norm_w {} must be [{}]", norm_w.shape().str(), d.k);
+  kernels::GemvFusion f;
+  f.prologue = kernels::GemvPrologue::kRmsNorm;
+  f.norm_w = norm_w.data();
+  f.eps = eps;
+  if (kernels::fused_gemv_supported(d.t, d.n, d.k, x.data(), w.data(), f)) {
+    kernels::fused_gemv(x.data(), w.data(), data_or_null(bias), out.data(),
+                        out.dtype() == DType::kF32, d.t, d.n, d.k, f, stream());
+    return;
+  }
+  Tensor normed(scratch(x.nbytes()), DType::kBF16, x.shape(), Device::kCuda);
+  rms_norm(x, norm_w, eps, normed);
+  linear(normed, w, bias, out);
+}
+
+void CudaBackend::linear_add(const Tensor& x, const Tensor& w, const Tensor& bias,
+                             Tensor& residual) {
+  const char* op = "linear_add";
+  const Dims d = check_product(op, x, 1, w, bias, residual, false);
+  kernels::GemvFusion f;
+  f.add_to_out = true;
+  if (kernels::fused_gemv_supported(d.t, d.n, d.k, x.data(), w.data(), f)) {
+    kernels::fused_gemv(x.data(), w.data(), data_or_null(bias), residual.data(), false, d.t, d.n,
+                        d.k, f, stream());
+    return;
+  }
+  Tensor product(scratch(residual.nbytes()), DType::kBF16, residual.shape(), Device::kCuda);
+  linear(x, w, bias, product);
+  kernels::add_into(bf_mut(residual), bf(product), residual.numel(), stream());
+}
+
+void CudaBackend::silu_mul_linear_add(const Tensor& gate_up, const Tensor& w, Tensor& residual) {
+  const char* op = "silu_mul_linear_add";
+  const Dims d = check_product(op, gate_up, 2, w, Tensor(), residual, false);
+  kernels::GemvFusion f;
+  f.prologue = kernels::GemvPrologue::kSiluMul;
+  f.add_to_out = true;
+  if (kernels::fused_gemv_supported(d.t, d.n, d.k, gate_up.data(), w.data(), f)) {
+    kernels::fused_gemv(gate_up.data(), w.data(), nullptr, residual.data(), false, d.t, d.n, d.k,
+                        f, stream());
+    return;
+  }
+  // Unfused: one scratch holds the activation and, after it, the product.
+  const size_t act_bytes = static_cast<size_t>(d.t * d.k) * 2;
+  const size_t act_room = (act_bytes + 255) / 256 * 256;
+  auto* base = static_cast<uint8_t*>(scratch(act_room + residual.nbytes()));
+  Tensor act(base, DType::kBF16, Shape{d.t, d.k}, Device::kCuda);
+  Tensor product(base + act_room, DType::kBF16, residual.shape(), Device::kCuda);
+  silu_mul(gate_up, act);
+  linear(act, w, Tensor(), product);
+  kernels::add_into(bf_mut(residual), bf(product), residual.numel(), stream());
+}
+
+}  // namespace kestrel

@@ -1,0 +1,275 @@
+// Fused small-batch products (gemv_fused.h).
+//
+// Maths: one mma.sync m16n8k16 per 16 elements of K with A = x' (token rows; rows >= T repeat
+// row T - 1 and are never stored) and B = w^T (8 output columns). Lane (g = lane / 4,
+// q = lane % 4) takes the 8 consecutive elements [8q, 8q + 8) of each 32-element K step, of w
+// row g and of x' row g, and hands {0,1}, {2,3} to the first mma (the fragment's k slots 2q
+// and 2q + 8) and {4,5}, {6,7} to the second: the same permutation of K on both sides, so
+// the dot products are unchanged and one 16-byte load of w feeds two mmas.
+//
+// Work: a tile is 8 output columns; the K steps of a tile are shared by `warps_per_tile`
+// warps, each owning a contiguous range of at most kBatch steps where K allows, so that one
+// batch of 16-byte loads per lane covers its whole share and is issued before pdl_wait().
+// The warps of a tile add their fp32 accumulators through shared memory in a fixed order
+// (deterministic). A CTA holds one or more tiles.
+//
+// Weights go through lane-private shared-memory slots by cp.async (a batch of kBatch 16-byte
+// copies per lane, all in flight together).
+//
+// Prologue: every CTA stages x' for all T rows in shared memory (T x K bf16 from L2; rows
+// padded by 64 bytes so that the 8 rows a warp reads fall in different banks), computing
+// the RMSNorm scale per row (one warp per row) or SiLU(gate) * up on the way.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <atomic>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/gemv_fused.h"
+#include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.cuh"
+
+namespace kestrel::kernels {
+namespace {
+
+constexpr int kTileCols = 8;   // n of one mma
+constexpr int kStepK = 32;     // K elements per step: 4 lanes x 8 bf16
+constexpr int kBatch = 8;      // steps whose w loads a lane has in flight at once
+constexpr int kMaxWarpsPerTile = 16;
+constexpr int kMaxWarps = 16;
+constexpr int kRowPad = 32;    // bf16 of padding per staged row (64 bytes)
+constexpr size_t kMaxStagedBytes = 64 * 1024;
+
+// 16 bytes of w into shared memory, or zeros when !pred (a source size of 0). cp.async keeps
+// every copy of a batch in flight no matter how the compiler schedules the maths (register
+// loads ended up interleaved with the mmas in gemv.cu's first version); .cg skips L1, since
+// w is read once.
+__device__ __forceinline__ void copy_w(uint32_t dst, const void* src, bool pred) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(pred ? 16 : 0));
+}
+
+__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+__device__ __forceinline__ void copy_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a2, uint32_t b0,
+                                         uint32_t b1) {
+  // Rows g + 8 of A are zero (T <= 8): a1 = a3 = 0.
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ void store_out(float v, float* p) { *p = v; }
+__device__ __forceinline__ void store_out(float v, bf16* p) { *p = __float2bfloat16(v); }
+
+// Writes x' for rows [0, t) into xs (row stride k + kRowPad).
+template <GemvPrologue P>
+__device__ void stage_input(const bf16* x, const bf16* __restrict__ norm_w, float eps, int t,
+                            int k, bf16* xs, float* inv) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const int vecs = k / 8;
+  if constexpr (P == GemvPrologue::kRmsNorm) {
+    for (int row = warp; row < t; row += warps) {
+      const auto* xr = reinterpret_cast<const BfVec<8>*>(x + size_t(row) * k);
+      float ss = 0.0f;
+      for (int i = lane; i < vecs; i += 32) {
+        const BfVec<8> v = xr[i];
+#pragma unroll
+        for (int e = 0; e < 8; ++e) {
+          const float f = __bfloat162float(v.v[e]);
+          ss += f * f;
+        }
+      }
+      ss = warp_sum(ss);
+      if (lane == 0) inv[row] = rsqrtf(ss / k + eps);
+    }
+    __syncthreads();
+  }
+  for (int i = threadIdx.x; i < t * vecs; i += blockDim.x) {
+    const int row = i / vecs, c = (i - row * vecs) * 8;
+    BfVec<8> o;
+    if constexpr (P == GemvPrologue::kNone) {
+      o = *reinterpret_cast<const BfVec<8>*>(x + size_t(row) * k + c);
+    } else if constexpr (P == GemvPrologue::kRmsNorm) {
+      const BfVec<8> v = *reinterpret_cast<const BfVec<8>*>(x + size_t(row) * k + c);
+      const BfVec<8> wn = *reinterpret_cast<const BfVec<8>*>(norm_w + c);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float nv = round_bf16(__bfloat162float(v.v[e]) * inv[row]);
+        o.v[e] = __float2bfloat16(nv * __bfloat162float(wn.v[e]));
+      }
+    } else {
+      const bf16* xr = x + size_t(row) * 2 * k;
+      const BfVec<8> gate = *reinterpret_cast<const BfVec<8>*>(xr + c);
+      const BfVec<8> up = *reinterpret_cast<const BfVec<8>*>(xr + k + c);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const float gf = __bfloat162float(gate.v[e]);
+        const float s = round_bf16(gf / (1.0f + __expf(-gf)));
+        o.v[e] = __float2bfloat16(s * __bfloat162float(up.v[e]));
+      }
+    }
+    *reinterpret_cast<BfVec<8>*>(xs + size_t(row) * (k + kRowPad) + c) = o;
+  }
+  __syncthreads();
+}
+
+template <GemvPrologue P, bool kAdd, typename OutT>
+__global__ void __launch_bounds__(kMaxWarps * 32)
+    fused_gemv_kernel(const bf16* x, const bf16* __restrict__ w, const bf16* __restrict__ bias,
+                      const bf16* __restrict__ norm_w, float eps, OutT* out, int t, int n, int k,
+                      int warps_per_tile, int steps_per_warp) {
+  extern __shared__ uint4 smem[];
+  // [x' staged: t rows] [w batches: kBatch x 32 lanes x 16 B per warp] [partials] [1 / rms]
+  bf16* xs = reinterpret_cast<bf16*>(smem);
+  uint4* w_stage = reinterpret_cast<uint4*>(xs + size_t(t) * (k + kRowPad));
+  float4* partial = reinterpret_cast<float4*>(w_stage + blockDim.x * kBatch);
+  float* inv = reinterpret_cast<float*>(partial + blockDim.x);
+
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  const int g = lane / 4, q = lane % 4;
+  const int tiles_per_cta = blockDim.x / 32 / warps_per_tile;
+  const int tile = blockIdx.x * tiles_per_cta + warp / warps_per_tile;
+  const int part = warp % warps_per_tile;
+  const int steps = (k + kStepK - 1) / kStepK;
+  const int s_begin = part * steps_per_warp;
+  const int s_end = min(steps, s_begin + steps_per_warp);
+  // Columns past n read the last row of w: their outputs are never stored.
+  const bf16* w_row = w + size_t(min(tile * kTileCols + g, n - 1)) * k + q * 8;
+  // Lane-private slots: each lane reads back only what it copied, so no barrier is needed.
+  uint4* mine = w_stage + size_t(warp) * kBatch * 32 + lane;
+  const uint32_t mine_addr = static_cast<uint32_t>(__cvta_generic_to_shared(mine));
+  auto copy_batch = [&](int s) {
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      const int kk = (s + u) * kStepK;  // w_row already points at the lane's 8 elements
+      const bool in = s + u < s_end && kk + q * 8 < k;
+      copy_w(mine_addr + u * 32 * 16, w_row + (in ? kk : 0), in);
+    }
+    copy_commit();
+  };
+
+  // The first batch of w before waiting: no kernel of the step writes the weights.
+  copy_batch(s_begin);
+  pdl_wait();
+  pdl_trigger();
+  stage_input<P>(x, norm_w, eps, t, k, xs, inv);
+
+  const bf16* x_row = xs + size_t(min(g, t - 1)) * (k + kRowPad) + q * 8;
+  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int s = s_begin; s < s_end; s += kBatch) {
+    if (s != s_begin) copy_batch(s);
+    copy_wait_all();
+#pragma unroll
+    for (int u = 0; u < kBatch; ++u) {
+      if (s + u >= s_end) break;  // the same for the whole warp
+      const int kk = (s + u) * kStepK;
+      const uint4 wv = mine[u * 32];
+      const uint4 xa = kk + q * 8 < k ? *reinterpret_cast<const uint4*>(x_row + kk)
+                                      : make_uint4(0, 0, 0, 0);
+      mma_bf16(c, xa.x, xa.y, wv.x, wv.y);
+      mma_bf16(c, xa.z, xa.w, wv.z, wv.w);
+    }
+  }
+
+  if (warps_per_tile > 1) {
+    partial[threadIdx.x] = make_float4(c[0], c[1], c[2], c[3]);
+    __syncthreads();
+    if (part != 0) return;  // no barrier follows
+    for (int p = 1; p < warps_per_tile; ++p) {
+      const float4 v = partial[threadIdx.x + p * 32];
+      c[0] += v.x;
+      c[1] += v.y;
+    }
+  }
+  if (g >= t) return;
+  // Accumulator fragment: c[j] is (token g, column 2q + j).
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    const int nn = tile * kTileCols + 2 * q + j;
+    if (nn >= n) continue;
+    const float v = c[j] + (bias != nullptr ? __bfloat162float(bias[nn]) : 0.0f);
+    OutT* o = out + size_t(g) * n + nn;
+    if constexpr (kAdd) {
+      *o = __float2bfloat16(__bfloat162float(*o) + round_bf16(v));
+    } else {
+      store_out(v, o);
+    }
+  }
+}
+
+size_t staged_bytes(int64_t t, int64_t k) { return size_t(t) * size_t(k + kRowPad) * 2; }
+
+template <GemvPrologue P, bool kAdd, typename OutT>
+void launch(const void* x, const void* w, const void* bias, const GemvFusion& f, void* out,
+            int t, int n, int k, cudaStream_t stream) {
+  const int steps = (k + kStepK - 1) / kStepK;
+  int warps_per_tile = std::min(kMaxWarpsPerTile, (steps + kBatch - 1) / kBatch);
+  const int steps_per_warp = (steps + warps_per_tile - 1) / warps_per_tile;
+  warps_per_tile = (steps + steps_per_warp - 1) / steps_per_warp;  // no idle warps
+  int device = 0, sms = 0;
+  KS_CUDA_CHECK(cudaGetDevice(&device));
+  KS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int tiles = (n + kTileCols - 1) / kTileCols;
+  // Several tiles per CTA only while the grid still covers every SM.
+  const int tiles_per_cta =
+      std::max(1, std::min(kMaxWarps / warps_per_tile, tiles / std::max(sms, 1)));
+  const int threads = tiles_per_cta * warps_per_tile * 32;
+  const int grid = (tiles + tiles_per_cta - 1) / tiles_per_cta;
+  const size_t smem = staged_bytes(t, k) + size_t(threads) * (kBatch + 1) * sizeof(uint4) +
+                      kFusedGemvMaxTokens * sizeof(float);
+  // Above 48 KB needs an opt-in, once per device and instantiation (no stream work).
+  static std::atomic<uint64_t> opted_in{0};
+  const uint64_t bit = uint64_t(1) << (device % 64);
+  if ((opted_in.load(std::memory_order_relaxed) & bit) == 0) {
+    const size_t most = kMaxStagedBytes + kMaxWarps * 32 * (kBatch + 1) * sizeof(uint4) +
+                        kFusedGemvMaxTokens * sizeof(float);
+    KS_CUDA_CHECK(cudaFuncSetAttribute(fused_gemv_kernel<P, kAdd, OutT>,
+                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(most)));
+    opted_in.fetch_or(bit);
+  }
+  launch_pdl("fused_gemv_kernel", fused_gemv_kernel<P, kAdd, OutT>, grid, threads, smem, stream,
+             static_cast<const bf16*>(x), static_cast<const bf16*>(w),
+             static_cast<const bf16*>(bias), static_cast<const bf16*>(f.norm_w), f.eps,
+             static_cast<OutT*>(out), t, n, k, warps_per_tile, steps_per_warp);
+}
+
+template <GemvPrologue P>
+void launch_for(const void* x, const void* w, const void* bias, void* out, bool f32_out, int t,
+                int n, int k, const GemvFusion& f, cudaStream_t stream) {
+  if (f.add_to_out) return launch<P, true, bf16>(x, w, bias, f, out, t, n, k, stream);
+  if (f32_out) return launch<P, false, float>(x, w, bias, f, out, t, n, k, stream);
+  launch<P, false, bf16>(x, w, bias, f, out, t, n, k, stream);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+bool fused_gemv_supported(int64_t t, int64_t n, int64_t k, const void* x, const void* w,
+                          const GemvFusion& fusion) {
+  return t >= 1 && t <= kFusedGemvMaxTokens && n >= 1 && n <= (int64_t(1) << 30) && k >= 8 &&
+         k % 8 == 0 && staged_bytes(t, k) <= kMaxStagedBytes && aligned16(x) && aligned16(w) &&
+         (fusion.prologue != GemvPrologue::kRmsNorm || aligned16(fusion.norm_w));
+}
+
+void fused_gemv(const void* x, const void* w, const void* bias, void* out, bool f32_out,
+                int64_t t, int64_t n, int64_t k, const GemvFusion& fusion, cudaStream_t stream) {
+  const int ti = static_cast<int>(t), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  switch (fusion.prologue) {
+    case GemvPrologue::kNone:
+      return launch_for<GemvPrologue::kNone>(x, w, bias, out, f32_out, ti, ni, ki, fusion, stream);
+    case GemvPrologue::kRmsNorm:
+      return launch_for<GemvPrologue::kRmsNorm>(x, w, bias, out, f32_out, ti, ni, ki, fusion,
+                                                stream);
+    case GemvPrologue::kSiluMul:
+      return launch_for<GemvPrologue::kSiluMul>(x, w, bias, out, f32_out, ti, ni, ki, fusion,
+                                                stream);
+  }
+}
+
+}  // namespace kestrel::kernels
