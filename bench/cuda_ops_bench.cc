@@ -1,7 +1,8 @@
 // CUDA backend micro-benchmark: the device's copy bandwidth and bf16 GEMM rate (the two
 // ceilings), then the production ops against the floor those ceilings give.
 //
-// Build: ninja cuda_ops_bench (configured with KESTREL_CUDA=ON); run: build/bench/cuda_ops_bench.
+// Build: ninja cuda_ops_bench (configured with KESTREL_CUDA=ON); run: build/bench/cuda_ops_bench
+// (`cuda_ops_bench decode`: the ceilings and the decode attention rows only).
 // Each op is captured REPS times into a CUDA graph (no launch gaps; this also checks that the
 // op is graph-capturable) and the replay is timed with events; the median of 7 replays is
 // reported. Inputs are random (never zeros).
@@ -18,6 +19,8 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm.h"
+#include "backend/cuda/gemv.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
@@ -150,6 +153,10 @@ void bench_gemms(CudaBackend& be, const Ceilings& c) {
                       {"down_proj  T=256 K=3072 N=1024", 256, 3072, 1024, false},
                       {"lm_head    T=256 K=1024 N=151936 (F32)", 256, 1024, 151936, true},
                       {"qkv_proj   T=1 K=1024 N=4096", 1, 1024, 4096, false}};
+  // The same calls through cuBLASLt with its candidates timed (GemmRunner's optional tuning).
+  GemmRunner timed(be.stream());
+  timed.set_tune_algorithms(true);
+  timed.set_gemv_max_tokens(0);
   for (const G& g : shapes) {
     Tensor x = random_bf16(be, Shape{g.t, g.k});
     Tensor w = random_bf16(be, Shape{g.n, g.k});
@@ -159,37 +166,133 @@ void bench_gemms(CudaBackend& be, const Ceilings& c) {
     const double flops = 2.0 * g.t * double(g.k) * g.n;
     const double mem_ms = bytes / c.bytes_per_s * 1e3, math_ms = flops / c.flops_per_s * 1e3;
     row(g.name, ms, std::max(mem_ms, math_ms), mem_ms > math_ms ? "bytes" : "flops");
+    const double timed_ms = time_ms(be, 20, [&] {
+      timed.run(x.data(), w.data(), nullptr, out.data(), g.f32 ? CUDA_R_32F : CUDA_R_16BF,
+                    g.t, g.n, g.k);
+    });
+    std::printf("%-44s %9.3f ms   (cuBLASLt, candidates timed)\n", "", timed_ms);
   }
 }
 
-// Attention over `num_seqs` sequences of `ctx` keys each, the last `q_len` of them new.
+// Decode-sized GEMMs, T <= 16: the small-batch kernel's launcher (which linear() takes up to
+// GemmRunner's threshold) against cuBLASLt (a runner with the kernel turned off). "cold": w
+// rotates through copies totalling >= 192 MB (more than L2) so every call reads w from DRAM,
+// as in a decode step (a model's weights never fit in L2); "hot": one w, L2-resident when it
+// fits, like the rows above. The floor is the cold bytes (w + x + out) at the copy rate. Then
+// the kernel's K split swept at T = 1, cold.
+void bench_small_gemms(CudaBackend& be, const Ceilings& c) {
+  struct G {
+    const char* name;
+    int k, n;
+    bool f32;
+  };
+  const G shapes[] = {{"qkv_proj  K=1024 N=4096", 1024, 4096, false},
+                      {"o_proj    K=2048 N=1024", 2048, 1024, false},
+                      {"gate_up   K=1024 N=6144", 1024, 6144, false},
+                      {"down_proj K=3072 N=1024", 3072, 1024, false},
+                      {"lm_head   K=1024 N=151936 F32", 1024, 151936, true}};
+  GemmRunner lt(be.stream());
+  lt.set_gemv_max_tokens(0);
+  int device = 0, num_sms = 0;
+  KS_CUDA_CHECK(cudaGetDevice(&device));
+  KS_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  {  // What a call costs beyond its bytes: a graph node's launch plus one round trip to memory.
+    Tensor x = random_bf16(be, Shape{1, 64});
+    Tensor w = random_bf16(be, Shape{8, 64});
+    Tensor out = be.empty(DType::kBF16, Shape{1, 8});
+    const double ms = time_ms(be, 20, [&] { be.linear(x, w, Tensor(), out); });
+    std::printf("%-30s %9.2f us per call (launch and latency, no bandwidth)\n",
+                "gemv T=1 K=64 N=8", ms * 1e3);
+  }
+  std::printf("%-30s %3s %9s %9s %9s %9s %9s %7s %7s\n", "shape (us per call)", "T", "gemv",
+              "cuBLASLt", "gemv hot", "Lt hot", "floor", "gemv %", "Lt %");
+  for (const G& g : shapes) {
+    std::vector<Tensor> ws{random_bf16(be, Shape{g.n, g.k})};
+    const size_t w_bytes = ws[0].nbytes();
+    const size_t rotation_bytes = size_t(192) << 20;
+    const int copies =
+        static_cast<int>(std::max<size_t>(1, (rotation_bytes + w_bytes - 1) / w_bytes));
+    for (int i = 1; i < copies; ++i) {
+      ws.push_back(be.empty(DType::kBF16, Shape{g.n, g.k}));
+      KS_CUDA_CHECK(cudaMemcpyAsync(ws.back().data(), ws[0].data(), w_bytes,
+                                    cudaMemcpyDeviceToDevice, be.stream()));
+    }
+    const int reps = std::max(20, copies);
+    const cudaDataType_t out_type = g.f32 ? CUDA_R_32F : CUDA_R_16BF;
+    for (int t : {1, 2, 4, 8, 16}) {
+      Tensor x = random_bf16(be, Shape{t, g.k});
+      Tensor out = be.empty(g.f32 ? DType::kF32 : DType::kBF16, Shape{t, g.n});
+      auto cold = [&](const std::function<void(const Tensor&)>& f) {
+        int i = 0;
+        return time_ms(be, reps, [&] { f(ws[i++ % copies]); });
+      };
+      auto gemv = [&](const Tensor& w) {
+        kernels::gemv(x.data(), w.data(), nullptr, out.data(), g.f32, t, g.n, g.k, num_sms,
+                      be.stream());
+      };
+      auto cublaslt = [&](const Tensor& w) {
+        lt.run(x.data(), w.data(), nullptr, out.data(), out_type, t, g.n, g.k);
+      };
+      const double gemv_ms = cold(gemv), lt_ms = cold(cublaslt);
+      const double gemv_hot = time_ms(be, 20, [&] { gemv(ws[0]); });
+      const double lt_hot = time_ms(be, 20, [&] { cublaslt(ws[0]); });
+      const double bytes = double(w_bytes) + 2.0 * t * g.k + double(out.nbytes());
+      const double floor_ms = bytes / c.bytes_per_s * 1e3;
+      std::printf("%-30s %3d %9.2f %9.2f %9.2f %9.2f %9.2f %6.1f%% %6.1f%%\n", g.name, t,
+                  gemv_ms * 1e3, lt_ms * 1e3, gemv_hot * 1e3, lt_hot * 1e3, floor_ms * 1e3,
+                  100.0 * floor_ms / gemv_ms, 100.0 * floor_ms / lt_ms);
+    }
+    Tensor x = random_bf16(be, Shape{1, g.k});
+    Tensor out = be.empty(g.f32 ? DType::kF32 : DType::kBF16, Shape{1, g.n});
+    std::printf("%-30s   k_split sweep, T=1 cold (us):", g.name);
+    for (int split : {1, 2, 4, 8, 16}) {
+      int i = 0;
+      const double ms = time_ms(be, reps, [&] {
+        kernels::gemv(x.data(), ws[i++ % copies].data(), nullptr, out.data(), g.f32, 1, g.n, g.k,
+                      num_sms, be.stream(), split);
+      });
+      std::printf(" %d: %.2f", split, ms * 1e3);
+    }
+    std::printf("  (default %d)\n", kernels::gemv_k_split(1, g.n, g.k, num_sms));
+  }
+}
+
+// Attention over sequences of lens[b] keys each, the last `q_len` of them new.
 // `general`: withhold the max_query_len hint, so decodes and prefills take the general
 // CUDA-core kernel (the decode and tensor-core kernels' baseline, measured in the same run).
-void bench_attention(CudaBackend& be, const Ceilings& c, const char* name, int num_seqs, int ctx,
-                     int q_len, bool scatter_pages = true, bool general = false) {
+void bench_attention_lens(CudaBackend& be, const Ceilings& c, const char* name,
+                          const std::vector<int32_t>& lens, int q_len, bool scatter_pages = true,
+                          bool general = false) {
   const int hq = 16, hkv = 8, d = 128, bs = 16;
-  const int blocks_per_seq = (ctx + bs - 1) / bs;
-  const int num_blocks = num_seqs * blocks_per_seq;
+  const int num_seqs = static_cast<int>(lens.size());
+  const int max_len = *std::max_element(lens.begin(), lens.end());
+  const int blocks_per_seq = (max_len + bs - 1) / bs;
+  int num_blocks = 0;
+  for (int32_t len : lens) num_blocks += (len + bs - 1) / bs;
   std::vector<int32_t> perm(num_blocks);
   for (int i = 0; i < num_blocks; ++i) perm[i] = i;
   for (int i = num_blocks - 1; scatter_pages && i > 0; --i) {  // as after a while of serving
     std::swap(perm[i], perm[static_cast<int>((next_uniform() + 1.0f) * 0.5f * i)]);
   }
-  std::vector<int32_t> qsl{0}, lens;
-  for (int b = 0; b < num_seqs; ++b) {
+  std::vector<int32_t> qsl{0}, tables(size_t(num_seqs) * blocks_per_seq, 0);
+  int64_t total_keys = 0;
+  for (int b = 0, next = 0; b < num_seqs; ++b) {
     qsl.push_back(qsl.back() + q_len);
-    lens.push_back(ctx);
+    for (int i = 0; i < (lens[b] + bs - 1) / bs; ++i) {
+      tables[size_t(b) * blocks_per_seq + i] = perm[next++];
+    }
+    total_keys += lens[b];
   }
   const int t = qsl.back();
   AttentionMetadata meta;
   meta.num_tokens = t;
   meta.num_seqs = num_seqs;
   meta.max_query_len = general ? 0 : q_len;
-  meta.max_seq_len = ctx;
+  meta.max_seq_len = max_len;
   meta.block_size = bs;
   meta.query_start_loc = i32(be, qsl, Shape{num_seqs + 1});
   meta.seq_lens = i32(be, lens, Shape{num_seqs});
-  meta.block_tables = i32(be, perm, Shape{num_seqs, blocks_per_seq});
+  meta.block_tables = i32(be, tables, Shape{num_seqs, blocks_per_seq});
   const Shape pages = be.kv_layout() == CudaKvLayout::kHeadMajor ? Shape{num_blocks, hkv, bs, d}
                                                                   : Shape{num_blocks, bs, hkv, d};
   LayerKvCache kv{random_bf16(be, pages), random_bf16(be, pages)};
@@ -199,18 +302,44 @@ void bench_attention(CudaBackend& be, const Ceilings& c, const char* name, int n
   const double ms = time_ms(be, 10, [&] {
     be.attention(q, kv, shape, meta, 1.0f / std::sqrt(float(d)), out);
   });
-  const double bytes = 2.0 * kv.k.nbytes() + q.nbytes() + out.nbytes();
-  // Causal: query i of a sequence sees ctx - q_len + i + 1 keys; QK and PV are 2 D flops each.
+  // The keys' K and V rows (not the pages' unused tails), q and out.
+  const double bytes = 2.0 * total_keys * hkv * d * 2 + q.nbytes() + out.nbytes();
+  // Causal: query i of a sequence sees len - q_len + i + 1 keys; QK and PV are 2 D flops each.
   double keys = 0;
-  for (int i = 0; i < q_len; ++i) keys += ctx - q_len + i + 1;
-  const double flops = 4.0 * d * keys * hq * num_seqs;
+  for (int32_t len : lens) {
+    for (int i = 0; i < q_len; ++i) keys += len - q_len + i + 1;
+  }
+  const double flops = 4.0 * d * keys * hq;
   const double mem_ms = bytes / c.bytes_per_s * 1e3, math_ms = flops / c.flops_per_s * 1e3;
   row(name, ms, std::max(mem_ms, math_ms), mem_ms > math_ms ? "bytes" : "tensor flops");
   std::printf("%-44s %9s      %.0f GB/s achieved, %.1f TFLOP/s\n", "", "", bytes / (ms * 1e-3) / 1e9,
               flops / (ms * 1e-3) / 1e12);
 }
 
-int run() {
+void bench_attention(CudaBackend& be, const Ceilings& c, const char* name, int num_seqs, int ctx,
+                     int q_len, bool scatter_pages = true, bool general = false) {
+  bench_attention_lens(be, c, name, std::vector<int32_t>(num_seqs, ctx), q_len, scatter_pages,
+                       general);
+}
+
+// The decode attention rows: uniform batches, nano-vLLM's mixed lengths, a single stream.
+void bench_decode_attention(CudaBackend& be, const Ceilings& c) {
+  bench_attention(be, c, "decode 256 seqs x 1024 ctx", 256, 1024, 1);
+  bench_attention(be, c, "decode 128 seqs x 2048 ctx", 128, 2048, 1);
+  // A decode step of nano-vLLM's benchmark: ~128 sequences of 100..2048 keys (fixed seed).
+  std::vector<int32_t> mixed(128);
+  uint64_t state = 12345;
+  for (int32_t& len : mixed) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    len = 100 + static_cast<int32_t>((state >> 33) % 1949);
+  }
+  bench_attention_lens(be, c, "decode 128 seqs x 100..2048 ctx (mixed)", mixed, 1);
+  bench_attention(be, c, "decode 64 seqs x 1024 ctx", 64, 1024, 1);
+  bench_attention(be, c, "decode 16 seqs x 4096 ctx", 16, 4096, 1);
+  bench_attention(be, c, "decode 1 seq x 640 ctx", 1, 640, 1);
+}
+
+int run(bool decode_only) {
   if (!cuda_device_available()) {
     std::printf("cuda_ops_bench: no CUDA device\n");
     return 1;
@@ -219,15 +348,19 @@ int run() {
   auto& be = dynamic_cast<CudaBackend&>(*backend);
   std::printf("device: %s\n\n-- ceilings --\n", be.name().c_str());
   const Ceilings c = measure_ceilings(be);
+  if (decode_only) {  // `cuda_ops_bench decode`: the decode attention rows alone
+    std::printf("\n-- decode attention, Hq 16, Hkv 8, D 128, block 16, token-major pages --\n");
+    bench_decode_attention(be, c);
+    return 0;
+  }
   std::printf("\n-- GEMMs (floor from the ceilings above) --\n");
   bench_gemms(be, c);
+  std::printf("\n-- decode-sized GEMMs: small-batch kernel vs cuBLASLt --\n");
+  bench_small_gemms(be, c);
   std::printf("\n-- paged attention, Hq 16, Hkv 8, D 128, block 16, token-major pages --\n");
-  bench_attention(be, c, "decode 256 seqs x 1024 ctx", 256, 1024, 1);
+  bench_decode_attention(be, c);
   bench_attention(be, c, "decode 256 seqs x 1024 ctx, pages in order", 256, 1024, 1, false);
   bench_attention(be, c, "decode 256 x 1024, general kernel", 256, 1024, 1, true, true);
-  bench_attention(be, c, "decode 128 seqs x 2048 ctx", 128, 2048, 1);
-  bench_attention(be, c, "decode 64 seqs x 1024 ctx (key split)", 64, 1024, 1);
-  bench_attention(be, c, "decode 16 seqs x 4096 ctx", 16, 4096, 1);
   bench_attention(be, c, "decode 16 x 4096, general kernel", 16, 4096, 1, true, true);
   bench_attention(be, c, "prefill 4 seqs x 1024 new", 4, 1024, 1024);
   // The prefill workload's attention (kestrel bench --num-seqs 32 --fixed-input-len 1024).
@@ -249,9 +382,9 @@ int run() {
 }  // namespace
 }  // namespace kestrel
 
-int main() {
+int main(int argc, char** argv) {
   try {
-    return kestrel::run();
+    return kestrel::run(argc > 1 && std::string(argv[1]) == "decode");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cuda_ops_bench: %s\n", e.what());
     return 1;
