@@ -12,13 +12,7 @@
 
 #include <cstdint>
 
-#ifndef KS_HOST_DEVICE
-#ifdef __CUDACC__
-#define KS_HOST_DEVICE __host__ __device__
-#else
-#define KS_HOST_DEVICE
-#endif
-#endif
+#include "core/host_device.h"
 
 namespace kestrel {
 

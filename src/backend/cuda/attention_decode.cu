@@ -38,6 +38,7 @@
 
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/attention_tiles.cuh"
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
@@ -68,19 +69,6 @@ struct DecodeGeom {
   static constexpr int kMinCtas = kRows <= 2 ? 4 : 2;  // <= 128 / 255 registers
 };
 
-__device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool valid) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  const int src_bytes = valid ? 16 : 0;  // 0: fill with zeros, read nothing
-  asm volatile("cp.async.cg.shared.global.L2::256B [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem),
-               "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
-}
-
-// 8 bf16 (one uint4) to fp32: a bf16 is the top half of the fp32 with the same bits.
 __device__ __forceinline__ void unpack8(const uint4& u, float* f) {
   const unsigned w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
@@ -139,8 +127,8 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
                      : kv_row_offset<false>(pages[s], j % bs, g, a.num_kv_heads, bs, D)) +
                 sub * 8;
         }
-        cp_async_16(stage + (2 * s) * kThreads + tid, a.k_cache + off, valid);
-        cp_async_16(stage + (2 * s + 1) * kThreads + tid, a.v_cache + off, valid);
+        cp_async_16<CopyCache::kL2Prefetch256>(stage + (2 * s) * kThreads + tid, a.k_cache + off, valid);
+        cp_async_16<CopyCache::kL2Prefetch256>(stage + (2 * s + 1) * kThreads + tid, a.v_cache + off, valid);
       }
     }
     cp_async_commit();  // an empty group past the end keeps the wait counts uniform

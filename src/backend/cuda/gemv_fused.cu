@@ -14,7 +14,8 @@
 // (deterministic). A CTA holds one or more tiles.
 //
 // Weights go through lane-private shared-memory slots by cp.async (a batch of kBatch 16-byte
-// copies per lane, all in flight together).
+// copies per lane, all in flight together however the compiler schedules the maths; register
+// loads ended up interleaved with the mmas in gemv.cu's first version).
 //
 // Prologue: every CTA stages x' for all T rows in shared memory (T x K bf16 from L2; rows
 // padded by 64 bytes so that the 8 rows a warp reads fall in different banks), computing
@@ -24,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 
+#include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/gemv_fused.h"
@@ -40,18 +42,6 @@ constexpr int kMaxWarpsPerTile = 16;
 constexpr int kMaxWarps = 16;
 constexpr int kRowPad = 32;    // bf16 of padding per staged row (64 bytes)
 constexpr size_t kMaxStagedBytes = 64 * 1024;
-
-// 16 bytes of w into shared memory, or zeros when !pred (a source size of 0). cp.async keeps
-// every copy of a batch in flight no matter how the compiler schedules the maths (register
-// loads ended up interleaved with the mmas in gemv.cu's first version); .cg skips L1, since
-// w is read once.
-__device__ __forceinline__ void copy_w(uint32_t dst, const void* src, bool pred) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-               "r"(pred ? 16 : 0));
-}
-
-__device__ __forceinline__ void copy_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-__device__ __forceinline__ void copy_wait_all() { asm volatile("cp.async.wait_group 0;\n" ::: "memory"); }
 
 __device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a2, uint32_t b0,
                                          uint32_t b1) {
@@ -147,9 +137,9 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     for (int u = 0; u < kBatch; ++u) {
       const int kk = (s + u) * kStepK;  // w_row already points at the lane's 8 elements
       const bool in = s + u < s_end && kk + q * 8 < k;
-      copy_w(mine_addr + u * 32 * 16, w_row + (in ? kk : 0), in);
+      cp_async_16(mine_addr + u * 32 * 16, w_row + (in ? kk : 0), in);
     }
-    copy_commit();
+    cp_async_commit();
   };
 
   // The first batch of w before waiting: no kernel of the step writes the weights.
@@ -162,7 +152,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int s = s_begin; s < s_end; s += kBatch) {
     if (s != s_begin) copy_batch(s);
-    copy_wait_all();
+    cp_async_wait<0>();
 #pragma unroll
     for (int u = 0; u < kBatch; ++u) {
       if (s + u >= s_end) break;  // the same for the whole warp
