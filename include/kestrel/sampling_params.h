@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace kestrel {
@@ -26,6 +27,11 @@ struct SamplingParams {
   bool ignore_eos = false;
   // Extra token ids that end the request (the matched id is kept in the output).
   std::vector<int> stop_token_ids;
+  // Text that ends a sample when its output reaches it (LLM::generate; needs a tokenizer).
+  // The text ends right before the match (after it with include_stop_str_in_output) and the
+  // tokens after the one that completed it are dropped. Each non-empty, valid UTF-8.
+  std::vector<std::string> stop;
+  bool include_stop_str_in_output = false;
   // HF semantics: logits of tokens seen in prompt or output divided (if > 0) or multiplied
   // (if < 0) by this. > 0; 1 disables.
   float repetition_penalty = 1.0f;

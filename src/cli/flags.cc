@@ -29,6 +29,7 @@ void add_sampling_flags(CLI::App& app, SamplingFlags& f) {
   app.add_option("--min-tokens", f.min_tokens);
   app.add_flag("--ignore-eos", f.ignore_eos);
   app.add_option("--stop-token-ids", f.stop_token_ids)->delimiter(',');
+  app.add_option("--stop", f.stop, "text that ends the output (repeatable)");
   app.add_option("--repetition-penalty", f.repetition_penalty);
   app.add_option("--presence-penalty", f.presence_penalty);
   app.add_option("--frequency-penalty", f.frequency_penalty);
@@ -51,6 +52,7 @@ SamplingParams SamplingFlags::apply(SamplingParams p) const {
   if (logprobs) p.logprobs = *logprobs;
   p.ignore_eos = p.ignore_eos || ignore_eos;
   p.stop_token_ids.insert(p.stop_token_ids.end(), stop_token_ids.begin(), stop_token_ids.end());
+  p.stop.insert(p.stop.end(), stop.begin(), stop.end());
   return p;
 }
 

@@ -22,6 +22,7 @@ struct SamplingFlags {
   std::optional<uint64_t> seed;
   bool ignore_eos = false;
   std::vector<int> stop_token_ids;
+  std::vector<std::string> stop;
   // Flags over `base` (the model's defaults).
   SamplingParams apply(SamplingParams base) const;
 };

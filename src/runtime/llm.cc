@@ -12,6 +12,7 @@
 #include "engine/llm_engine.h"
 #include "io/model_config.h"
 #include "runtime/model_runner.h"
+#include "runtime/stop_strings.h"
 #include "chat/chat_template.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -105,6 +106,20 @@ std::vector<RequestOutput> LLM::generate(const std::vector<std::vector<int>>& pr
            "generate: {} sampling params for {} prompts (give one, or one per prompt)",
            params.size(), prompts.size());
   LLMEngine& engine = *impl_->engine;
+  // Stop strings are checked on the text, here; made first so that bad ones throw before
+  // anything runs.
+  std::vector<std::optional<StopStrings>> stops(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const SamplingParams& p = params.size() == 1 ? params[0] : params[i];
+    if (p.stop.empty()) continue;
+    KS_CHECK(impl_->tokenizer != nullptr,
+             "prompt {}: stop strings need tokenizer.json in the model directory", i);
+    try {
+      stops[i].emplace(*impl_->tokenizer, p, prompts[i]);
+    } catch (const Error& e) {
+      throw_error("prompt {}: {}", i, e.what());
+    }
+  }
   std::vector<std::string> ids;
   ids.reserve(prompts.size());
   try {
@@ -134,13 +149,21 @@ std::vector<RequestOutput> LLM::generate(const std::vector<std::vector<int>>& pr
     double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const EngineStats after = engine.stats();
     for (RequestOutput& out : outputs) {
-      if (!out.finished) continue;
       auto it = index.find(out.request_id);
       if (it == index.end()) continue;
+      if (std::optional<StopStrings>& stop = stops[it->second]) {
+        for (int sample : stop->update(out)) engine.abort_sample(out.request_id, sample);
+        stop->apply(out);
+      }
+      if (!out.finished) continue;
       if (impl_->tokenizer) {
-        for (CompletionOutput& c : out.outputs) c.text = impl_->tokenizer->decode(c.token_ids, true);
+        for (CompletionOutput& c : out.outputs) {
+          if (stops[it->second] && stops[it->second]->cut(c.index)) continue;  // text set
+          c.text = impl_->tokenizer->decode(c.token_ids, true);
+        }
       }
       results[it->second] = std::move(out);
+      index.erase(it);  // an aborted request may still be reported this step
       ++done;
     }
     const double computed = double(after.total_computed_tokens - before.total_computed_tokens);
@@ -170,15 +193,30 @@ RequestOutput LLM::generate_streaming(const std::vector<int>& prompt, const Samp
   KS_CHECK(impl_->tokenizer != nullptr, "streaming text needs tokenizer.json in the model directory");
   KS_CHECK(params.n == 1, "generate_streaming: n must be 1, got {}", params.n);
   LLMEngine& engine = *impl_->engine;
+  DetokenizerOptions options;  // made first: bad stop strings throw before anything runs
+  options.stop = params.stop;
+  options.include_stop_str_in_output = params.include_stop_str_in_output;
+  Detokenizer detok(*impl_->tokenizer, options, prompt);
   const std::string id = "stream-" + std::to_string(impl_->next_request++);
   engine.add_request(id, prompt, params);
-  Detokenizer detok(*impl_->tokenizer, {}, prompt);
   try {
     while (true) {
       for (RequestOutput& out : engine.step()) {
         if (out.request_id != id) continue;
-        const std::string text = detok.update(out.outputs.at(0).token_ids);
+        CompletionOutput& c = out.outputs.at(0);
+        std::string text;
+        size_t fed = detok.num_tokens();
+        while (fed < c.token_ids.size() && !detok.stopped()) text += detok.add_token(c.token_ids[fed++]);
         if (!text.empty()) on_text(text);
+        if (detok.stopped()) {  // the tokens after the one that completed the match go
+          engine.abort_request(id);
+          c.token_ids.resize(fed);
+          if (c.logprobs.size() > fed) c.logprobs.resize(fed);
+          c.finish_reason = "stop";
+          c.text = std::string(detok.output_text());
+          out.finished = true;
+          return out;
+        }
         if (out.finished) {
           const std::string rest = detok.finish();
           if (!rest.empty()) on_text(rest);

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "io/random_model.h"
+#include "engine/llm_engine.h"
 #include "kestrel/llm.h"
 #include "tokenizer/tokenizer.h"
 
@@ -87,6 +88,107 @@ TEST(Text, StreamedPiecesConcatenateToTheText) {
   // The same request without streaming gives the same tokens (same seed).
   const auto batch = llm.generate(std::vector<std::vector<int>>{prompt}, p, false);
   EXPECT_EQ(batch[0].outputs[0].token_ids, out.outputs[0].token_ids);
+}
+
+// What a stop string must leave of an unstopped sample, worked out from whole-prefix decodes
+// (not from the Detokenizer): the shortest token prefix whose text holds the stop string,
+// and the text up to (or through) its first occurrence.
+struct Cut {
+  std::vector<int> tokens;
+  std::string text;
+  bool stopped = false;
+};
+
+Cut expected_cut(const Tokenizer& tok, const std::vector<int>& ids, const std::string& stop,
+                 bool include) {
+  for (size_t k = 1; k <= ids.size(); ++k) {
+    const std::string text = tok.decode(std::vector<int>(ids.begin(), ids.begin() + k), true);
+    const size_t pos = text.find(stop);
+    if (pos != std::string::npos) {
+      return {std::vector<int>(ids.begin(), ids.begin() + k),
+              text.substr(0, include ? pos + stop.size() : pos), true};
+    }
+  }
+  return {ids, tok.decode(ids, true), false};
+}
+
+TEST(Text, StopStringsCutEachSample) {
+  LLM llm(tiny_model_dir(), config());
+  const Tokenizer& tok = *llm.tokenizer();
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 21;
+  p.max_tokens = 40;
+  p.ignore_eos = true;
+  p.n = 2;
+  const std::vector<int> prompt = tok.encode("The weather today", true);
+  const RequestOutput full = llm.generate(std::vector<std::vector<int>>{prompt}, p, false)[0];
+  const std::vector<int>& ids = full.outputs[0].token_ids;
+  // A stop string from the middle of sample 0's text: two tokens that decode to whole
+  // characters on their own.
+  std::string stop;
+  for (size_t j = 12; j + 2 <= ids.size() && stop.empty(); ++j) {
+    const std::string piece = tok.decode(std::vector<int>(ids.begin() + j, ids.begin() + j + 2), true);
+    if (!piece.empty() && piece.find("\xEF\xBF\xBD") == std::string::npos &&
+        full.outputs[0].text.find(piece) != std::string::npos) {
+      stop = piece;
+    }
+  }
+  ASSERT_FALSE(stop.empty());
+  for (bool include : {false, true}) {
+    SCOPED_TRACE(testing::Message() << "stop '" << stop << "' include " << include);
+    SamplingParams q = p;
+    q.stop = {stop};
+    q.include_stop_str_in_output = include;
+    const RequestOutput out = llm.generate(std::vector<std::vector<int>>{prompt}, q, false)[0];
+    ASSERT_TRUE(out.finished);
+    ASSERT_EQ(out.outputs.size(), 2u);
+    for (int s = 0; s < 2; ++s) {
+      const Cut want = expected_cut(tok, full.outputs[s].token_ids, stop, include);
+      EXPECT_EQ(out.outputs[s].token_ids, want.tokens) << "sample " << s;
+      EXPECT_EQ(out.outputs[s].text, want.text) << "sample " << s;
+      if (want.stopped) {
+        EXPECT_EQ(out.outputs[s].finish_reason, "stop") << "sample " << s;
+      } else {
+        EXPECT_EQ(out.outputs[s].finish_reason, full.outputs[s].finish_reason) << "sample " << s;
+      }
+    }
+    EXPECT_LT(out.outputs[0].token_ids.size(), ids.size());  // sample 0 did stop early
+  }
+  // A bad stop string is refused before anything runs; the engine keeps serving.
+  SamplingParams bad = p;
+  bad.stop = {""};
+  EXPECT_THROW(llm.generate(std::vector<std::vector<int>>{prompt}, bad, false), Error);
+  EXPECT_EQ(llm.generate(std::vector<std::vector<int>>{prompt}, p, false)[0].outputs[1].token_ids,
+            full.outputs[1].token_ids);
+}
+
+TEST(Text, StreamingStopsAtAStopString) {
+  LLM llm(tiny_model_dir(), config());
+  const Tokenizer& tok = *llm.tokenizer();
+  SamplingParams p;
+  p.temperature = 1.0f;
+  p.seed = 23;
+  p.max_tokens = 40;
+  p.ignore_eos = true;
+  const std::vector<int> prompt = tok.encode("A short story", true);
+  const RequestOutput full = llm.generate(std::vector<std::vector<int>>{prompt}, p, false)[0];
+  const std::vector<int>& ids = full.outputs[0].token_ids;
+  const std::string stop = tok.decode(std::vector<int>(ids.begin() + 20, ids.begin() + 21), true);
+  ASSERT_FALSE(stop.empty());
+  ASSERT_EQ(stop.find("\xEF\xBF\xBD"), std::string::npos) << "pick another seed";
+  p.stop = {stop};
+  std::string streamed;
+  const RequestOutput out =
+      llm.generate_streaming(prompt, p, [&](const std::string& piece) { streamed += piece; });
+  const Cut want = expected_cut(tok, ids, stop, false);
+  ASSERT_TRUE(want.stopped);
+  EXPECT_EQ(out.outputs[0].token_ids, want.tokens);
+  EXPECT_EQ(out.outputs[0].text, want.text);
+  EXPECT_EQ(streamed, want.text);
+  EXPECT_EQ(out.outputs[0].finish_reason, "stop");
+  EXPECT_TRUE(out.finished);
+  EXPECT_EQ(llm.engine().stats().num_running, 0);  // the aborted request left nothing behind
 }
 
 TEST(Text, ChatTemplateOfTheModel) {
