@@ -3,7 +3,7 @@
 // LLMEngine with an executor that returns a token at once, so what is timed is the part of
 // every GPU step that the device waits for.
 //
-// Build: ninja engine_bench; run: build/bench/engine_bench [num_seqs].
+// Build: ninja engine_bench; run: build/bench/engine_bench [num_seqs] (each output kind).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -35,7 +35,7 @@ class InstantExecutor : public ModelExecutor {
   double seconds = 0;
 };
 
-int run(int num_seqs) {
+int run(int num_seqs, OutputKind kind, const char* kind_name) {
   const BenchWorkload w = nano_vllm_bench_workload(num_seqs, 1024, 1024, 0);
   EngineLimits limits;
   limits.max_model_len = 2048;
@@ -48,6 +48,7 @@ int run(int num_seqs) {
     p.temperature = 0.6f;
     p.ignore_eos = true;
     p.max_tokens = w.max_tokens[i];
+    p.output_kind = kind;
     engine.add_request("bench-" + std::to_string(i), w.prompt_token_ids[i], p);
   }
   int64_t steps = 0, decode_steps = 0, outputs = 0;
@@ -68,7 +69,8 @@ int run(int num_seqs) {
       decode_seconds += dt;
     }
   }
-  std::printf("engine_bench: %d sequences, %lld steps (%lld pure decode), %lld outputs\n", num_seqs,
+  std::printf("engine_bench: %d sequences, %s outputs: %lld steps (%lld pure decode), %lld outputs\n",
+              num_seqs, kind_name,
               static_cast<long long>(steps), static_cast<long long>(decode_steps),
               static_cast<long long>(outputs));
   std::printf("  host time per decode step: %.3f ms (executor %.3f ms of all %.3f s)\n",
@@ -80,4 +82,9 @@ int run(int num_seqs) {
 }  // namespace
 }  // namespace kestrel
 
-int main(int argc, char** argv) { return kestrel::run(argc > 1 ? std::atoi(argv[1]) : 256); }
+int main(int argc, char** argv) {
+  const int n = argc > 1 ? std::atoi(argv[1]) : 256;
+  kestrel::run(n, kestrel::OutputKind::kCumulative, "cumulative");
+  kestrel::run(n, kestrel::OutputKind::kDelta, "delta");
+  return kestrel::run(n, kestrel::OutputKind::kFinalOnly, "final-only");
+}

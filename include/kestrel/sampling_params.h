@@ -8,6 +8,13 @@
 
 namespace kestrel {
 
+// What LLMEngine::step reports for a request (vLLM's RequestOutputKind).
+enum class OutputKind {
+  kCumulative,  // each step that adds tokens: everything so far
+  kDelta,       // each step that adds tokens: only what it added (the prompt in the first)
+  kFinalOnly,   // once, when the request finishes: everything
+};
+
 struct SamplingParams {
   // 0 means greedy (argmax). Must be >= 0.
   float temperature = 1.0f;
@@ -43,6 +50,8 @@ struct SamplingParams {
   // Return the log-probabilities of this many most likely tokens (plus the sampled one)
   // for each generated token. nullopt: none. 0..20.
   std::optional<int> logprobs;
+  // How the engine reports progress; LLM::generate chooses its own.
+  OutputKind output_kind = OutputKind::kCumulative;
 
   bool greedy() const { return temperature == 0.0f; }
   // Throws kestrel::Error naming the first parameter out of range.

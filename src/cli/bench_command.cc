@@ -140,6 +140,7 @@ Runner add_bench_command(CLI::App& app) {
       params[i].temperature = o->temperature;
       params[i].ignore_eos = true;
       params[i].max_tokens = w.max_tokens[i];
+      params[i].output_kind = OutputKind::kDelta;  // the run loop only looks for first tokens
       prompt_lens.push_back(static_cast<int>(w.prompt_token_ids[i].size()));
       output_lens.push_back(w.max_tokens[i]);
     }

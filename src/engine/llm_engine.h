@@ -89,8 +89,10 @@ class LLMEngine {
   bool abort_sample(const std::string& request_id, int sample_index);
 
   // Runs one step. Returns one RequestOutput per request that got tokens or finished in
-  // this step, with the cumulative output of all its n samples. A finished request is
-  // reported once and forgotten. Empty when there was nothing to do.
+  // this step, as its params.output_kind asks: the cumulative output of all its n samples,
+  // only what this step added to each (kDelta: the prompt ids in the first report only), or
+  // nothing until it finishes (kFinalOnly). A finished request is reported once and
+  // forgotten. Empty when there was nothing to do.
   std::vector<RequestOutput> step();
 
   bool has_unfinished() const { return !requests_.empty(); }
@@ -102,8 +104,11 @@ class LLMEngine {
   struct Request {
     std::shared_ptr<const SamplingParams> params;
     std::vector<std::unique_ptr<Sequence>> samples;
+    std::vector<size_t> reported;  // kDelta: output tokens of each sample already reported
+    bool prompt_reported = false;  // kDelta
   };
-  RequestOutput make_output(const std::string& request_id, const Request& request) const;
+  // The request's output under its params' output_kind; records what a delta reported.
+  RequestOutput make_output(const std::string& request_id, Request& request) const;
 
   const EngineLimits limits_;
   ModelExecutor& executor_;

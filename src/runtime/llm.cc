@@ -125,8 +125,12 @@ std::vector<RequestOutput> LLM::generate(const std::vector<std::vector<int>>& pr
   try {
     for (size_t i = 0; i < prompts.size(); ++i) {
       ids.push_back("gen-" + std::to_string(impl_->next_request++));
+      // Only finished requests are returned, so only they need reporting; stop strings are
+      // checked on the cumulative tokens of every step.
+      SamplingParams p = params.size() == 1 ? params[0] : params[i];
+      p.output_kind = stops[i] ? OutputKind::kCumulative : OutputKind::kFinalOnly;
       try {
-        engine.add_request(ids.back(), prompts[i], params.size() == 1 ? params[0] : params[i]);
+        engine.add_request(ids.back(), prompts[i], std::move(p));
       } catch (const Error& e) {
         ids.pop_back();
         throw_error("prompt {}: {}", i, e.what());
@@ -198,7 +202,9 @@ RequestOutput LLM::generate_streaming(const std::vector<int>& prompt, const Samp
   options.include_stop_str_in_output = params.include_stop_str_in_output;
   Detokenizer detok(*impl_->tokenizer, options, prompt);
   const std::string id = "stream-" + std::to_string(impl_->next_request++);
-  engine.add_request(id, prompt, params);
+  SamplingParams cumulative = params;  // the detokenizer takes the whole token list
+  cumulative.output_kind = OutputKind::kCumulative;
+  engine.add_request(id, prompt, std::move(cumulative));
   try {
     while (true) {
       for (RequestOutput& out : engine.step()) {

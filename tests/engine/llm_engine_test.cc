@@ -48,6 +48,63 @@ TEST(LLMEngine, StreamsCumulativeOutputsAndReportsEachFinishOnce) {
   EXPECT_TRUE(h.executor.errors.empty());
 }
 
+TEST(LLMEngine, DeltaAndFinalOnlyOutputs) {
+  // Three kinds side by side, n = 2 with logprobs: concatenated deltas and the single final
+  // output must both equal the reference continuation, as the cumulative one does.
+  Harness h(small_limits());
+  SamplingParams delta = seeded(7, 6), final_only = seeded(8, 5), cumulative = seeded(9, 4);
+  delta.output_kind = OutputKind::kDelta;
+  final_only.output_kind = OutputKind::kFinalOnly;
+  for (SamplingParams* p : {&delta, &final_only, &cumulative}) {
+    p->n = 2;
+    p->logprobs = 1;
+  }
+  h.add("delta", make_prompt(9, 1, 1000), delta);
+  h.add("final", make_prompt(5, 2, 1000), final_only);
+  h.add("cumulative", make_prompt(7, 3, 1000), cumulative);
+  std::map<int, std::vector<int>> joined;  // delta: per sample
+  std::map<int, size_t> logprobs;
+  int delta_reports = 0, prompt_reports = 0, final_reports = 0;
+  while (h.engine.has_unfinished()) {
+    for (const RequestOutput& out : h.engine.step()) {
+      if (out.request_id == "delta") {
+        ++delta_reports;
+        if (!out.prompt_token_ids.empty()) {
+          ++prompt_reports;
+          EXPECT_EQ(out.prompt_token_ids, make_prompt(9, 1, 1000));
+        }
+        size_t added = 0;
+        for (const CompletionOutput& c : out.outputs) {
+          EXPECT_LE(c.token_ids.size(), 1u) << "one new token per step";
+          added += c.token_ids.size();
+          joined[c.index].insert(joined[c.index].end(), c.token_ids.begin(), c.token_ids.end());
+          EXPECT_EQ(c.logprobs.size(), c.token_ids.size());
+          logprobs[c.index] += c.logprobs.size();
+        }
+        EXPECT_GT(added, 0u) << "a delta report carries new tokens";
+      } else if (out.request_id == "final") {
+        ++final_reports;
+        EXPECT_TRUE(out.finished);
+        EXPECT_EQ(out.prompt_token_ids, make_prompt(5, 2, 1000));
+        for (const CompletionOutput& c : out.outputs) {
+          EXPECT_EQ(c.token_ids, h.expected("final", c.index).tokens);
+          EXPECT_EQ(c.logprobs.size(), c.token_ids.size());
+        }
+      } else {
+        EXPECT_EQ(out.prompt_token_ids, make_prompt(7, 3, 1000));
+      }
+    }
+  }
+  EXPECT_EQ(final_reports, 1);
+  EXPECT_EQ(prompt_reports, 1);
+  EXPECT_GE(delta_reports, 6);  // six tokens per sample, at most one per step
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(joined[i], h.expected("delta", i).tokens) << "sample " << i;
+    EXPECT_EQ(logprobs[i], 6u);
+  }
+  EXPECT_TRUE(h.executor.errors.empty());
+}
+
 TEST(LLMEngine, ImpossibleRequestsThrowAndOthersCarryOn) {
   EngineLimits l = small_limits();
   l.max_model_len = 40;
