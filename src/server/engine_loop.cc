@@ -130,6 +130,8 @@ void EngineLoop::apply(Command& c) {
   switch (c.kind) {
     case Command::Kind::kAdd: {
       const int n = c.params.n;
+      // Deltas: the engine hands out each token once instead of everything so far per step.
+      c.params.output_kind = OutputKind::kDelta;
       try {
         engine_.add_request(c.request_id, std::move(c.prompt), std::move(c.params));
       } catch (const Error& e) {
@@ -204,11 +206,10 @@ void EngineLoop::dispatch(RequestOutput& out, Clock::time_point now) {
     if (i >= entry.delivered.size() || !entry.finish_reasons[i].empty()) continue;
     SampleUpdate s;
     s.sample_index = c.index;
-    const size_t from = entry.delivered[i];
-    if (c.token_ids.size() > from) {
-      s.token_ids.assign(c.token_ids.begin() + from, c.token_ids.end());
-      if (c.logprobs.size() > from) s.logprobs.assign(c.logprobs.begin() + from, c.logprobs.end());
-      entry.delivered[i] = c.token_ids.size();
+    if (!c.token_ids.empty()) {  // the tokens this step added (kDelta)
+      entry.delivered[i] += c.token_ids.size();
+      s.token_ids = std::move(c.token_ids);
+      s.logprobs = std::move(c.logprobs);
       new_tokens = true;
     }
     s.finish_reason = c.finish_reason;
