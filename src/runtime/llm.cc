@@ -216,10 +216,7 @@ RequestOutput LLM::generate_streaming(const std::vector<int>& prompt, const Samp
         if (!text.empty()) on_text(text);
         if (detok.stopped()) {  // the tokens after the one that completed the match go
           engine.abort_request(id);
-          c.token_ids.resize(fed);
-          if (c.logprobs.size() > fed) c.logprobs.resize(fed);
-          c.finish_reason = "stop";
-          c.text = std::string(detok.output_text());
+          c = cut_at_stop(std::move(c), fed, detok);
           out.finished = true;
           return out;
         }

@@ -4,6 +4,14 @@
 
 namespace kestrel {
 
+CompletionOutput cut_at_stop(CompletionOutput c, size_t num_tokens, const Detokenizer& d) {
+  c.token_ids.resize(num_tokens);
+  if (c.logprobs.size() > num_tokens) c.logprobs.resize(num_tokens);
+  c.text = std::string(d.output_text());
+  c.finish_reason = "stop";
+  return c;
+}
+
 StopStrings::StopStrings(const Tokenizer& tokenizer, const SamplingParams& params,
                          std::span<const int> prompt_ids) {
   DetokenizerOptions options;
@@ -22,12 +30,7 @@ std::vector<int> StopStrings::update(const RequestOutput& out) {
     for (size_t i = d.num_tokens(); i < c.token_ids.size(); ++i) {
       d.add_token(c.token_ids[i]);
       if (!d.stopped()) continue;
-      CompletionOutput cut = c;
-      cut.token_ids.resize(i + 1);
-      if (cut.logprobs.size() > i + 1) cut.logprobs.resize(i + 1);
-      cut.text = std::string(d.output_text());
-      cut.finish_reason = "stop";
-      cut_[c.index] = std::move(cut);
+      cut_[c.index] = cut_at_stop(c, i + 1, d);
       stopped.push_back(c.index);
       break;
     }

@@ -18,6 +18,10 @@
 
 namespace kestrel {
 
+// `c` as a stop string leaves it: the first `num_tokens` tokens (and their logprobs), the
+// detokenizer's text, finish_reason "stop". `d` has stopped after its num_tokens-th token.
+CompletionOutput cut_at_stop(CompletionOutput c, size_t num_tokens, const Detokenizer& d);
+
 class StopStrings {
  public:
   // Throws kestrel::Error when a stop string is empty or not valid UTF-8.
