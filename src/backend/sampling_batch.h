@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "kestrel/sampling_params.h"
+
 namespace kestrel {
 
 struct SamplingBatch {
@@ -25,6 +27,21 @@ struct SamplingBatch {
   std::vector<int> prompt_tokens, prompt_offsets;  // for repetition_penalty
   std::vector<int> output_tokens, output_offsets;  // for all three penalties
   std::vector<int> masked_tokens, masked_offsets;  // forced to -inf (min_tokens: EOS, stop ids)
+
+  // Appends a row's per-row values; the caller appends its token lists and offsets (which
+  // lists a row needs is the caller's choice) and counts num_rows.
+  void add_row_params(const SamplingParams& p, uint64_t row_seed, int64_t row_position) {
+    temperature.push_back(p.temperature);
+    top_k.push_back(p.top_k);
+    top_p.push_back(p.top_p);
+    min_p.push_back(p.min_p);
+    repetition_penalty.push_back(p.repetition_penalty);
+    presence_penalty.push_back(p.presence_penalty);
+    frequency_penalty.push_back(p.frequency_penalty);
+    seed.push_back(row_seed);
+    position.push_back(row_position);
+    num_logprobs.push_back(p.logprobs ? *p.logprobs : -1);
+  }
 };
 
 }  // namespace kestrel

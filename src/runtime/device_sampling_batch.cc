@@ -39,16 +39,7 @@ SamplingBatch make_sampling_batch(const ScheduledBatch& batch, const std::vector
     const Sequence& seq = *batch.seqs[seq_index].seq;
     KS_ASSERT(seq.params != nullptr, "sequence {} has no sampling params", seq.seq_id);
     const SamplingParams& p = *seq.params;
-    b.temperature.push_back(p.temperature);
-    b.top_k.push_back(p.top_k);
-    b.top_p.push_back(p.top_p);
-    b.min_p.push_back(p.min_p);
-    b.repetition_penalty.push_back(p.repetition_penalty);
-    b.presence_penalty.push_back(p.presence_penalty);
-    b.frequency_penalty.push_back(p.frequency_penalty);
-    b.seed.push_back(seq.seed);
-    b.position.push_back(seq.num_tokens());
-    b.num_logprobs.push_back(p.logprobs ? *p.logprobs : -1);
+    b.add_row_params(p, seq.seed, seq.num_tokens());
 
     if (p.repetition_penalty != 1.0f) append(b.prompt_tokens, seq.prompt_token_ids());
     if (has_penalties(p)) append(b.output_tokens, seq.output_token_ids());

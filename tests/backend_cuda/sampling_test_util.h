@@ -62,17 +62,7 @@ inline SamplingBatch make_batch(const std::vector<Row>& rows) {
     offsets.push_back(static_cast<int>(flat.size()));
   };
   for (const Row& row : rows) {
-    const SamplingParams& p = row.params;
-    b.temperature.push_back(p.temperature);
-    b.top_k.push_back(p.top_k);
-    b.top_p.push_back(p.top_p);
-    b.min_p.push_back(p.min_p);
-    b.repetition_penalty.push_back(p.repetition_penalty);
-    b.presence_penalty.push_back(p.presence_penalty);
-    b.frequency_penalty.push_back(p.frequency_penalty);
-    b.seed.push_back(row.seed);
-    b.position.push_back(row.position);
-    b.num_logprobs.push_back(p.logprobs ? *p.logprobs : -1);
+    b.add_row_params(row.params, row.seed, row.position);
     append(b.prompt_tokens, b.prompt_offsets, row.prompt);
     append(b.output_tokens, b.output_offsets, row.output);
     append(b.masked_tokens, b.masked_offsets, row.masked);
