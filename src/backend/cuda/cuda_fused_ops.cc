@@ -24,30 +24,6 @@ bool fused_enabled() {
   return on;
 }
 
-// x [t, k_x], w [n, k], out [t, n]; returns {t, n, k}.
-struct Dims {
-  int64_t t, n, k;
-};
-
-Dims check_product(const char* op, const Tensor& x, int64_t x_cols_per_k, const Tensor& w,
-                   const Tensor& bias, const Tensor& out, bool f32_ok) {
-  check_tensor(op, "x", x, DType::kBF16, 2);
-  check_tensor(op, "w", w, DType::kBF16, 2);
-  KS_CHECK(out.defined() && (out.dtype() == DType::kBF16 || (f32_ok && out.dtype() == DType::kF32)),
-           "{}: out must be BF16{}", op, f32_ok ? " or F32" : "");
-  check_tensor(op, "out", out, out.dtype(), 2);
-  const Dims d{x.dim(0), w.dim(0), w.dim(1)};
-  KS_CHECK(d.k > 0 && x.dim(1) == x_cols_per_k * d.k, "{}: x {} and w {} disagree (w is [N, K])",
-           op, x.shape().str(), w.shape().str());
-  KS_CHECK(out.dim(0) == d.t && out.dim(1) == d.n, "{}: out {} must be [{}, {}]", op,
-           out.shape().str(), d.t, d.n);
-  if (bias.defined()) {
-    check_tensor(op, "bias", bias, DType::kBF16, 1);
-    KS_CHECK(bias.dim(0) == d.n, "{}: bias {} must be [{}]", op, bias.shape().str(), d.n);
-  }
-  return d;
-}
-
 const void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
 
 }  // namespace
@@ -68,7 +44,7 @@ void CudaBackend::norm_linear(const Tensor& x, const Tensor& norm_w, float eps, 
   f.eps = eps;
   if (kernels::fused_gemv_supported(d.t, d.n, d.k, x.data(), w.data(), f)) {
     kernels::fused_gemv(x.data(), w.data(), data_or_null(bias), out.data(),
-                        out.dtype() == DType::kF32, d.t, d.n, d.k, f, stream());
+                        out.dtype() == DType::kF32, d.t, d.n, d.k, f, num_sms_, stream());
     return;
   }
   Tensor normed(scratch(x.nbytes()), DType::kBF16, x.shape(), Device::kCuda);
@@ -84,7 +60,7 @@ void CudaBackend::linear_add(const Tensor& x, const Tensor& w, const Tensor& bia
   f.add_to_out = true;
   if (kernels::fused_gemv_supported(d.t, d.n, d.k, x.data(), w.data(), f)) {
     kernels::fused_gemv(x.data(), w.data(), data_or_null(bias), residual.data(), false, d.t, d.n,
-                        d.k, f, stream());
+                        d.k, f, num_sms_, stream());
     return;
   }
   Tensor product(scratch(residual.nbytes()), DType::kBF16, residual.shape(), Device::kCuda);
@@ -100,7 +76,7 @@ void CudaBackend::silu_mul_linear_add(const Tensor& gate_up, const Tensor& w, Te
   f.add_to_out = true;
   if (kernels::fused_gemv_supported(d.t, d.n, d.k, gate_up.data(), w.data(), f)) {
     kernels::fused_gemv(gate_up.data(), w.data(), nullptr, residual.data(), false, d.t, d.n, d.k,
-                        f, stream());
+                        f, num_sms_, stream());
     return;
   }
   // Unfused: one scratch holds the activation and, after it, the product.

@@ -57,21 +57,7 @@ void CudaBackend::add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, flo
 }
 
 void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) {
-  const char* op = "linear";
-  check_tensor(op, "x", x, DType::kBF16, 2);
-  check_tensor(op, "w", w, DType::kBF16, 2);
-  KS_CHECK(out.defined() && (out.dtype() == DType::kBF16 || out.dtype() == DType::kF32),
-           "linear: out must be BF16 or F32");
-  check_tensor(op, "out", out, out.dtype(), 2);
-  const int64_t t = x.dim(0), k = x.dim(1), n = w.dim(0);
-  KS_CHECK(w.dim(1) == k && k > 0, "linear: x {} and w {} disagree (w is [N, K])", x.shape().str(),
-           w.shape().str());
-  KS_CHECK(out.dim(0) == t && out.dim(1) == n, "linear: out {} must be [{}, {}]", out.shape().str(),
-           t, n);
-  if (bias.defined()) {
-    check_tensor(op, "bias", bias, DType::kBF16, 1);
-    KS_CHECK(bias.dim(0) == n, "linear: bias {} must be [{}]", bias.shape().str(), n);
-  }
+  const auto [t, n, k] = check_product("linear", x, 1, w, bias, out, true);
   const bool f32_out = out.dtype() == DType::kF32;
   const void* epilogue_bias = bias.defined() && !f32_out ? bias.data() : nullptr;
   gemm_->run(x.data(), w.data(), epilogue_bias, out.data(), f32_out ? CUDA_R_32F : CUDA_R_16BF,

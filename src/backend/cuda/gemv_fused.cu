@@ -195,14 +195,13 @@ size_t staged_bytes(int64_t t, int64_t k) { return size_t(t) * size_t(k + kRowPa
 
 template <GemvPrologue P, bool kAdd, typename OutT>
 void launch(const void* x, const void* w, const void* bias, const GemvFusion& f, void* out,
-            int t, int n, int k, cudaStream_t stream) {
+            int t, int n, int k, int sms, cudaStream_t stream) {
   const int steps = (k + kStepK - 1) / kStepK;
   int warps_per_tile = std::min(kMaxWarpsPerTile, (steps + kBatch - 1) / kBatch);
   const int steps_per_warp = (steps + warps_per_tile - 1) / warps_per_tile;
   warps_per_tile = (steps + steps_per_warp - 1) / steps_per_warp;  // no idle warps
-  int device = 0, sms = 0;
+  int device = 0;
   KS_CUDA_CHECK(cudaGetDevice(&device));
-  KS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
   const int tiles = (n + kTileCols - 1) / kTileCols;
   // Several tiles per CTA only while the grid still covers every SM.
   const int tiles_per_cta =
@@ -230,10 +229,10 @@ void launch(const void* x, const void* w, const void* bias, const GemvFusion& f,
 
 template <GemvPrologue P>
 void launch_for(const void* x, const void* w, const void* bias, void* out, bool f32_out, int t,
-                int n, int k, const GemvFusion& f, cudaStream_t stream) {
-  if (f.add_to_out) return launch<P, true, bf16>(x, w, bias, f, out, t, n, k, stream);
-  if (f32_out) return launch<P, false, float>(x, w, bias, f, out, t, n, k, stream);
-  launch<P, false, bf16>(x, w, bias, f, out, t, n, k, stream);
+                int n, int k, const GemvFusion& f, int sms, cudaStream_t stream) {
+  if (f.add_to_out) return launch<P, true, bf16>(x, w, bias, f, out, t, n, k, sms, stream);
+  if (f32_out) return launch<P, false, float>(x, w, bias, f, out, t, n, k, sms, stream);
+  launch<P, false, bf16>(x, w, bias, f, out, t, n, k, sms, stream);
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
@@ -248,17 +247,19 @@ bool fused_gemv_supported(int64_t t, int64_t n, int64_t k, const void* x, const 
 }
 
 void fused_gemv(const void* x, const void* w, const void* bias, void* out, bool f32_out,
-                int64_t t, int64_t n, int64_t k, const GemvFusion& fusion, cudaStream_t stream) {
+                int64_t t, int64_t n, int64_t k, const GemvFusion& fusion, int num_sms,
+                cudaStream_t stream) {
   const int ti = static_cast<int>(t), ni = static_cast<int>(n), ki = static_cast<int>(k);
   switch (fusion.prologue) {
     case GemvPrologue::kNone:
-      return launch_for<GemvPrologue::kNone>(x, w, bias, out, f32_out, ti, ni, ki, fusion, stream);
+      return launch_for<GemvPrologue::kNone>(x, w, bias, out, f32_out, ti, ni, ki, fusion, num_sms,
+                                             stream);
     case GemvPrologue::kRmsNorm:
       return launch_for<GemvPrologue::kRmsNorm>(x, w, bias, out, f32_out, ti, ni, ki, fusion,
-                                                stream);
+                                                num_sms, stream);
     case GemvPrologue::kSiluMul:
       return launch_for<GemvPrologue::kSiluMul>(x, w, bias, out, f32_out, ti, ni, ki, fusion,
-                                                stream);
+                                                num_sms, stream);
   }
 }
 

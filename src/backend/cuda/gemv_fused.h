@@ -44,7 +44,9 @@ bool fused_gemv_supported(int64_t t, int64_t n, int64_t k, const void* x, const 
 // x: bf16 [t, k] (kSiluMul: [t, 2k]); w: bf16 [n, k]; bias: bf16 [n] or null; out: [t, n],
 // fp32 when f32_out (not with add_to_out), else bf16. Device pointers, row-major.
 // REQUIRES: fused_gemv_supported(...). Launched with launch_pdl.
+// `num_sms`: the device's multiprocessor count (the grid is sized from it).
 void fused_gemv(const void* x, const void* w, const void* bias, void* out, bool f32_out,
-                int64_t t, int64_t n, int64_t k, const GemvFusion& fusion, cudaStream_t stream);
+                int64_t t, int64_t n, int64_t k, const GemvFusion& fusion, int num_sms,
+                cudaStream_t stream);
 
 }  // namespace kestrel::kernels

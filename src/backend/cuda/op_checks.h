@@ -31,4 +31,29 @@ inline const int32_t* i32(const Tensor& t) { return static_cast<const int32_t*>(
 
 inline int to_int(int64_t v) { return static_cast<int>(v); }
 
+struct Dims {
+  int64_t t, n, k;
+};
+
+// Checks the operands of a product out[t, n] = x'[t, k] w[n, k]^T (+ bias[n]), where x holds
+// x_cols_per_k * k columns (2 for [gate | up]); out is BF16, or F32 where f32_ok.
+inline Dims check_product(const char* op, const Tensor& x, int64_t x_cols_per_k, const Tensor& w,
+                          const Tensor& bias, const Tensor& out, bool f32_ok) {
+  check_tensor(op, "x", x, DType::kBF16, 2);
+  check_tensor(op, "w", w, DType::kBF16, 2);
+  KS_CHECK(out.defined() && (out.dtype() == DType::kBF16 || (f32_ok && out.dtype() == DType::kF32)),
+           "{}: out must be BF16{}", op, f32_ok ? " or F32" : "");
+  check_tensor(op, "out", out, out.dtype(), 2);
+  const Dims d{x.dim(0), w.dim(0), w.dim(1)};
+  KS_CHECK(d.k > 0 && x.dim(1) == x_cols_per_k * d.k, "{}: x {} and w {} disagree (w is [N, K])",
+           op, x.shape().str(), w.shape().str());
+  KS_CHECK(out.dim(0) == d.t && out.dim(1) == d.n, "{}: out {} must be [{}, {}]", op,
+           out.shape().str(), d.t, d.n);
+  if (bias.defined()) {
+    check_tensor(op, "bias", bias, DType::kBF16, 1);
+    KS_CHECK(bias.dim(0) == d.n, "{}: bias {} must be [{}]", op, bias.shape().str(), d.n);
+  }
+  return d;
+}
+
 }  // namespace kestrel::cuda_ops
