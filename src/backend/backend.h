@@ -169,6 +169,15 @@ class Backend {
   // GQA (query head h reads KV head h / (Hq / Hkv)). out [T, Hq D].
   virtual void attention(const Tensor& q, const LayerKvCache& kv, const AttentionShape& shape,
                          const AttentionMetadata& meta, float scale, Tensor& out) = 0;
+  // qk_norm_rope_store then attention, with q [T, Hq D] as their scratch: one op so that a
+  // backend may do both in one pass (the CUDA backend does, for batches of decodes only).
+  virtual void qk_norm_rope_attention(const Tensor& qkv, const Tensor& q_norm,
+                                      const Tensor& k_norm, float eps, const Tensor& cos_sin,
+                                      const AttentionShape& shape, const AttentionMetadata& meta,
+                                      LayerKvCache& kv, float scale, Tensor& q, Tensor& out) {
+    qk_norm_rope_store(qkv, q_norm, k_norm, eps, cos_sin, shape, meta, kv, q);
+    attention(q, kv, shape, meta, scale, out);
+  }
 
   // Fused ops for small steps (decode at low batch), where every op reads its weights once
   // and the cost is the number of kernels: each replaces a sequence of the ops above with

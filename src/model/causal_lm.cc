@@ -78,8 +78,8 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
       be.add_rms_norm(hidden, residual, w.input_norm, eps);
     }
     be.linear(hidden, w.qkv, w.qkv_bias, qkv);
-    be.qk_norm_rope_store(qkv, w.q_norm, w.k_norm, eps, cos_sin_, shape, meta, kv[l], q);
-    be.attention(q, kv[l], shape, meta, scale, attn);
+    be.qk_norm_rope_attention(qkv, w.q_norm, w.k_norm, eps, cos_sin_, shape, meta, kv[l], scale,
+                              q, attn);
     be.linear(attn, w.o_proj, w.o_bias, hidden);
     be.add_rms_norm(hidden, residual, w.post_norm, eps);
     be.linear(hidden, w.gate_up, Tensor(), gate_up);
@@ -109,8 +109,8 @@ Tensor CausalLM::forward_fused(const AttentionMetadata& meta, std::vector<LayerK
   for (int l = 0; l < config_.num_hidden_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
     be.norm_linear(residual, w.input_norm, eps, w.qkv, w.qkv_bias, qkv);
-    be.qk_norm_rope_store(qkv, w.q_norm, w.k_norm, eps, cos_sin_, shape, meta, kv[l], q);
-    be.attention(q, kv[l], shape, meta, scale, attn);
+    be.qk_norm_rope_attention(qkv, w.q_norm, w.k_norm, eps, cos_sin_, shape, meta, kv[l], scale,
+                              q, attn);
     be.linear_add(attn, w.o_proj, w.o_bias, residual);
     be.norm_linear(residual, w.post_norm, eps, w.gate_up, Tensor(), gate_up);
     be.silu_mul_linear_add(gate_up, w.down, residual);

@@ -84,26 +84,13 @@ void run_case(const Config& c, const std::vector<SeqSpec>& seqs, CudaKvLayout la
   };
 
   // K/V: NaN everywhere, random bf16 at each sequence's key slots.
-  const Shape cache_shape = layout == CudaKvLayout::kHeadMajor
-                                ? Shape{num_blocks, c.hkv, c.block_size, c.d}
-                                : Shape{num_blocks, c.block_size, c.hkv, c.d};
-  Tensor k_host = Tensor::host(DType::kBF16, cache_shape);
-  Tensor v_host = Tensor::host(DType::kBF16, cache_shape);
-  std::fill_n(k_host.data_as<uint16_t>(), k_host.numel(), uint16_t{0x7fc0});
-  std::fill_n(v_host.data_as<uint16_t>(), v_host.numel(), uint16_t{0x7fc0});
+  HostKv cache = nan_kv_cache(layout, num_blocks, c.hkv, c.block_size, c.d);
   std::vector<std::vector<double>> keys(b_count), vals(b_count);  // [pos, hkv, d]
   for (int b = 0; b < b_count; ++b) {
     Bf16Data kd = random_bf16(Shape{seq_lens[b], c.hkv, c.d}, rng);
     Bf16Data vd = random_bf16(Shape{seq_lens[b], c.hkv, c.d}, rng);
-    for (int pos = 0; pos < seq_lens[b]; ++pos) {
-      const int32_t block = tables[size_t(b) * max_blocks + pos / c.block_size];
-      for (int h = 0; h < c.hkv; ++h) {
-        const size_t src = (size_t(pos) * c.hkv + h) * c.d;
-        const size_t dst = kv_row(layout, block, pos % c.block_size, h, c.hkv, c.block_size, c.d);
-        std::copy_n(kd.host.data_as<uint16_t>() + src, c.d, k_host.data_as<uint16_t>() + dst);
-        std::copy_n(vd.host.data_as<uint16_t>() + src, c.d, v_host.data_as<uint16_t>() + dst);
-      }
-    }
+    store_sequence(cache, layout, &tables[size_t(b) * max_blocks], seq_lens[b], kd.host, vd.host,
+                   c.hkv, c.block_size, c.d);
     keys[b] = std::move(kd.values);
     vals[b] = std::move(vd.values);
   }
@@ -129,7 +116,7 @@ void run_case(const Config& c, const std::vector<SeqSpec>& seqs, CudaKvLayout la
   meta.query_start_loc = be.upload(i32_host(qsl), DType::kI32);
   meta.seq_lens = be.upload(i32_host(seq_lens), DType::kI32);
   meta.block_tables = be.upload(i32_host(tables, Shape{b_count, max_blocks}), DType::kI32);
-  LayerKvCache kv{be.upload(k_host, DType::kBF16), be.upload(v_host, DType::kBF16)};
+  LayerKvCache kv{be.upload(cache.k, DType::kBF16), be.upload(cache.v, DType::kBF16)};
   Tensor out = poisoned(DType::kBF16, Shape{t_count, int64_t(c.hq) * c.d}, be);
   const double scale = 1.0 / std::sqrt(double(c.d));
   be.attention(be.upload(q.host, DType::kBF16), kv, AttentionShape{c.hq, c.hkv, c.d}, meta,
@@ -297,35 +284,34 @@ TEST(CudaAttention, LargeDecodeBatch) {
 
 // The split plan on a 132-SM device, by hand: decode batches count one CTA per (sequence,
 // KV head, part of the group) against 6 per SM (792 slots) and split floor(792 / CTAs) ways
-// (whole waves), at most one split per 128 keys of the longest sequence and 32 in all.
+// (whole waves), at most one split per 48 keys of the longest sequence and 32 in all.
 TEST(CudaAttention, DecodeSplitPlan) {
-  auto plan = [](int seqs, int hkv, int max_seq_len, int max_query_len) {
+  auto plan = [](int seqs, int hkv, int max_seq_len, int max_query_len, int group = 2,
+                 int ctas_per_sm = 0) {
     kernels::PagedAttentionArgs a;
     a.num_tokens = a.num_seqs = seqs;
-    a.num_q_heads = 2 * hkv;
+    a.num_q_heads = group * hkv;
     a.num_kv_heads = hkv;
     a.head_dim = 128;
     a.max_query_len = max_query_len;
-    return kernels::plan_attention_split(a, max_seq_len, 132);
+    return kernels::plan_attention_split(a, max_seq_len, 132, ctas_per_sm);
   };
   EXPECT_EQ(plan(256, 8, 1024, 1).num_splits, 1);  // 2048 CTAs: no split
   EXPECT_EQ(plan(16, 8, 4096, 1).num_splits, 6);   // 128 CTAs: 768 fit, 896 would not
   EXPECT_EQ(plan(64, 8, 1024, 1).num_splits, 1);   // 512 CTAs: floor(1.5)
-  EXPECT_EQ(plan(3, 8, 3000, 1).num_splits, 23);   // 24 CTAs: 33 fit, at most 3000 / 128
+  EXPECT_EQ(plan(3, 8, 3000, 1).num_splits, 32);   // 24 CTAs: 33 fit, at most 32 splits
   EXPECT_EQ(plan(5, 8, 3000, 1).num_splits, 19);   // 40 CTAs: floor(19.8), not 20
-  EXPECT_EQ(plan(3, 8, 1000, 1).num_splits, 7);    // at most 1000 / 128 splits
-  EXPECT_EQ(plan(3, 8, 200, 1).num_splits, 1);     // too short to split
-  EXPECT_EQ(plan(16, 8, 4096, 1).kv_chunk, 128);
+  EXPECT_EQ(plan(3, 8, 1000, 1).num_splits, 20);   // at most 1000 / 48 splits
+  EXPECT_EQ(plan(1, 8, 640, 1).num_splits, 13);    // single stream: 640 / 48
+  EXPECT_EQ(plan(3, 8, 200, 1).num_splits, 4);
+  EXPECT_EQ(plan(3, 8, 90, 1).num_splits, 1);      // too short to split
+  EXPECT_EQ(plan(16, 8, 4096, 1).kv_chunk, 48);
+  // A kernel that fits 5 CTAs per SM (the fused one): 660 slots, 5 splits of 128 CTAs.
+  EXPECT_EQ(plan(16, 8, 4096, 1, 2, 5).num_splits, 5);
   // Not all decodes: the general kernel's CTAs, (1 query tile + 3) x 8 = 32: 17 splits.
   EXPECT_EQ(plan(3, 8, 3000, 0).num_splits, 17);
   // Group 16 (Hq 32, Hkv 2): two CTAs per (sequence, KV head), 16 x 2 x 2 = 64: 12 splits.
-  kernels::PagedAttentionArgs a;
-  a.num_tokens = a.num_seqs = 16;
-  a.num_q_heads = 32;
-  a.num_kv_heads = 2;
-  a.head_dim = 128;
-  a.max_query_len = 1;
-  EXPECT_EQ(kernels::plan_attention_split(a, 4096, 132).num_splits, 12);
+  EXPECT_EQ(plan(16, 2, 4096, 1, 16).num_splits, 12);
 }
 
 TEST(CudaAttention, ManySequencesInOneLaunch) {

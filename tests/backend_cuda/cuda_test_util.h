@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -46,6 +47,39 @@ inline size_t kv_row(CudaKvLayout layout, int64_t block, int offset, int kv_head
                           ? (block * num_kv_heads + kv_head) * block_size + offset
                           : (block * block_size + offset) * num_kv_heads + kv_head;
   return static_cast<size_t>(row * head_dim);
+}
+
+// One layer's K and V pages on the host, every element NaN, so that a read of a slot no
+// sequence owns shows up in the output.
+struct HostKv {
+  Tensor k, v;
+};
+
+inline HostKv nan_kv_cache(CudaKvLayout layout, int num_blocks, int num_kv_heads, int block_size,
+                           int head_dim) {
+  const Shape shape = layout == CudaKvLayout::kHeadMajor
+                          ? Shape{num_blocks, num_kv_heads, block_size, head_dim}
+                          : Shape{num_blocks, block_size, num_kv_heads, head_dim};
+  HostKv kv{Tensor::host(DType::kBF16, shape), Tensor::host(DType::kBF16, shape)};
+  std::fill_n(kv.k.data_as<uint16_t>(), kv.k.numel(), uint16_t{0x7fc0});
+  std::fill_n(kv.v.data_as<uint16_t>(), kv.v.numel(), uint16_t{0x7fc0});
+  return kv;
+}
+
+// Writes positions [0, n) of one sequence, keys and values bf16 [n, num_kv_heads, head_dim],
+// into `kv` through the sequence's block table.
+inline void store_sequence(HostKv& kv, CudaKvLayout layout, const int32_t* table, int n,
+                           const Tensor& keys, const Tensor& values, int num_kv_heads,
+                           int block_size, int head_dim) {
+  for (int pos = 0; pos < n; ++pos) {
+    for (int h = 0; h < num_kv_heads; ++h) {
+      const size_t src = (size_t(pos) * num_kv_heads + h) * head_dim;
+      const size_t dst = kv_row(layout, table[pos / block_size], pos % block_size, h,
+                                num_kv_heads, block_size, head_dim);
+      std::copy_n(keys.data_as<uint16_t>() + src, head_dim, kv.k.data_as<uint16_t>() + dst);
+      std::copy_n(values.data_as<uint16_t>() + src, head_dim, kv.v.data_as<uint16_t>() + dst);
+    }
+  }
 }
 
 // A bf16 host tensor of uniform random values in [lo, hi) and the exact values it holds.
@@ -121,6 +155,21 @@ inline void expect_close(const std::vector<double>& got, const std::vector<doubl
   }
   EXPECT_EQ(bad, 0) << what << ": " << bad << " of " << ref.size() << " elements off";
   EXPECT_LE(std::sqrt(num / den), rel_norm) << what << ": relative error norm";
+}
+
+// cos_sin [max_pos, D]: cos(p * theta^(-2i/D)) in [:, i], sin in [:, D/2 + i] (float, as a
+// model computes it). Host tensor.
+inline Tensor rope_table(int max_pos, int d, double theta) {
+  Tensor t = Tensor::host(DType::kF32, Shape{max_pos, d});
+  float* p = t.data_as<float>();
+  for (int pos = 0; pos < max_pos; ++pos) {
+    for (int i = 0; i < d / 2; ++i) {
+      const double freq = std::pow(theta, -2.0 * i / d);
+      p[size_t(pos) * d + i] = static_cast<float>(std::cos(pos * freq));
+      p[size_t(pos) * d + d / 2 + i] = static_cast<float>(std::sin(pos * freq));
+    }
+  }
+  return t;
 }
 
 // The token counts the tests sweep (odd on purpose).

@@ -16,21 +16,6 @@ using namespace cuda_test;
 constexpr float kEps = 1e-6f;
 constexpr int kMaxPos = 4096;
 
-// cos_sin [max_pos, D]: cos(p * theta^(-2i/D)) in [:, i], sin in [:, D/2 + i] (float, as a
-// model computes it).
-Tensor rope_table(int d, double theta) {
-  Tensor t = Tensor::host(DType::kF32, Shape{kMaxPos, d});
-  float* p = t.data_as<float>();
-  for (int pos = 0; pos < kMaxPos; ++pos) {
-    for (int i = 0; i < d / 2; ++i) {
-      const double freq = std::pow(theta, -2.0 * i / d);
-      p[size_t(pos) * d + i] = static_cast<float>(std::cos(pos * freq));
-      p[size_t(pos) * d + d / 2 + i] = static_cast<float>(std::sin(pos * freq));
-    }
-  }
-  return t;
-}
-
 struct Case {
   int hq, hkv, d, block_size;
   bool norms;
@@ -44,7 +29,7 @@ void run_case(const Case& c, int t, CudaKvLayout layout, std::mt19937& rng) {
   Bf16Data qkv = random_bf16(Shape{t, int64_t(heads) * c.d}, rng, -2.0f, 2.0f);
   Bf16Data qn = random_bf16(Shape{c.d}, rng, 0.5f, 1.5f);
   Bf16Data kn = random_bf16(Shape{c.d}, rng, 0.5f, 1.5f);
-  Tensor table = rope_table(c.d, 1e6);
+  Tensor table = rope_table(kMaxPos, c.d, 1e6);
   const float* cs = table.data_as<float>();
 
   // Distinct random slots; every fifth token (and the first, when T > 1) is padding (-1).

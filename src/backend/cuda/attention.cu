@@ -317,14 +317,16 @@ void launch_merge(const float* part_ml, const float* part_acc, int num_splits, i
   KS_CUDA_CHECK_LAUNCH("attention merge_kernel");
 }
 
-// Decodes take the decode kernel (attention_decode.cu), batches with prefill rows at head dims
-// 64 and 128 the tensor-core kernel (attention_prefill.cu); everything else the general one.
+// Decodes take the decode kernel (attention_decode.cu), which merges its own splits; batches
+// with prefill rows at head dims 64 and 128 the tensor-core kernel (attention_prefill.cu),
+// everything else the general one.
 template <int D>
 void run(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml, float* part_acc,
          cudaStream_t stream) {
   if (detail::use_decode_kernel(a)) {
-    detail::decode_attention(a, split, part_ml, part_acc, stream);
-  } else if (detail::use_prefill_kernel(a)) {
+    return detail::decode_attention(a, AttentionRope{}, split, part_ml, part_acc, stream);
+  }
+  if (detail::use_prefill_kernel(a)) {
     detail::prefill_attention(a, split, part_ml, part_acc, stream);
   } else {
     launch<D>(a, split, part_ml, part_acc, stream);
@@ -338,34 +340,42 @@ void run(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_m
 // Resident CTAs per SM the split plan assumes (shared memory allows about 5 at D = 128).
 constexpr int kCtasPerSm = 4;
 // Fewer keys than this per split would cost more in partials and merging than it gains.
+// The decode kernel merges in its own last CTA and has a whole 48-key split in flight at
+// once (three ring tiles at D = 128), so short splits pay there. Single stream on an H100
+// (batch 1, 640 keys, forward time): 32 keys 0.965 ms, 48 0.948, 64 0.951; no split 1.579.
 constexpr int kMinKeysPerSplit = 128;
-constexpr int kMaxSplits = 32;
+constexpr int kMinDecodeKeysPerSplit = 48;
 
 }  // namespace
 
-AttentionSplit plan_attention_split(const PagedAttentionArgs& a, int max_seq_len, int num_sms) {
+AttentionSplit plan_attention_split(const PagedAttentionArgs& a, int max_seq_len, int num_sms,
+                                    int decode_ctas_per_sm) {
   int64_t ctas = 0, slots = 0;
   const bool decode = detail::use_decode_kernel(a);
   if (decode) {  // one CTA per (sequence, KV head, part of the group)
     ctas = int64_t(a.num_seqs) * a.num_kv_heads * detail::decode_rows(a).parts;
-    slots = int64_t(num_sms) * detail::kDecodeCtasPerSm;
+    slots = int64_t(num_sms) *
+            (decode_ctas_per_sm > 0 ? decode_ctas_per_sm : detail::kDecodeCtasPerSm);
   } else {
     const int group = a.num_q_heads / a.num_kv_heads;
     const int q_tile = kMaxRows / group;
     ctas = (int64_t(a.num_tokens + q_tile - 1) / q_tile + a.num_seqs) * a.num_kv_heads;
     slots = int64_t(num_sms) * kCtasPerSm;
   }
-  if (ctas >= slots || max_seq_len < 2 * kMinKeysPerSplit) return {};
+  const int min_keys = decode ? kMinDecodeKeysPerSplit : kMinKeysPerSplit;
+  if (ctas >= slots || max_seq_len < 2 * min_keys) return {};
   // Decode splits into the most parts whose CTAs still fit in one wave (floor): a second,
   // partly filled wave of long CTAs costs more than the slots a floor leaves idle (H200,
   // 16 x 4096: 5 splits 0.108 ms, 4 splits 0.084 ms; docs/cuda_backend.md). The general
   // kernel's split (ceil) was not measured that way.
   int64_t splits = std::min<int64_t>(decode ? slots / ctas : (slots + ctas - 1) / ctas,
-                                     max_seq_len / kMinKeysPerSplit);
-  splits = std::min<int64_t>(splits, kMaxSplits);
-  if (splits <= 1) return {};
-  // The kernels size each tile's chunks from its own keys; kv_chunk is the smallest chunk.
-  const int chunk = (kMinKeysPerSplit + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
+                                     max_seq_len / min_keys);
+  splits = std::min<int64_t>(splits, kMaxAttentionSplits);
+  // The decode kernel's merge counts CTAs per (sequence, KV head, part) in a fixed array.
+  if (splits <= 1 || (decode && ctas > kMaxSplitCounters)) return {};
+  // The kernels size each tile's chunks from its own keys; kv_chunk is the smallest chunk
+  // (whole tiles of the general kernel; any number of keys for the decode kernel).
+  const int chunk = decode ? min_keys : (min_keys + kKeysPerTile - 1) / kKeysPerTile * kKeysPerTile;
   return {static_cast<int>(splits), chunk};
 }
 
@@ -374,16 +384,22 @@ size_t attention_workspace_bytes(const PagedAttentionArgs& a, const AttentionSpl
   return size_t(split.num_splits) * a.num_tokens * a.num_q_heads * (2 + a.head_dim) * sizeof(float);
 }
 
+namespace {
+// Split partials in `workspace`: part_ml [splits, T Hq, 2], then part_acc [splits, T Hq, D].
+void split_partials(const PagedAttentionArgs& a, const AttentionSplit& split, void* workspace,
+                    float** part_ml, float** part_acc) {
+  *part_ml = *part_acc = nullptr;
+  if (split.num_splits <= 1) return;
+  *part_ml = static_cast<float*>(workspace);
+  *part_acc = *part_ml + 2 * int64_t(a.num_tokens) * a.num_q_heads * split.num_splits;
+}
+}  // namespace
+
 void paged_attention(const PagedAttentionArgs& a, const AttentionSplit& split, void* workspace,
                      cudaStream_t stream) {
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
-  float* part_ml = nullptr;
-  float* part_acc = nullptr;
-  const int64_t rows = int64_t(a.num_tokens) * a.num_q_heads;
-  if (split.num_splits > 1) {
-    part_ml = static_cast<float*>(workspace);
-    part_acc = part_ml + 2 * rows * split.num_splits;
-  }
+  float *part_ml, *part_acc;
+  split_partials(a, split, workspace, &part_ml, &part_acc);
   switch (a.head_dim) {
     case 16: run<16>(a, split, part_ml, part_acc, stream); break;
     case 32: run<32>(a, split, part_ml, part_acc, stream); break;
@@ -391,6 +407,20 @@ void paged_attention(const PagedAttentionArgs& a, const AttentionSplit& split, v
     case 128: run<128>(a, split, part_ml, part_acc, stream); break;
     default: KS_CUDA_CHECK(cudaErrorInvalidValue);  // entry point validates head_dim first
   }
+}
+
+bool attention_rope_supported(const PagedAttentionArgs& a) { return detail::use_decode_kernel(a); }
+
+int decode_kernel_ctas_per_sm(const PagedAttentionArgs& a, bool rope) {
+  return detail::use_decode_kernel(a) ? detail::decode_ctas_per_sm(a, rope) : 0;
+}
+
+void paged_attention_rope(const PagedAttentionArgs& a, const AttentionRope& rope,
+                          const AttentionSplit& split, void* workspace, cudaStream_t stream) {
+  if (a.num_tokens == 0 || a.num_seqs == 0) return;
+  float *part_ml, *part_acc;
+  split_partials(a, split, workspace, &part_ml, &part_acc);
+  detail::decode_attention(a, rope, split, part_ml, part_acc, stream);
 }
 
 }  // namespace kestrel::kernels

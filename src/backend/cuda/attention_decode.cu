@@ -66,7 +66,7 @@ struct DecodeGeom {
   // The end-of-loop merge reuses the ring: [kRows][kSlots][D] sums and [kRows][kSlots][2] (m, l).
   static constexpr int kMergeBytes = kRows * kSlots * D * 4 + kRows * kSlots * 2 * 4;
   static constexpr int kSmemBytes = kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes;
-  static constexpr int kMinCtas = kRows <= 2 ? 4 : 2;  // <= 128 / 255 registers
+  static constexpr int kMinCtas = kRows <= 4 ? 4 : 2;  // <= 128 / 255 registers
 };
 
 __device__ __forceinline__ void unpack8(const uint4& u, float* f) {
@@ -78,17 +78,169 @@ __device__ __forceinline__ void unpack8(const uint4& u, float* f) {
   }
 }
 
+// What the fused path needs of the rope besides qkv, for one token and this lane's 8 dims:
+// cos, sin and the norm weights (inputs and weights, loaded before the wait), the KV slot.
+struct RopeRow {
+  float cos[8], sin[8], q_norm[8], k_norm[8];
+  int kv_slot;
+
+  template <int kLanes>
+  __device__ __forceinline__ void load(const AttentionRope& rope, int token, int sub) {
+    constexpr int D = kLanes * 8;
+    int pos = rope.positions[token];
+    pos = pos < 0 ? 0 : (pos >= rope.max_pos ? rope.max_pos - 1 : pos);
+    const float* cs = rope.cos_sin + int64_t(pos) * D;
+    const int pair = (sub < kLanes / 2 ? sub : sub - kLanes / 2) * 8;  // this lane's first pair
+    *reinterpret_cast<float4*>(cos) = *reinterpret_cast<const float4*>(cs + pair);
+    *reinterpret_cast<float4*>(cos + 4) = *reinterpret_cast<const float4*>(cs + pair + 4);
+    *reinterpret_cast<float4*>(sin) = *reinterpret_cast<const float4*>(cs + D / 2 + pair);
+    *reinterpret_cast<float4*>(sin + 4) = *reinterpret_cast<const float4*>(cs + D / 2 + pair + 4);
+    if (rope.q_norm != nullptr) unpack8(*reinterpret_cast<const uint4*>(rope.q_norm + sub * 8), q_norm);
+    if (rope.k_norm != nullptr) unpack8(*reinterpret_cast<const uint4*>(rope.k_norm + sub * 8), k_norm);
+    kv_slot = rope.slot_mapping[token];
+  }
+};
+
+// qk_norm_rope_store's maths on one head held as 8 dims per lane ([8 sub, 8 sub + 8)) by the
+// kLanes adjacent lanes of a key slot: the RMSNorm (when `norm`) sums over those lanes, and
+// RoPE pairs dim i with i + D/2, which lane sub ^ (kLanes / 2) holds. Every lane of the warp
+// must call it (shuffles). Same roundings as rope_store.cu; the result is bf16.
+template <int kLanes>
+__device__ __forceinline__ void norm_rope8(float (&x)[8], bool norm, const float (&w)[8],
+                                           float eps, const RopeRow& rr, int sub) {
+  constexpr int D = kLanes * 8;
+  if (norm) {
+    float ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ss += x[e] * x[e];
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    const float inv = rsqrtf(ss / D + eps);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = round_bf16(round_bf16(x[e] * inv) * w[e]);
+  }
+  const bool first_half = sub < kLanes / 2;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float other = __shfl_xor_sync(0xffffffffu, x[e], kLanes / 2);
+    const float cx = round_bf16(x[e] * round_bf16(rr.cos[e]));
+    const float so = round_bf16(other * round_bf16(rr.sin[e]));
+    x[e] = round_bf16(first_half ? cx - so : cx + so);  // x1 c - x2 s | x2 c + x1 s
+  }
+}
+
+// blockIdx read afresh (asm volatile), so that the compiler does not keep an early value in a
+// register through a loop to save recomputing it.
+__device__ __forceinline__ int cta_index_x() {
+  int v;
+  asm volatile("mov.u32 %0, %%ctaid.x;" : "=r"(v));
+  return v;
+}
+__device__ __forceinline__ int cta_index_y() {
+  int v;
+  asm volatile("mov.u32 %0, %%ctaid.y;" : "=r"(v));
+  return v;
+}
+
+__device__ __forceinline__ uint4 pack8(const float* f) {
+  uint4 u;
+  unsigned* w = &u.x;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+    w[i] = *reinterpret_cast<const unsigned*>(&h);
+  }
+  return u;
+}
+
+// out[row0 + r] = sum_z acc_z 2^(m_z - M) / sum_z l_z 2^(m_z - M) over the num_active splits,
+// for the CTA's rows r < num_rows. Every load of a chunk of splits is issued at once (staged
+// in shared memory), so the merge costs one or two round trips to L2, not one per split.
 template <int D, int kRows>
+__device__ __forceinline__ void merge_splits(const PagedAttentionArgs& a, int num_active,
+                                             int64_t rows, int64_t row0, int num_rows,
+                                             const float* part_ml, const float* part_acc,
+                                             float* smem) {
+  using G = DecodeGeom<D, kRows>;
+  constexpr int kOut = (kRows * D + kThreads - 1) / kThreads;  // outputs per thread
+  constexpr int kChunk = G::kSmemBytes / 4 / (kRows * D);      // splits staged at once (>= 1)
+  static_assert(kChunk >= 1, "the ring holds one split's partial outputs");
+  __shared__ float2 s_ml[kMaxAttentionSplits * kRows];
+  const int tid = threadIdx.x;
+  const int elems = num_rows * D;  // one split's partial outputs for these rows: contiguous
+  // Splits [z0, z0 + n) into smem by cp.async (L2, where the other CTAs' writes are).
+  auto stage = [&](int z0, int n) {
+    const int vecs = elems / 4;
+    for (int i = tid; i < n * vecs; i += kThreads) {
+      const int z = z0 + i / vecs;
+      cp_async_16<CopyCache::kL2>(smem + 4 * i, part_acc + (z * rows + row0) * D + 4 * (i % vecs), true);
+    }
+    cp_async_commit();
+  };
+  stage(0, min(kChunk, num_active));
+  for (int i = tid; i < num_active * num_rows; i += kThreads) {
+    const int64_t p = (i / num_rows) * rows + row0 + i % num_rows;
+    s_ml[i] = __ldcg(reinterpret_cast<const float2*>(part_ml) + p);
+  }
+  float mx[kOut], sum[kOut], o[kOut];
+  cp_async_wait_all();
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < kOut; ++k) {
+    const int r = min((tid + k * kThreads) / D, num_rows - 1);
+    mx[k] = -FLT_MAX;
+    for (int z = 0; z < num_active; ++z) mx[k] = fmaxf(mx[k], s_ml[z * num_rows + r].x);
+    sum[k] = 0.0f;
+    for (int z = 0; z < num_active; ++z) {
+      sum[k] += s_ml[z * num_rows + r].y * exp2f(s_ml[z * num_rows + r].x - mx[k]);
+    }
+    o[k] = 0.0f;
+  }
+  for (int z0 = 0; z0 < num_active; z0 += kChunk) {
+    const int n = min(kChunk, num_active - z0);
+    if (z0 > 0) {
+      __syncthreads();
+      stage(z0, n);
+      cp_async_wait_all();
+      __syncthreads();
+    }
+#pragma unroll
+    for (int k = 0; k < kOut; ++k) {
+      const int e = tid + k * kThreads;
+      if (e >= elems) break;
+      const int r = e / D;
+      for (int z = 0; z < n; ++z) {
+        o[k] += smem[z * elems + e] * exp2f(s_ml[(z0 + z) * num_rows + r].x - mx[k]);
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kOut; ++k) {
+    const int e = tid + k * kThreads;
+    if (e < elems) a.out[(row0 + e / D) * D + e % D] = __float2bfloat16(o[k] / sum[k]);
+  }
+}
+
+// kFused: q, k, v come from rope.qkv (paged_attention_rope); a separate instantiation, so
+// that the plain kernel keeps its registers.
+template <int D, int kRows, bool kFused>
 __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
-    decode_kernel(PagedAttentionArgs a, DecodeRows gr, AttentionSplit split, float* part_ml,
-                  float* part_acc) {
-  pdl_wait();  // launch.cuh: before touching what earlier kernels write
-  pdl_trigger();
+    decode_kernel(PagedAttentionArgs a, AttentionRope rope, DecodeRows gr, AttentionSplit split,
+                  float* part_ml, float* part_acc) {
   using G = DecodeGeom<D, kRows>;
   constexpr int kLanes = G::kLanes, kSlots = G::kSlots, kSteps = G::kSteps;
   constexpr int kStages = G::kStages, kTile = G::kTile, kStageVecs = G::kStageVecs;
   extern __shared__ uint4 ring[];  // [kStages][kSteps][K, V][kThreads]
+  __shared__ int s_last;
 
+  // With rope (fused), the new token's q, k, v come from the qkv product and everything
+  // before it in the cache was written by earlier steps, so the cache loads start before
+  // pdl_wait() and overlap the product's tail. Only the inputs (metadata) are read before it.
+  constexpr bool fused = kFused;
+  if constexpr (!fused) {
+    pdl_wait();  // launch.cuh: before touching what earlier kernels write
+    pdl_trigger();
+  }
   const int tid = threadIdx.x;
   const int slot = tid / kLanes;
   const int sub = tid % kLanes;  // owns dims [8 sub, 8 sub + 8)
@@ -100,9 +252,17 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
   const int num_rows = min(gr.rows, gr.group - part * gr.rows);
   const int token = a.query_start_loc[b];
   const int seq_len = a.seq_lens[b];
+  const int num_active = split_count(split, seq_len, kTile);
+  if (z >= num_active) {  // no keys here (a plan made for longer sequences)
+    if constexpr (fused) pdl_wait();
+    return;
+  }
   int k_begin, k_end;  // keys [k_begin, k_end): the split rule of kernels.h (AttentionSplit)
   split_key_range(split, seq_len, kTile, z, &k_begin, &k_end);
-  const int num_tiles = k_end > k_begin ? (k_end - k_begin + kTile - 1) / kTile : 0;
+  // Fused: the last key (the new token's) is not in the cache yet; the last split adds it.
+  const bool owns_new = fused && k_end == seq_len;
+  const int cache_end = owns_new ? seq_len - 1 : k_end;
+  const int num_tiles = cache_end > k_begin ? (cache_end - k_begin + kTile - 1) / kTile : 0;
 
   const int32_t* table = a.block_tables + int64_t(b) * a.max_blocks_per_seq;
   const int bs = a.block_size;
@@ -110,7 +270,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
       const int j = k_begin + t * kTile + s * kSlots + slot;
-      pages[s] = j < k_end ? table[j / bs] : 0;
+      pages[s] = j < cache_end ? table[j / bs] : 0;
     }
   };
   auto issue = [&](int t, const int* pages) {  // tile t into ring stage t % kStages
@@ -119,7 +279,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
         const int j = k_begin + t * kTile + s * kSlots + slot;
-        const bool valid = j < k_end;  // never read past the sequence: other slots hold anything
+        const bool valid = j < cache_end;  // never read past the keys: other slots hold anything
         int64_t off = 0;
         if (valid) {
           off = (a.kv_head_major
@@ -144,20 +304,36 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
   }
   int next_pages[kSteps];  // of the next tile to issue
   load_pages(kStages - 1, next_pages);
+  // The rope's inputs and weights (no kernel writes them) before the wait, too.
+  RopeRow rr;
+  if constexpr (fused) {
+    rr.load<kLanes>(rope, token, sub);
+    pdl_wait();
+    pdl_trigger();
+  }
 
+  // q rows (and with rope, the new token's k and v rows) of this CTA's heads.
+  const int64_t qkv_stride = int64_t(a.num_q_heads + 2 * a.num_kv_heads) * D;
   const float qscale = a.scale * kLog2e;  // scores in the log2 domain
   float q[kRows][8];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    if (r < num_rows) {
-      const int64_t row = int64_t(token) * a.num_q_heads + head0 + r;
-      unpack8(*reinterpret_cast<const uint4*>(a.q + row * D + sub * 8), q[r]);
+    const int head = head0 + min(r, num_rows - 1);  // padding rows: computed, never written
+    const bf16* src = fused ? rope.qkv + token * qkv_stride + head * D
+                            : a.q + (int64_t(token) * a.num_q_heads + head) * D;
+    unpack8(*reinterpret_cast<const uint4*>(src + sub * 8), q[r]);
+  }
+  uint4 k_raw, v_raw;  // the new token's, when this CTA owns it
+  if (owns_new) {
+    const bf16* k_src = rope.qkv + token * qkv_stride + (a.num_q_heads + g) * D + sub * 8;
+    k_raw = *reinterpret_cast<const uint4*>(k_src);
+    v_raw = *reinterpret_cast<const uint4*>(k_src + a.num_kv_heads * D);
+  }
 #pragma unroll
-      for (int e = 0; e < 8; ++e) q[r][e] *= qscale;
-    } else {
+  for (int r = 0; r < kRows; ++r) {
+    if constexpr (fused) norm_rope8<kLanes>(q[r], rope.q_norm != nullptr, rr.q_norm, rope.eps, rr, sub);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) q[r][e] = 0.0f;  // padding row: computed, never written
-    }
+    for (int e = 0; e < 8; ++e) q[r][e] *= qscale;
   }
   float m[kRows], l[kRows], acc[kRows][8];
 #pragma unroll
@@ -166,6 +342,35 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
     l[r] = 0.0f;
 #pragma unroll
     for (int e = 0; e < 8; ++e) acc[r][e] = 0.0f;
+  }
+  if (owns_new) {  // the new token's key first: into the cache and into slot 0's state
+    float kf[8], vf[8];
+    unpack8(k_raw, kf);
+    unpack8(v_raw, vf);
+    norm_rope8<kLanes>(kf, rope.k_norm != nullptr, rr.k_norm, rope.eps, rr, sub);
+    if (part == 0 && slot == 0 && rr.kv_slot >= 0) {  // one CTA of the group stores it
+      const int kv_slot = rr.kv_slot;
+      const int64_t off = (a.kv_head_major
+                               ? kv_row_offset<true>(kv_slot / bs, kv_slot % bs, g, a.num_kv_heads, bs, D)
+                               : kv_row_offset<false>(kv_slot / bs, kv_slot % bs, g, a.num_kv_heads, bs, D)) +
+                          sub * 8;
+      *reinterpret_cast<uint4*>(const_cast<bf16*>(a.k_cache) + off) = pack8(kf);
+      *reinterpret_cast<uint4*>(const_cast<bf16*>(a.v_cache) + off) = v_raw;
+    }
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float lo = q[r][0] * kf[0] + q[r][1] * kf[1] + q[r][2] * kf[2] + q[r][3] * kf[3];
+      const float hi = q[r][4] * kf[4] + q[r][5] * kf[5] + q[r][6] * kf[6] + q[r][7] * kf[7];
+      float sc = lo + hi;
+#pragma unroll
+      for (int o = kLanes / 2; o > 0; o >>= 1) sc += __shfl_xor_sync(0xffffffffu, sc, o);
+      if (slot == 0) {  // p = 2^(sc - m) = 1
+        m[r] = sc;
+        l[r] = 1.0f;
+#pragma unroll
+        for (int e = 0; e < 8; ++e) acc[r][e] = vf[e];
+      }
+    }
   }
 
   for (int t = 0; t < num_tiles; ++t) {
@@ -200,7 +405,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
       float mt = m[r];
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
-        if (base + s * kSlots + slot < k_end) mt = fmaxf(mt, sc[s][r]);
+        if (base + s * kSlots + slot < cache_end) mt = fmaxf(mt, sc[s][r]);
       }
       const float corr = exp2f(m[r] - mt);
       m[r] = mt;
@@ -210,7 +415,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
     }
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
-      const bool valid = base + s * kSlots + slot < k_end;
+      const bool valid = base + s * kSlots + slot < cache_end;
       float vf[8];
       unpack8(stage[(2 * s + 1) * kThreads + tid], vf);
 #pragma unroll
@@ -239,6 +444,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
     }
   }
   __syncthreads();
+  const int64_t rows = int64_t(a.num_tokens) * a.num_q_heads;
   for (int i = tid; i < num_rows * D; i += kThreads) {
     const int r = i / D;
     const int d = i % D;
@@ -257,7 +463,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
     if (part_acc == nullptr) {
       a.out[row * D + d] = __float2bfloat16(o / sum);
     } else {
-      const int64_t p = int64_t(z) * a.num_tokens * a.num_q_heads + row;
+      const int64_t p = z * rows + row;
       if (d == 0) {
         part_ml[2 * p] = mx;
         part_ml[2 * p + 1] = sum;
@@ -265,13 +471,33 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
       part_acc[p * D + d] = o;
     }
   }
+  if (part_acc == nullptr) return;
+
+  // Split keys: the last CTA of this (sequence, KV head, part) to finish merges the partials
+  // of every split that holds keys (the counter goes back to zero for the next launch).
+  // What only this tail needs is found again here rather than kept in registers through the
+  // key loop (11 more registers would leave 5 CTAs per SM instead of 6 at D = 128, group 2).
+  __threadfence();  // this CTA's partials are visible before it counts itself in
+  __syncthreads();
+  const int bx = cta_index_x();
+  const int splits_here = split_count(split, a.seq_lens[bx / gr.parts], kTile);
+  if (tid == 0) {
+    int* counter = a.split_counters + int64_t(bx) * a.num_kv_heads + cta_index_y();
+    s_last = atomicAdd(counter, 1) == splits_here - 1;
+    if (s_last) *counter = 0;  // every split has counted itself in
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  merge_splits<D, kRows>(a, splits_here, rows, int64_t(token) * a.num_q_heads + head0, num_rows,
+                         part_ml, part_acc, reinterpret_cast<float*>(ring));
 }
 
-template <int D, int kRows>
-void launch(const PagedAttentionArgs& a, const DecodeRows& gr, const AttentionSplit& split,
-            float* part_ml, float* part_acc, cudaStream_t stream) {
+template <int D, int kRows, bool kFused>
+void launch(const PagedAttentionArgs& a, const AttentionRope& rope, const DecodeRows& gr,
+            const AttentionSplit& split, float* part_ml, float* part_acc, cudaStream_t stream) {
   constexpr int kSmem = DecodeGeom<D, kRows>::kSmemBytes;
-  auto* kernel = decode_kernel<D, kRows>;
+  auto* kernel = decode_kernel<D, kRows, kFused>;
   // Above 48 KB of dynamic shared memory a kernel must opt in (once per instantiation).
   static const cudaError_t opted =
       kSmem > 48 * 1024
@@ -281,19 +507,53 @@ void launch(const PagedAttentionArgs& a, const DecodeRows& gr, const AttentionSp
   // x = sequence-major, so the CTAs of one group's parts are adjacent (share K/V through L2).
   const dim3 grid(static_cast<unsigned>(a.num_seqs * gr.parts),
                   static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(split.num_splits));
-  launch_pdl("attention decode_kernel", kernel, grid, kThreads, kSmem, stream, a, gr, split,
+  launch_pdl("attention decode_kernel", kernel, grid, kThreads, kSmem, stream, a, rope, gr, split,
              part_ml, part_acc);
   KS_CUDA_CHECK_LAUNCH("attention decode_kernel");
 }
 
+template <int D, bool kFused>
+void launch_group(const PagedAttentionArgs& a, const AttentionRope& rope, const DecodeRows& gr,
+                  const AttentionSplit& split, float* part_ml, float* part_acc,
+                  cudaStream_t stream) {
+  if (gr.rows <= 1) return launch<D, 1, kFused>(a, rope, gr, split, part_ml, part_acc, stream);
+  if (gr.rows <= 2) return launch<D, 2, kFused>(a, rope, gr, split, part_ml, part_acc, stream);
+  if (gr.rows <= 4) return launch<D, 4, kFused>(a, rope, gr, split, part_ml, part_acc, stream);
+  launch<D, 8, kFused>(a, rope, gr, split, part_ml, part_acc, stream);
+}
+
+template <int D, int kRows, bool kFused>
+int ctas_per_sm() {
+  static const int ctas = [] {
+    int n = 0;
+    KS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &n, decode_kernel<D, kRows, kFused>, kThreads, DecodeGeom<D, kRows>::kSmemBytes));
+    return n;
+  }();
+  return ctas;
+}
+
+template <int D, bool kFused>
+int group_ctas_per_sm(int rows) {
+  if (rows <= 1) return ctas_per_sm<D, 1, kFused>();
+  if (rows <= 2) return ctas_per_sm<D, 2, kFused>();
+  if (rows <= 4) return ctas_per_sm<D, 4, kFused>();
+  return ctas_per_sm<D, 8, kFused>();
+}
+
 template <int D>
-void launch_rows(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
-                 float* part_acc, cudaStream_t stream) {
+int rows_ctas_per_sm(const PagedAttentionArgs& a, bool rope) {
+  const int rows = decode_rows(a).rows;
+  return rope ? group_ctas_per_sm<D, true>(rows) : group_ctas_per_sm<D, false>(rows);
+}
+
+template <int D>
+void launch_rows(const PagedAttentionArgs& a, const AttentionRope& rope,
+                 const AttentionSplit& split, float* part_ml, float* part_acc,
+                 cudaStream_t stream) {
   const DecodeRows gr = decode_rows(a);
-  if (gr.rows <= 1) return launch<D, 1>(a, gr, split, part_ml, part_acc, stream);
-  if (gr.rows <= 2) return launch<D, 2>(a, gr, split, part_ml, part_acc, stream);
-  if (gr.rows <= 4) return launch<D, 4>(a, gr, split, part_ml, part_acc, stream);
-  launch<D, 8>(a, gr, split, part_ml, part_acc, stream);
+  if (rope.qkv != nullptr) return launch_group<D, true>(a, rope, gr, split, part_ml, part_acc, stream);
+  launch_group<D, false>(a, rope, gr, split, part_ml, part_acc, stream);
 }
 
 }  // namespace
@@ -313,13 +573,24 @@ bool use_decode_kernel(const PagedAttentionArgs& a) {
          (d == 16 || d == 32 || d == 64 || d == 128);
 }
 
-void decode_attention(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
-                      float* part_acc, cudaStream_t stream) {
+int decode_ctas_per_sm(const PagedAttentionArgs& a, bool rope) {
   switch (a.head_dim) {
-    case 16: launch_rows<16>(a, split, part_ml, part_acc, stream); break;
-    case 32: launch_rows<32>(a, split, part_ml, part_acc, stream); break;
-    case 64: launch_rows<64>(a, split, part_ml, part_acc, stream); break;
-    case 128: launch_rows<128>(a, split, part_ml, part_acc, stream); break;
+    case 16: return rows_ctas_per_sm<16>(a, rope);
+    case 32: return rows_ctas_per_sm<32>(a, rope);
+    case 64: return rows_ctas_per_sm<64>(a, rope);
+    case 128: return rows_ctas_per_sm<128>(a, rope);
+    default: return kDecodeCtasPerSm;
+  }
+}
+
+void decode_attention(const PagedAttentionArgs& a, const AttentionRope& rope,
+                      const AttentionSplit& split, float* part_ml, float* part_acc,
+                      cudaStream_t stream) {
+  switch (a.head_dim) {
+    case 16: launch_rows<16>(a, rope, split, part_ml, part_acc, stream); break;
+    case 32: launch_rows<32>(a, rope, split, part_ml, part_acc, stream); break;
+    case 64: launch_rows<64>(a, rope, split, part_ml, part_acc, stream); break;
+    case 128: launch_rows<128>(a, rope, split, part_ml, part_acc, stream); break;
     default: KS_CUDA_CHECK(cudaErrorInvalidValue);  // use_decode_kernel() said no
   }
 }

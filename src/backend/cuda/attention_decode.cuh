@@ -14,9 +14,13 @@ constexpr int kMaxDecodeGroup = 16;
 // Query heads one CTA serves; a larger group is cut into several CTAs (parts) of at most this
 // many heads, which read the same K/V (the second read mostly from L2).
 constexpr int kMaxDecodeRows = 8;
-// CTAs of the decode kernel resident per SM, as the split plan assumes: at groups up to 2,
-// 80 registers and 32 KB of shared memory per 128-thread CTA allow 6.
+// CTAs of the decode kernel resident per SM, as the split plan assumes without a device at
+// hand: at groups up to 2, 80 registers and 32 KB of shared memory per 128-thread CTA allow
+// 6. decode_ctas_per_sm() asks the runtime about the compiled kernel (the fused one, with
+// more registers, fits fewer).
 constexpr int kDecodeCtasPerSm = 6;
+// REQUIRES: use_decode_kernel(a). Resident CTAs per SM of the kernel decode_attention picks.
+int decode_ctas_per_sm(const PagedAttentionArgs& a, bool rope);
 
 // How a GQA group's query heads are shared over CTAs: `parts` CTAs of `rows` heads each (the
 // last may have fewer), parts = ceil(group / kMaxDecodeRows).
@@ -33,9 +37,11 @@ bool use_decode_kernel(const PagedAttentionArgs& a);
 
 // Launches the decode kernel over grid (B parts, Hkv, split.num_splits). With num_splits > 1
 // it writes fp32 partials to part_ml [splits, T Hq, 2] (log2-domain max, sum) and part_acc
-// [splits, T Hq, D] (unnormalised) for attention.cu's merge kernel; otherwise it writes
-// a.out directly.
-void decode_attention(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
-                      float* part_acc, cudaStream_t stream);
+// [splits, T Hq, D] (unnormalised), and the last CTA of each (sequence, KV head, part) to
+// finish merges them into a.out (a.split_counters); otherwise it writes a.out directly.
+// rope.qkv non-null: q, k, v come from the qkv product (paged_attention_rope in kernels.h).
+void decode_attention(const PagedAttentionArgs& a, const AttentionRope& rope,
+                      const AttentionSplit& split, float* part_ml, float* part_acc,
+                      cudaStream_t stream);
 
 }  // namespace kestrel::kernels::detail

@@ -37,19 +37,29 @@ __device__ inline void locate_query_tile(const PagedAttentionArgs& a, int q_tile
   if (lane == 0) *seq = -1;
 }
 
-// Keys [*k_begin, *k_end) of key split z for a query tile that needs keys [0, kv_end): the
-// keys are shared evenly over the splits in whole tiles of keys_per_tile, at least
-// split.kv_chunk keys each, so one plan (one captured graph) suits every context length.
-// The range may be empty (the CTA then writes empty partials for the merge).
+// Keys per split for a query tile that needs keys [0, kv_end): the keys are shared evenly
+// over the splits in whole tiles of keys_per_tile, at least split.kv_chunk keys each, so one
+// plan (one captured graph) suits every context length.
+__device__ inline int split_chunk(const AttentionSplit& split, int kv_end, int keys_per_tile) {
+  if (split.num_splits <= 1) return max(split.kv_chunk, kv_end);
+  const int even = (kv_end + split.num_splits - 1) / split.num_splits;
+  return max(split.kv_chunk, (even + keys_per_tile - 1) / keys_per_tile * keys_per_tile);
+}
+
+// Keys [*k_begin, *k_end) of key split z (split_chunk keys each, the last split the rest).
+// The range may be empty (the general kernel then writes empty partials for the merge).
 __device__ inline void split_key_range(const AttentionSplit& split, int kv_end, int keys_per_tile,
                                        int z, int* k_begin, int* k_end) {
-  int chunk = split.kv_chunk;
-  if (split.num_splits > 1) {
-    const int even = (kv_end + split.num_splits - 1) / split.num_splits;
-    chunk = max(chunk, (even + keys_per_tile - 1) / keys_per_tile * keys_per_tile);
-  }
+  const int chunk = split_chunk(split, kv_end, keys_per_tile);
   *k_begin = z * chunk;
   *k_end = z + 1 == split.num_splits ? kv_end : min(kv_end, *k_begin + chunk);
+}
+
+// How many of the splits hold keys (at least 1): splits [0, split_count) do.
+__device__ inline int split_count(const AttentionSplit& split, int kv_end, int keys_per_tile) {
+  if (split.num_splits <= 1) return 1;
+  const int chunk = split_chunk(split, kv_end, keys_per_tile);
+  return max(1, min(split.num_splits, (kv_end + chunk - 1) / chunk));
 }
 
 }  // namespace kestrel::kernels::detail

@@ -1,4 +1,5 @@
-// CudaBackend construction, memory and transfers. The ops are in cuda_ops.cc.
+// CudaBackend construction, memory and transfers. The ops are in cuda_ops.cc and
+// cuda_attention_ops.cc.
 #include "backend/cuda/cuda_backend.h"
 
 #include <cuda_profiler_api.h>
@@ -10,6 +11,7 @@
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/kernels.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -69,6 +71,8 @@ CudaBackend::CudaBackend(int device_index, CudaKvLayout kv_layout)
                       prop.totalGlobalMem / double(1ull << 30),
                       kv_layout == CudaKvLayout::kHeadMajor ? "head-major" : "token-major");
   KS_LOG_INFO("CUDA backend on {}", name_);
+  split_counters_ = empty(DType::kI32, Shape{kernels::kMaxSplitCounters});
+  KS_CUDA_CHECK(cudaMemsetAsync(split_counters_.data(), 0, split_counters_.nbytes(), stream()));
 }
 
 Tensor CudaBackend::empty(DType dtype, Shape shape) {

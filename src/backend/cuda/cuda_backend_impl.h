@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemm.h"
+#include "backend/cuda/kernels.h"
 
 namespace kestrel {
 
@@ -58,6 +59,10 @@ class CudaBackend final : public Backend {
                           Tensor& q_out) override;
   void attention(const Tensor& q, const LayerKvCache& kv, const AttentionShape& shape,
                  const AttentionMetadata& meta, float scale, Tensor& out) override;
+  void qk_norm_rope_attention(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                              float eps, const Tensor& cos_sin, const AttentionShape& shape,
+                              const AttentionMetadata& meta, LayerKvCache& kv, float scale,
+                              Tensor& q, Tensor& out) override;
   // Fused ops for small steps (cuda_fused_ops.cc).
   int fused_linear_max_rows() const override;
   void norm_linear(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
@@ -75,6 +80,10 @@ class CudaBackend final : public Backend {
   // Device scratch of at least `bytes`, reused across calls; grows (new address) only when a
   // call needs more, so a warm-up call before CUDA graph capture fixes its address.
   void* scratch(size_t bytes);
+  // Launches paged attention (or, with rope, the fused decode kernel) with its split plan
+  // and workspace (cuda_attention_ops.cc).
+  void run_attention(kernels::PagedAttentionArgs a, const kernels::AttentionRope* rope,
+                     int max_seq_len);
 
   std::shared_ptr<CudaStreamHolder> holder_;
   std::unique_ptr<GemmRunner> gemm_;
@@ -82,6 +91,8 @@ class CudaBackend final : public Backend {
   int num_sms_ = 0;
   CudaKvLayout kv_layout_;
   Tensor scratch_;
+  // kernels::PagedAttentionArgs::split_counters: zeroed once, left zeroed by every kernel.
+  Tensor split_counters_;
   // Scratch buffers replaced by a larger one. Kept, not freed: a captured graph may still
   // write to the old address.
   std::vector<Tensor> retired_scratch_;

@@ -79,7 +79,14 @@ struct PagedAttentionArgs {
   int block_size = 0;
   int max_blocks_per_seq = 0;
   int max_query_len = 0;                   // host-side; 1 (all decodes) allows the decode kernel
+  // Zeroed device counters, left zeroed: at least kMaxSplitCounters ints. Split decode CTAs
+  // count themselves in, and the last of each (sequence, KV head, part) merges the partials,
+  // so no merge kernel runs. Needed only when the decode kernel splits keys.
+  int* split_counters = nullptr;
 };
+constexpr int kMaxSplitCounters = 4096;
+// Most key splits a plan makes (AttentionSplit::num_splits).
+constexpr int kMaxAttentionSplits = 32;
 // Largest GQA group (query heads per KV head) paged_attention supports.
 constexpr int kMaxAttentionGroup = 16;
 
@@ -87,19 +94,48 @@ constexpr int kMaxAttentionGroup = 16;
 // num_splits > 1, the tile's n keys are cut into chunks of c = max(kv_chunk, n / num_splits
 // rounded up to whole 32-key tiles) keys, CTA z takes keys [z c, (z + 1) c) (the last one
 // takes the rest; CTAs past the end take none), writes fp32 partials, and a second kernel
-// merges them. Chosen when the batch alone cannot fill the GPU. Because c follows each
+// (the decode kernel: its last CTA of each head group) merges them. Chosen when the batch alone cannot fill the GPU. Because c follows each
 // tile's own length, a plan made for a longer max_seq_len stays right (and efficient) for
 // shorter sequences: one captured graph serves every context length.
 struct AttentionSplit {
   int num_splits = 1;
-  int kv_chunk = 0;  // smallest chunk, a multiple of 32 keys
+  int kv_chunk = 0;  // smallest chunk (general kernel: a multiple of 32 keys)
 };
-// max_seq_len: the batch's longest sequence (host-side metadata); num_sms: the device's.
-AttentionSplit plan_attention_split(const PagedAttentionArgs& args, int max_seq_len, int num_sms);
+// max_seq_len: the batch's longest sequence (host-side metadata); num_sms: the device's;
+// decode_ctas_per_sm: how many decode-kernel CTAs an SM holds (decode_kernel_ctas_per_sm),
+// 0 for the design value of 6.
+AttentionSplit plan_attention_split(const PagedAttentionArgs& args, int max_seq_len, int num_sms,
+                                    int decode_ctas_per_sm = 0);
+// CTAs of the decode kernel (rope: the fused one) for `args` resident per SM, from the
+// compiled kernel's registers and shared memory (queried once per kernel).
+int decode_kernel_ctas_per_sm(const PagedAttentionArgs& args, bool rope);
 // Device workspace paged_attention needs for `split` (0 when it is not split).
 size_t attention_workspace_bytes(const PagedAttentionArgs& args, const AttentionSplit& split);
 // `workspace`: at least attention_workspace_bytes() of device memory, 16-byte aligned.
 void paged_attention(const PagedAttentionArgs& args, const AttentionSplit& split, void* workspace,
                      cudaStream_t stream);
+
+// qk_norm_rope_store's maths for the new tokens of a pure decode batch, done by the decode
+// attention kernel itself (paged_attention_rope): q, k and v come from the qkv product.
+struct AttentionRope {
+  const bf16* qkv = nullptr;        // [T, (Hq + 2 Hkv) D]
+  const bf16* q_norm = nullptr;     // [D] or null
+  const bf16* k_norm = nullptr;     // [D] or null
+  const float* cos_sin = nullptr;   // [max_pos, D], as QkNormRopeArgs
+  const int32_t* positions = nullptr;     // [T], clamped to [0, max_pos)
+  const int32_t* slot_mapping = nullptr;  // [T], -1 = do not store
+  float eps = 1e-6f;
+  int max_pos = 0;
+};
+// True when paged_attention_rope takes `args`: a pure decode batch (max_query_len 1, one
+// token per sequence, each the last of its sequence) that the decode kernel serves.
+bool attention_rope_supported(const PagedAttentionArgs& args);
+// qk_norm_rope_store then paged_attention in one kernel: args.q is not read; each
+// sequence's new K/V go into args' caches (written through them) at rope.slot_mapping.
+// The keys before each sequence's new one are loaded before the previous kernel has
+// finished (launch.cuh): no kernel of the last two launches may have written them.
+// REQUIRES: attention_rope_supported(args).
+void paged_attention_rope(const PagedAttentionArgs& args, const AttentionRope& rope,
+                          const AttentionSplit& split, void* workspace, cudaStream_t stream);
 
 }  // namespace kestrel::kernels
