@@ -15,7 +15,8 @@
 #       Carry .devcarry/include, .devcarry/googletest and .devcarry/deps (git-ignored).
 #   --bench     `kestrel bench` on a Qwen3-0.6B-shaped random model: single stream, nano-vLLM's
 #               bench, single stream on a short context, batched decode, prefill, single
-#               stream eager; then cuda_ops_bench
+#               stream eager; then decode_layer_bench (a batch-1 layer op by op, fused and
+#               unfused) and cuda_ops_bench
 #   --hf        tools/hf_live_compare.py: kestrel vs HF transformers on that model
 #   --deadline S    start no new step (test binary, comparison, benchmark) after S seconds,
 #                   so that a bounded call still ends with its summary
@@ -223,7 +224,7 @@ fi
 
 # --- build --------------------------------------------------------------------------
 TARGETS=(backend_cuda_tests)
-((RUN_BENCH)) && TARGETS+=(cuda_ops_bench)
+((RUN_BENCH)) && TARGETS+=(cuda_ops_bench decode_layer_bench)
 ((FULL)) && TARGETS+=(runtime_gpu_tests kestrel)
 t0=$SECONDS
 if ! cmake -S "$ROOT" -B "$BUILD" -G "$GEN" "${CMAKE_ARGS[@]}" >"$LOGS/build.log" 2>&1; then
@@ -342,6 +343,13 @@ if ((RUN_BENCH)); then
         >"$LOGS/ncu_$name.csv" 2>"$LOGS/ncu_$name.err"
       say "profile $name ($steps $kind step(s), kernel time per step; ncu serialises kernels):"
       python3 tools/ncu_summary.py "$LOGS/ncu_$name.csv" --per "$steps" 2>&1 | head -n 25 | tee -a "$SUMMARY"
+    done
+  fi
+  if built decode_layer_bench && in_time "decode_layer_bench"; then
+    for mode in fused unfused; do
+      say "bench: decode_layer_bench 640 $mode (microseconds per layer, batch 1):"
+      timeout 120 "$BUILD/bench/decode_layer_bench" 640 "$mode" 2>&1 | tail -n 7 | tee -a "$SUMMARY"
+      ((PIPESTATUS[0] == 0)) || status=1
     done
   fi
   if built cuda_ops_bench && in_time "cuda_ops_bench"; then
