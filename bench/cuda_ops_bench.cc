@@ -211,9 +211,10 @@ void bench_small_gemms(CudaBackend& be, const Ceilings& c) {
 // Attention over sequences of lens[b] keys each, the last `q_len` of them new.
 // `general`: withhold the max_query_len hint, so decodes and prefills take the general
 // CUDA-core kernel (the decode and tensor-core kernels' baseline, measured in the same run).
+// `longest_first`: pass the runner's seq_order (longest sequence first).
 void bench_attention_lens(CudaBackend& be, const Ceilings& c, const char* name,
                           const std::vector<int32_t>& lens, int q_len, bool scatter_pages = true,
-                          bool general = false) {
+                          bool general = false, bool longest_first = false) {
   const int hq = 16, hkv = 8, d = 128, bs = 16;
   const int num_seqs = static_cast<int>(lens.size());
   const int max_len = *std::max_element(lens.begin(), lens.end());
@@ -244,6 +245,13 @@ void bench_attention_lens(CudaBackend& be, const Ceilings& c, const char* name,
   meta.query_start_loc = i32(be, qsl, Shape{num_seqs + 1});
   meta.seq_lens = i32(be, lens, Shape{num_seqs});
   meta.block_tables = i32(be, tables, Shape{num_seqs, blocks_per_seq});
+  if (longest_first) {
+    std::vector<int32_t> order(num_seqs);
+    for (int b = 0; b < num_seqs; ++b) order[b] = b;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t x, int32_t y) { return lens[x] > lens[y]; });
+    meta.seq_order = i32(be, order, Shape{num_seqs});
+  }
   const Shape pages = be.kv_layout() == CudaKvLayout::kHeadMajor ? Shape{num_blocks, hkv, bs, d}
                                                                   : Shape{num_blocks, bs, hkv, d};
   LayerKvCache kv{random_bf16(be, pages), random_bf16(be, pages)};
@@ -285,6 +293,7 @@ void bench_decode_attention(CudaBackend& be, const Ceilings& c) {
     len = 100 + static_cast<int32_t>((state >> 33) % 1949);
   }
   bench_attention_lens(be, c, "decode 128 seqs x 100..2048 ctx (mixed)", mixed, 1);
+  bench_attention_lens(be, c, "the same, longest sequence first", mixed, 1, true, false, true);
   bench_attention(be, c, "decode 64 seqs x 1024 ctx", 64, 1024, 1);
   bench_attention(be, c, "decode 16 seqs x 4096 ctx", 16, 4096, 1);
   bench_attention(be, c, "decode 1 seq x 640 ctx", 1, 640, 1);

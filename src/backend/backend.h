@@ -34,6 +34,10 @@ struct AttentionMetadata {
   Tensor query_start_loc;  // i32 [B + 1]
   Tensor seq_lens;         // i32 [B]: context length including this step's tokens
   Tensor block_tables;     // i32 [B, max_blocks_per_seq]; unused entries are 0
+  // i32 [B], or undefined: a permutation of [0, B), longest sequence first. A kernel that
+  // gives each sequence its own work takes them in this order (CUDA decode attention), so
+  // that the longest start first and do not finish alone at the end. Optional.
+  Tensor seq_order;
 };
 
 struct KvCacheSpec {

@@ -1,6 +1,7 @@
 #include "runtime/step_inputs.h"
 
 #include <algorithm>
+#include <numeric>
 
 #include "core/error.h"
 
@@ -30,7 +31,8 @@ StepInputs::Offsets StepInputs::offsets(const StepShape& s) {
   o.slots = o.positions + aligned(s.num_tokens);
   o.query_start_loc = o.slots + aligned(s.num_tokens);
   o.seq_lens = o.query_start_loc + aligned(s.num_seqs + 1);
-  o.rows = o.seq_lens + aligned(s.num_seqs);
+  o.order = o.seq_lens + aligned(s.num_seqs);
+  o.rows = o.order + aligned(s.num_seqs);
   o.tables = o.rows + aligned(s.num_rows);
   o.end = o.tables + aligned(static_cast<size_t>(s.num_seqs) * s.table_width);
   return o;
@@ -75,6 +77,12 @@ void StepInputs::upload(const HostBatch& b, const StepShape& shape) {
     h[o.query_start_loc + i + 1] = T + (i - B) + 1;
     h[o.seq_lens + i] = 1;
   }
+
+  int32_t* order = h + o.order;
+  const int32_t* lens = h + o.seq_lens;
+  std::iota(order, order + shape.num_seqs, 0);
+  std::stable_sort(order, order + shape.num_seqs,
+                   [lens](int32_t x, int32_t y) { return lens[x] > lens[y]; });
 
   std::copy(b.sample_rows.begin(), b.sample_rows.end(), h + o.rows);
   for (int i = S; i < shape.num_rows; ++i) {
@@ -129,6 +137,7 @@ AttentionMetadata StepInputs::metadata(const StepShape& s, int max_query_len, in
   m.query_start_loc = view(o.query_start_loc, {s.num_seqs + 1});
   m.seq_lens = view(o.seq_lens, {s.num_seqs});
   m.block_tables = view(o.tables, {s.num_seqs, s.table_width});
+  m.seq_order = view(o.order, {s.num_seqs});
   return m;
 }
 

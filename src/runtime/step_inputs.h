@@ -5,14 +5,15 @@
 // views that shape gives, and every later upload() with that shape writes the same places.
 // Layout (i32, each region starting on a 16-byte boundary), for a shape (T, B, S, W):
 //   input_ids [T] | positions [T] | slot_mapping [T] | query_start_loc [B + 1] |
-//   seq_lens [B] | sample_rows [S] | block_tables [B, W]
+//   seq_lens [B] | seq_order [B] | sample_rows [S] | block_tables [B, W]
 // so region offsets depend only on the shape.
 //
 // Padding (a shape larger than the batch, for a graph captured at a larger batch size):
 // padding sequence b >= B owns one padding token; padding tokens have id 0, position 0 and
 // slot -1 (no KV write); padding sequences have seq_len 1 and an all-zero block table (they
 // read key 0 of block 0, whatever it holds: their outputs are ignored); padding sample rows
-// point at padding tokens.
+// point at padding tokens. seq_order lists the B sequences (padding included) by seq_len,
+// longest first, ties in batch order.
 //
 // Not thread-safe; one per ModelRunner.
 #pragma once
@@ -59,7 +60,7 @@ class StepInputs {
 
  private:
   struct Offsets {
-    size_t ids, positions, slots, query_start_loc, seq_lens, rows, tables, end;  // elements
+    size_t ids, positions, slots, query_start_loc, seq_lens, order, rows, tables, end;  // elements
   };
   static Offsets offsets(const StepShape& shape);
   Tensor view(size_t offset, Shape shape) const;

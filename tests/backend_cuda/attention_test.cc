@@ -1,10 +1,11 @@
 // Paged attention over flat mixed batches against a double-precision reference: decodes,
 // prefill chunks after cached prefixes, long rows, GQA groups 1 to 16, head dims 16 to 128,
 // block sizes 16 and 1, blocks scattered through the cache. Pure decode batches take the
-// decode kernel (groups <= 8), batches with prefill rows at head dims 64 and 128 the
+// decode kernel (groups <= 16), batches with prefill rows at head dims 64 and 128 the
 // tensor-core kernel (while its dispatch is on; attention_prefill.cu), everything else the
 // general one. Cache slots that no sequence owns hold NaN, so a read past a sequence's keys
-// shows up in the output.
+// shows up in the output. Every batch comes with a shuffled seq_order (the decode kernel's
+// CTA order).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -116,6 +117,7 @@ void run_case(const Config& c, const std::vector<SeqSpec>& seqs, CudaKvLayout la
   meta.query_start_loc = be.upload(i32_host(qsl), DType::kI32);
   meta.seq_lens = be.upload(i32_host(seq_lens), DType::kI32);
   meta.block_tables = be.upload(i32_host(tables, Shape{b_count, max_blocks}), DType::kI32);
+  meta.seq_order = be.upload(i32_host(shuffled_order(b_count, rng)), DType::kI32);
   LayerKvCache kv{be.upload(cache.k, DType::kBF16), be.upload(cache.v, DType::kBF16)};
   Tensor out = poisoned(DType::kBF16, Shape{t_count, int64_t(c.hq) * c.d}, be);
   const double scale = 1.0 / std::sqrt(double(c.d));

@@ -172,6 +172,15 @@ inline Tensor rope_table(int max_pos, int d, double theta) {
   return t;
 }
 
+// A random permutation of [0, n): AttentionMetadata::seq_order (any order must give the same
+// results; the runner passes the longest sequence first).
+inline std::vector<int32_t> shuffled_order(int n, std::mt19937& rng) {
+  std::vector<int32_t> order(n);
+  for (int i = 0; i < n; ++i) order[i] = i;
+  std::shuffle(order.begin(), order.end(), rng);
+  return order;
+}
+
 // The token counts the tests sweep (odd on purpose).
 inline const std::vector<int>& token_counts() {
   static const std::vector<int> counts{1, 7, 33, 200};

@@ -87,6 +87,7 @@ void run_case(const Config& c, const std::vector<int>& cached, bool padding, int
   meta.query_start_loc = be.upload(i32_host(qsl), DType::kI32);
   meta.seq_lens = be.upload(i32_host(seq_lens), DType::kI32);
   meta.block_tables = be.upload(i32_host(tables, Shape{b_count, max_blocks}), DType::kI32);
+  meta.seq_order = be.upload(i32_host(shuffled_order(b_count, rng)), DType::kI32);
 
   const Tensor qkv = be.upload(random_bf16(Shape{b_count, int64_t(heads) * c.d}, rng, -2.0f, 2.0f).host,
                                DType::kBF16);

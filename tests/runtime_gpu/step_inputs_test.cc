@@ -49,6 +49,7 @@ TEST(StepInputs, PadsADecodeBatchForAGraph) {
   EXPECT_EQ(values(m.slot_mapping), (std::vector<int>{12, 37, -1, -1}));
   EXPECT_EQ(values(m.query_start_loc), (std::vector<int>{0, 1, 2, 3, 4}));
   EXPECT_EQ(values(m.seq_lens), (std::vector<int>{5, 2, 1, 1}));
+  EXPECT_EQ(values(m.seq_order), (std::vector<int>{0, 1, 2, 3}));  // longest first, ties in order
   EXPECT_EQ(m.block_tables.dim(0), 4);
   EXPECT_EQ(m.block_tables.dim(1), 3);
   EXPECT_EQ(values(m.block_tables), (std::vector<int>{7, 3, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0}));
@@ -75,7 +76,32 @@ TEST(StepInputs, SameShapeSameAddresses) {
   EXPECT_EQ(in.metadata(shape, 1, 5, 4).block_tables.data(), tables);
   EXPECT_EQ(values(in.input_ids(shape)), (std::vector<int>{33, 0, 0, 0}));
   EXPECT_EQ(values(in.metadata(shape, 1, 8, 4).seq_lens), (std::vector<int>{8, 1, 1, 1}));
+  EXPECT_EQ(values(in.metadata(shape, 1, 8, 4).seq_order), (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(values(in.metadata(shape, 1, 8, 4).query_start_loc), (std::vector<int>{0, 1, 2, 3, 4}));
+}
+
+// Decodes of 3, 9, 1 and 9 keys (one block each, block size 16): the order lists the longest
+// first, the two of 9 in batch order, then the padding sequence (seq_len 1) after the real one.
+TEST(StepInputs, SequenceOrderIsLongestFirst) {
+  CpuBackend cpu(1);
+  StepInputs in(cpu, 16, 8, 6);
+  HostBatch b;
+  b.input_ids = {1, 2, 3, 4};
+  b.positions = {2, 8, 0, 8};
+  b.slot_mapping = {2, 24, 32, 56};
+  b.query_start_loc = {0, 1, 2, 3, 4};
+  b.seq_lens = {3, 9, 1, 9};
+  b.block_tables = {0, 1, 2, 3};
+  b.max_blocks = 1;
+  b.max_query_len = 1;
+  b.max_seq_len = 9;
+  b.sample_rows = {0, 1, 2, 3};
+  b.sample_seqs = {0, 1, 2, 3};
+  const StepShape shape{5, 5, 5, 1};  // one padding sequence
+  in.upload(b, shape);
+  const AttentionMetadata m = in.metadata(shape, 1, 9, 16);
+  EXPECT_EQ(values(m.seq_lens), (std::vector<int>{3, 9, 1, 9, 1}));
+  EXPECT_EQ(values(m.seq_order), (std::vector<int>{1, 3, 0, 2, 4}));
 }
 
 TEST(StepInputs, PromptChunkWithoutSampleRowsSamplesTheLastToken) {

@@ -142,6 +142,12 @@ __device__ __forceinline__ int cta_index_y() {
   return v;
 }
 
+// The sequence the CTAs at grid position x serve: longest first when the batch gives an
+// order (a CTA wave then ends with the short sequences, not with a lone long one).
+__device__ __forceinline__ int sequence_of(const PagedAttentionArgs& a, int x) {
+  return a.seq_order != nullptr ? a.seq_order[x] : x;
+}
+
 __device__ __forceinline__ uint4 pack8(const float* f) {
   uint4 u;
   unsigned* w = &u.x;
@@ -244,7 +250,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
   const int tid = threadIdx.x;
   const int slot = tid / kLanes;
   const int sub = tid % kLanes;  // owns dims [8 sub, 8 sub + 8)
-  const int b = blockIdx.x / gr.parts;
+  const int b = sequence_of(a, blockIdx.x / gr.parts);
   const int part = blockIdx.x % gr.parts;
   const int g = blockIdx.y;
   const int z = blockIdx.z;
@@ -480,7 +486,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
   __threadfence();  // this CTA's partials are visible before it counts itself in
   __syncthreads();
   const int bx = cta_index_x();
-  const int splits_here = split_count(split, a.seq_lens[bx / gr.parts], kTile);
+  const int splits_here = split_count(split, a.seq_lens[sequence_of(a, bx / gr.parts)], kTile);
   if (tid == 0) {
     int* counter = a.split_counters + int64_t(bx) * a.num_kv_heads + cta_index_y();
     s_last = atomicAdd(counter, 1) == splits_here - 1;

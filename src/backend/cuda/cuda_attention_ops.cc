@@ -129,6 +129,11 @@ kernels::PagedAttentionArgs attention_args(const char* op, const Tensor& q, cons
            meta.block_tables.shape().str());
   check_aligned(op, "q", q, 16);
   check_aligned(op, "out", out, 16);
+  if (meta.seq_order.defined()) {
+    check_tensor(op, "meta.seq_order", meta.seq_order, DType::kI32, 1);
+    KS_CHECK(meta.seq_order.dim(0) >= b, "{}: meta.seq_order {} shorter than num_seqs {}", op,
+             meta.seq_order.shape().str(), b);
+  }
 
   kernels::PagedAttentionArgs a;
   a.q = bf(q);
@@ -138,6 +143,7 @@ kernels::PagedAttentionArgs attention_args(const char* op, const Tensor& q, cons
   a.query_start_loc = i32(meta.query_start_loc);
   a.seq_lens = i32(meta.seq_lens);
   a.block_tables = i32(meta.block_tables);
+  a.seq_order = meta.seq_order.defined() ? i32(meta.seq_order) : nullptr;
   a.out = bf_mut(out);
   a.scale = scale;
   a.num_tokens = to_int(t);

@@ -69,6 +69,7 @@ struct PagedAttentionArgs {
   const int32_t* query_start_loc = nullptr;  // [B + 1]
   const int32_t* seq_lens = nullptr;         // [B]
   const int32_t* block_tables = nullptr;     // [B, max_blocks_per_seq]
+  const int32_t* seq_order = nullptr;        // [B] permutation (decode kernel's CTA order) or null
   bf16* out = nullptr;                     // [T, Hq D]
   float scale = 1.0f;
   int num_tokens = 0;
