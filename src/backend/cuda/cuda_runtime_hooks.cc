@@ -84,6 +84,32 @@ void CudaBackend::copy_to_host(const Tensor& src, Tensor& host) {
   KS_CUDA_CHECK(cudaStreamSynchronize(holder_->stream));
 }
 
+namespace {
+
+// Fills `bytes` of device memory with pseudo-random bytes (never a constant, which a memory
+// system could treat differently): 1 MiB made on the host, doubled on the device.
+void fill_pseudo_random(void* dst, size_t bytes, cudaStream_t s) {
+  std::vector<uint64_t> host(std::min<size_t>(bytes, size_t(1) << 20) / 8 + 1);
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (uint64_t& v : host) {  // xorshift64
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v = x;
+  }
+  auto* d = static_cast<char*>(dst);
+  size_t filled = std::min(bytes, host.size() * 8);
+  KS_CUDA_CHECK(cudaMemcpyAsync(d, host.data(), filled, cudaMemcpyHostToDevice, s));
+  while (filled < bytes) {
+    const size_t n = std::min(filled, bytes - filled);
+    KS_CUDA_CHECK(cudaMemcpyAsync(d + filled, d, n, cudaMemcpyDeviceToDevice, s));
+    filled += n;
+  }
+  KS_CUDA_CHECK(cudaStreamSynchronize(s));  // `host` goes out of scope
+}
+
+}  // namespace
+
 double CudaBackend::measure_copy_bandwidth(size_t bytes) {
   KS_CHECK(bytes >= 16, "measure_copy_bandwidth: {} bytes is too small", bytes);
   cudaStream_t s = holder_->stream;
@@ -103,7 +129,7 @@ double CudaBackend::measure_copy_bandwidth(size_t bytes) {
   cudaEvent_t start, stop;
   KS_CUDA_CHECK(cudaEventCreate(&start));
   KS_CUDA_CHECK(cudaEventCreate(&stop));
-  KS_CUDA_CHECK(cudaMemsetAsync(src, 0x5a, bytes, s));  // not zeros
+  fill_pseudo_random(src, bytes, s);
   for (int i = 0; i < kWarmup; ++i) {
     KS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, s));
   }
