@@ -74,9 +74,10 @@ Ceilings measure_ceilings(CudaBackend& be) {
   std::printf("%-44s %9.3f ms   %.0f GB/s (bytes read + written)\n", "D2D copy of 1 GiB (stream)",
               direct_ms, 2.0 * src.nbytes() / (direct_ms * 1e-3) / 1e9);
   const double bw = 2.0 * src.nbytes() / (std::min(copy_ms, direct_ms) * 1e-3);
-  // The engine's own ceiling (kestrel bench's floors): the same copies of constant bytes
-  // between fresh allocations. On the H100 it read 2,585 GB/s after a bench run while the
-  // stream row above read 3,000 GB/s here; this row tells the method from the context.
+  // The engine's own ceiling (kestrel bench's floors): the same copies between fresh
+  // allocations. On the H100 it read 2,585 GB/s after a bench run (then on constant bytes)
+  // while the stream row above read 3,000 GB/s here; this row tells the method from the
+  // context.
   std::printf("%-44s %9s      %.0f GB/s (Backend::measure_copy_bandwidth)\n",
               "D2D copy of 1 GiB (engine ceiling)", "", be.measure_copy_bandwidth(size_t(1) << 30) / 1e9);
 
