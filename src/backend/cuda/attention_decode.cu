@@ -29,14 +29,22 @@
 // - Softmax: every thread keeps its own online softmax (max, sum, 8 dims of unnormalised
 //   output per row) over the keys it loaded; no cross-thread traffic in the loop. At the end
 //   the kSlots states of each (row, dim) are merged through shared memory (the ring's), and
-//   the CTA either writes the bf16 output or, when the keys are split (Flash-Decoding), the
-//   fp32 partial that attention.cu's merge kernel combines.
+//   the CTA either writes the bf16 output or, when the keys are split (Flash-Decoding), its
+//   fp32 partial; the last CTA of the (sequence, KV head, part) to finish merges the
+//   partials (attention_decode_merge.cuh), counted in by an atomic counter.
+// - Fused (kFused, paged_attention_rope): q, k, v come from the qkv product; the q/k norm
+//   and RoPE run in registers (attention_decode_rope.cuh), the CTA whose split holds the new
+//   token stores its K/V and starts slot 0's state with it, and the cache loads are issued
+//   before griddepcontrol.wait, overlapping the product before.
+// - CTAs take the sequences in a.seq_order when given (longest first).
 //
 // Bytes: K and V of each (sequence, KV head) once (groups above 8: once from memory, once
 // more from L2), q and out once: the decode floor.
 #include <cfloat>
 
 #include "backend/cuda/attention_decode.cuh"
+#include "backend/cuda/attention_decode_merge.cuh"
+#include "backend/cuda/attention_decode_rope.cuh"
 #include "backend/cuda/attention_tiles.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -69,66 +77,6 @@ struct DecodeGeom {
   static constexpr int kMinCtas = kRows <= 4 ? 4 : 2;  // <= 128 / 255 registers
 };
 
-__device__ __forceinline__ void unpack8(const uint4& u, float* f) {
-  const unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-
-// What the fused path needs of the rope besides qkv, for one token and this lane's 8 dims:
-// cos, sin and the norm weights (inputs and weights, loaded before the wait), the KV slot.
-struct RopeRow {
-  float cos[8], sin[8], q_norm[8], k_norm[8];
-  int kv_slot;
-
-  template <int kLanes>
-  __device__ __forceinline__ void load(const AttentionRope& rope, int token, int sub) {
-    constexpr int D = kLanes * 8;
-    int pos = rope.positions[token];
-    pos = pos < 0 ? 0 : (pos >= rope.max_pos ? rope.max_pos - 1 : pos);
-    const float* cs = rope.cos_sin + int64_t(pos) * D;
-    const int pair = (sub < kLanes / 2 ? sub : sub - kLanes / 2) * 8;  // this lane's first pair
-    *reinterpret_cast<float4*>(cos) = *reinterpret_cast<const float4*>(cs + pair);
-    *reinterpret_cast<float4*>(cos + 4) = *reinterpret_cast<const float4*>(cs + pair + 4);
-    *reinterpret_cast<float4*>(sin) = *reinterpret_cast<const float4*>(cs + D / 2 + pair);
-    *reinterpret_cast<float4*>(sin + 4) = *reinterpret_cast<const float4*>(cs + D / 2 + pair + 4);
-    if (rope.q_norm != nullptr) unpack8(*reinterpret_cast<const uint4*>(rope.q_norm + sub * 8), q_norm);
-    if (rope.k_norm != nullptr) unpack8(*reinterpret_cast<const uint4*>(rope.k_norm + sub * 8), k_norm);
-    kv_slot = rope.slot_mapping[token];
-  }
-};
-
-// qk_norm_rope_store's maths on one head held as 8 dims per lane ([8 sub, 8 sub + 8)) by the
-// kLanes adjacent lanes of a key slot: the RMSNorm (when `norm`) sums over those lanes, and
-// RoPE pairs dim i with i + D/2, which lane sub ^ (kLanes / 2) holds. Every lane of the warp
-// must call it (shuffles). Same roundings as rope_store.cu; the result is bf16.
-template <int kLanes>
-__device__ __forceinline__ void norm_rope8(float (&x)[8], bool norm, const float (&w)[8],
-                                           float eps, const RopeRow& rr, int sub) {
-  constexpr int D = kLanes * 8;
-  if (norm) {
-    float ss = 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) ss += x[e] * x[e];
-#pragma unroll
-    for (int o = kLanes / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const float inv = rsqrtf(ss / D + eps);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) x[e] = round_bf16(round_bf16(x[e] * inv) * w[e]);
-  }
-  const bool first_half = sub < kLanes / 2;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    const float other = __shfl_xor_sync(0xffffffffu, x[e], kLanes / 2);
-    const float cx = round_bf16(x[e] * round_bf16(rr.cos[e]));
-    const float so = round_bf16(other * round_bf16(rr.sin[e]));
-    x[e] = round_bf16(first_half ? cx - so : cx + so);  // x1 c - x2 s | x2 c + x1 s
-  }
-}
-
 // blockIdx read afresh (asm volatile), so that the compiler does not keep an early value in a
 // register through a loop to save recomputing it.
 __device__ __forceinline__ int cta_index_x() {
@@ -146,85 +94,6 @@ __device__ __forceinline__ int cta_index_y() {
 // order (a CTA wave then ends with the short sequences, not with a lone long one).
 __device__ __forceinline__ int sequence_of(const PagedAttentionArgs& a, int x) {
   return a.seq_order != nullptr ? a.seq_order[x] : x;
-}
-
-__device__ __forceinline__ uint4 pack8(const float* f) {
-  uint4 u;
-  unsigned* w = &u.x;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-    w[i] = *reinterpret_cast<const unsigned*>(&h);
-  }
-  return u;
-}
-
-// out[row0 + r] = sum_z acc_z 2^(m_z - M) / sum_z l_z 2^(m_z - M) over the num_active splits,
-// for the CTA's rows r < num_rows. Every load of a chunk of splits is issued at once (staged
-// in shared memory), so the merge costs one or two round trips to L2, not one per split.
-template <int D, int kRows>
-__device__ __forceinline__ void merge_splits(const PagedAttentionArgs& a, int num_active,
-                                             int64_t rows, int64_t row0, int num_rows,
-                                             const float* part_ml, const float* part_acc,
-                                             float* smem) {
-  using G = DecodeGeom<D, kRows>;
-  constexpr int kOut = (kRows * D + kThreads - 1) / kThreads;  // outputs per thread
-  constexpr int kChunk = G::kSmemBytes / 4 / (kRows * D);      // splits staged at once (>= 1)
-  static_assert(kChunk >= 1, "the ring holds one split's partial outputs");
-  __shared__ float2 s_ml[kMaxAttentionSplits * kRows];
-  const int tid = threadIdx.x;
-  const int elems = num_rows * D;  // one split's partial outputs for these rows: contiguous
-  // Splits [z0, z0 + n) into smem by cp.async (L2, where the other CTAs' writes are).
-  auto stage = [&](int z0, int n) {
-    const int vecs = elems / 4;
-    for (int i = tid; i < n * vecs; i += kThreads) {
-      const int z = z0 + i / vecs;
-      cp_async_16<CopyCache::kL2>(smem + 4 * i, part_acc + (z * rows + row0) * D + 4 * (i % vecs), true);
-    }
-    cp_async_commit();
-  };
-  stage(0, min(kChunk, num_active));
-  for (int i = tid; i < num_active * num_rows; i += kThreads) {
-    const int64_t p = (i / num_rows) * rows + row0 + i % num_rows;
-    s_ml[i] = __ldcg(reinterpret_cast<const float2*>(part_ml) + p);
-  }
-  float mx[kOut], sum[kOut], o[kOut];
-  cp_async_wait_all();
-  __syncthreads();
-#pragma unroll
-  for (int k = 0; k < kOut; ++k) {
-    const int r = min((tid + k * kThreads) / D, num_rows - 1);
-    mx[k] = -FLT_MAX;
-    for (int z = 0; z < num_active; ++z) mx[k] = fmaxf(mx[k], s_ml[z * num_rows + r].x);
-    sum[k] = 0.0f;
-    for (int z = 0; z < num_active; ++z) {
-      sum[k] += s_ml[z * num_rows + r].y * exp2f(s_ml[z * num_rows + r].x - mx[k]);
-    }
-    o[k] = 0.0f;
-  }
-  for (int z0 = 0; z0 < num_active; z0 += kChunk) {
-    const int n = min(kChunk, num_active - z0);
-    if (z0 > 0) {
-      __syncthreads();
-      stage(z0, n);
-      cp_async_wait_all();
-      __syncthreads();
-    }
-#pragma unroll
-    for (int k = 0; k < kOut; ++k) {
-      const int e = tid + k * kThreads;
-      if (e >= elems) break;
-      const int r = e / D;
-      for (int z = 0; z < n; ++z) {
-        o[k] += smem[z * elems + e] * exp2f(s_ml[(z0 + z) * num_rows + r].x - mx[k]);
-      }
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < kOut; ++k) {
-    const int e = tid + k * kThreads;
-    if (e < elems) a.out[(row0 + e / D) * D + e % D] = __float2bfloat16(o[k] / sum[k]);
-  }
 }
 
 // kFused: q, k, v come from rope.qkv (paged_attention_rope); a separate instantiation, so
@@ -495,7 +364,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
   __syncthreads();
   if (!s_last) return;
   __threadfence();
-  merge_splits<D, kRows>(a, splits_here, rows, int64_t(token) * a.num_q_heads + head0, num_rows,
+  merge_splits<D, kRows, kThreads, G::kSmemBytes>(a, splits_here, rows, int64_t(token) * a.num_q_heads + head0, num_rows,
                          part_ml, part_acc, reinterpret_cast<float*>(ring));
 }
 
