@@ -8,6 +8,8 @@
 // each way at bf16). Launch: one block per row; each thread handles the same vectors in
 // both passes, so the second pass re-reads what the same thread wrote (no barrier needed;
 // the re-read hits L1/L2). Vectors of VEC bf16 (8 = 16 bytes) when h and the pointers allow.
+#include <type_traits>
+
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
@@ -15,6 +17,18 @@
 
 namespace kestrel::kernels {
 namespace {
+
+// The second pass of both kernels: bf16(w * bf16(s * inv)) for one vector.
+template <int VEC>
+__device__ __forceinline__ BfVec<VEC> normed(BfVec<VEC> s, BfVec<VEC> w, float inv) {
+  BfVec<VEC> o;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    const float n = round_bf16(__bfloat162float(s.v[k]) * inv);
+    o.v[k] = __float2bfloat16(n * __bfloat162float(w.v[k]));
+  }
+  return o;
+}
 
 // x may equal out (in place): each element is read before the same thread writes it.
 template <int VEC>
@@ -39,17 +53,7 @@ __global__ void rms_norm_kernel(const bf16* x, const bf16* __restrict__ w, float
     }
   }
   const float inv = rsqrtf(block_sum(ss, scratch) / h + eps);
-  for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
-    BfVec<VEC> v = xr[i];
-    BfVec<VEC> wk = wv[i];
-    BfVec<VEC> o;
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) {
-      float n = round_bf16(__bfloat162float(v.v[k]) * inv);
-      o.v[k] = __float2bfloat16(n * __bfloat162float(wk.v[k]));
-    }
-    outr[i] = o;
-  }
+  for (int i = threadIdx.x; i < nvec; i += blockDim.x) outr[i] = normed(xr[i], wv[i], inv);
 }
 
 // x and residual are read and written: no __restrict__ and no read-only cache path.
@@ -79,22 +83,23 @@ __global__ void add_rms_norm_kernel(bf16* x, bf16* residual, const bf16* __restr
     rr[i] = s;
   }
   const float inv = rsqrtf(block_sum(ss, scratch) / h + eps);
-  for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
-    BfVec<VEC> s = rr[i];
-    BfVec<VEC> wk = wv[i];
-    BfVec<VEC> o;
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) {
-      float n = round_bf16(__bfloat162float(s.v[k]) * inv);
-      o.v[k] = __float2bfloat16(n * __bfloat162float(wk.v[k]));
-    }
-    xr[i] = o;
-  }
+  for (int i = threadIdx.x; i < nvec; i += blockDim.x) xr[i] = normed(rr[i], wv[i], inv);
 }
 
 int threads_for(int nvec) {
   int t = (nvec + 31) / 32 * 32;
   return t < 32 ? 32 : (t > 512 ? 512 : t);
+}
+
+// Calls launch(std::integral_constant<int, VEC>) for the vector width of bf16_vec_width().
+template <typename Launch>
+void with_vec_width(int vec, Launch&& launch) {
+  switch (vec) {
+    case 8: return launch(std::integral_constant<int, 8>{});
+    case 4: return launch(std::integral_constant<int, 4>{});
+    case 2: return launch(std::integral_constant<int, 2>{});
+    default: return launch(std::integral_constant<int, 1>{});
+  }
 }
 
 }  // namespace
@@ -103,14 +108,11 @@ void rms_norm(const bf16* x, const bf16* w, float eps, int64_t rows, int h, bf16
               cudaStream_t stream) {
   if (rows == 0) return;
   const int vec = bf16_vec_width(h, x, w, out);
-  const int threads = threads_for(h / vec);
   const auto grid = static_cast<unsigned>(rows);
-  switch (vec) {
-    case 8: launch_pdl("rms_norm_kernel", rms_norm_kernel<8>, grid, threads, 0, stream, x, w, eps, h, out); break;
-    case 4: launch_pdl("rms_norm_kernel", rms_norm_kernel<4>, grid, threads, 0, stream, x, w, eps, h, out); break;
-    case 2: launch_pdl("rms_norm_kernel", rms_norm_kernel<2>, grid, threads, 0, stream, x, w, eps, h, out); break;
-    default: launch_pdl("rms_norm_kernel", rms_norm_kernel<1>, grid, threads, 0, stream, x, w, eps, h, out); break;
-  }
+  with_vec_width(vec, [&](auto v) {
+    launch_pdl("rms_norm_kernel", rms_norm_kernel<decltype(v)::value>, grid, threads_for(h / vec),
+               0, stream, x, w, eps, h, out);
+  });
   KS_CUDA_CHECK_LAUNCH("rms_norm_kernel");
 }
 
@@ -118,14 +120,11 @@ void add_rms_norm(bf16* x, bf16* residual, const bf16* w, float eps, int64_t row
                   cudaStream_t stream) {
   if (rows == 0) return;
   const int vec = bf16_vec_width(h, x, residual, w);
-  const int threads = threads_for(h / vec);
   const auto grid = static_cast<unsigned>(rows);
-  switch (vec) {
-    case 8: launch_pdl("add_rms_norm_kernel", add_rms_norm_kernel<8>, grid, threads, 0, stream, x, residual, w, eps, h); break;
-    case 4: launch_pdl("add_rms_norm_kernel", add_rms_norm_kernel<4>, grid, threads, 0, stream, x, residual, w, eps, h); break;
-    case 2: launch_pdl("add_rms_norm_kernel", add_rms_norm_kernel<2>, grid, threads, 0, stream, x, residual, w, eps, h); break;
-    default: launch_pdl("add_rms_norm_kernel", add_rms_norm_kernel<1>, grid, threads, 0, stream, x, residual, w, eps, h); break;
-  }
+  with_vec_width(vec, [&](auto v) {
+    launch_pdl("add_rms_norm_kernel", add_rms_norm_kernel<decltype(v)::value>, grid,
+               threads_for(h / vec), 0, stream, x, residual, w, eps, h);
+  });
   KS_CUDA_CHECK_LAUNCH("add_rms_norm_kernel");
 }
 
