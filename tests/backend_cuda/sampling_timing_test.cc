@@ -57,13 +57,13 @@ double kernel_us(CudaBackend& be, const Tensor& logits, const std::vector<Row>& 
     scratch = be.empty(DType::kU8, Shape{static_cast<int64_t>(sk::plain_scratch_bytes(n, vocab))});
     args.plain_scratch = scratch.data();
   }
-  sk::sample_rows(args, 0, be.stream());
+  sk::sample_rows(args, be.stream());
   cudaEvent_t start, stop;
   cudaEventCreate(&start);
   cudaEventCreate(&stop);
   constexpr int kIters = 20;
   cudaEventRecord(start, be.stream());
-  for (int i = 0; i < kIters; ++i) sk::sample_rows(args, 0, be.stream());
+  for (int i = 0; i < kIters; ++i) sk::sample_rows(args, be.stream());
   cudaEventRecord(stop, be.stream());
   cudaEventSynchronize(stop);
   float ms = 0;

@@ -373,12 +373,7 @@ void launch(const PagedAttentionArgs& a, const AttentionRope& rope, const Decode
             const AttentionSplit& split, float* part_ml, float* part_acc, cudaStream_t stream) {
   constexpr int kSmem = DecodeGeom<D, kRows>::kSmemBytes;
   auto* kernel = decode_kernel<D, kRows, kFused>;
-  // Above 48 KB of dynamic shared memory a kernel must opt in (once per instantiation).
-  static const cudaError_t opted =
-      kSmem > 48 * 1024
-          ? cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem)
-          : cudaSuccess;
-  KS_CUDA_CHECK(opted);
+  if constexpr (kSmem > 48 * 1024) allow_dynamic_smem<decode_kernel<D, kRows, kFused>>(kSmem);
   // x = sequence-major, so the CTAs of one group's parts are adjacent (share K/V through L2).
   const dim3 grid(static_cast<unsigned>(a.num_seqs * gr.parts),
                   static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(split.num_splits));

@@ -44,7 +44,6 @@
 // splits each tile's keys into chunks of whole 64-key tiles (kernels.h, AttentionSplit),
 // merged by attention.cu.
 #include <cfloat>
-#include <mutex>
 
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/attention_prefill.cuh"
@@ -395,28 +394,13 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// Shared memory past 48 KB must be opted into, once per kernel and device (a template per
-// kernel: each instantiation has its own flags).
-template <int D, bool kHeadMajor>
-void allow_smem(int bytes) {
-  constexpr int kMaxDevices = 64;
-  static std::once_flag flags[kMaxDevices];
-  const auto kernel = prefill_kernel<D, kHeadMajor>;
-  int dev = 0;
-  KS_CUDA_CHECK(cudaGetDevice(&dev));
-  KS_CUDA_CHECK(dev < kMaxDevices ? cudaSuccess : cudaErrorInvalidDevice);
-  std::call_once(flags[dev], [&] {
-    KS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  });
-}
-
 template <int D, bool kHeadMajor>
 void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
             float* part_acc, cudaStream_t stream) {
   const int group = a.num_q_heads / a.num_kv_heads;
   const int q_tile = kRows / group;
   const int bytes = static_cast<int>(sizeof(PrefillSmem<D>));
-  allow_smem<D, kHeadMajor>(bytes);
+  allow_dynamic_smem<prefill_kernel<D, kHeadMajor>>(bytes);
   // Batches whose sequences all have max_query_len new tokens take their tiles longest first
   // across sequences, with no lookup scan (the prefill workload: 5% faster than the scan's
   // order, docs/cuda_backend.md).

@@ -27,11 +27,11 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/mma.cuh"
 
 namespace kestrel::kernels {
 namespace {
@@ -57,16 +57,6 @@ __device__ __forceinline__ void copy_wait_all() {
   asm volatile("cp.async.wait_all;\n" ::: "memory");
 }
 
-__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
-                                         uint32_t a3, uint32_t b0, uint32_t b1) {
-  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void store_out(float v, float* p) { *p = v; }
-__device__ __forceinline__ void store_out(float v, __nv_bfloat16* p) { *p = __float2bfloat16(v); }
 
 // 16-byte vectors staged per lane and step: w, x row g, and x row g + 8 when kTall.
 template <bool kTall>
@@ -170,17 +160,7 @@ void launch(const void* x, const void* w, const void* bias, void* out, int t, in
   const int tiles_per_cta = warps / k_split;
   const int grid = (tiles + tiles_per_cta - 1) / tiles_per_cta;
   const int smem = warps * kWarpStageBytes<kTall>;
-  // Above 48 KB needs an opt-in, once per device (a host-side attribute, no stream work).
-  static std::atomic<uint64_t> opted_in{0};
-  int device = 0;
-  KS_CUDA_CHECK(cudaGetDevice(&device));
-  const uint64_t bit = uint64_t(1) << (device % 64);
-  if ((opted_in.load(std::memory_order_relaxed) & bit) == 0) {
-    KS_CUDA_CHECK(cudaFuncSetAttribute(gemv_kernel<kTall, OutT>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       max_warps * kWarpStageBytes<kTall>));
-    opted_in.fetch_or(bit);
-  }
+  allow_dynamic_smem<gemv_kernel<kTall, OutT>>(max_warps * kWarpStageBytes<kTall>);
   launch_pdl("gemv_kernel", gemv_kernel<kTall, OutT>, dim3(grid), dim3(warps * 32), smem, stream,
              static_cast<const __nv_bfloat16*>(x), static_cast<const __nv_bfloat16*>(w),
              static_cast<const __nv_bfloat16*>(bias), static_cast<OutT*>(out), t, n, k, k_split);

@@ -23,7 +23,6 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -31,6 +30,7 @@
 #include "backend/cuda/gemv_fused.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/mma.cuh"
 
 namespace kestrel::kernels {
 namespace {
@@ -43,17 +43,6 @@ constexpr int kMaxWarps = 16;
 constexpr int kRowPad = 32;    // bf16 of padding per staged row (64 bytes)
 constexpr size_t kMaxStagedBytes = 64 * 1024;
 
-__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a2, uint32_t b0,
-                                         uint32_t b1) {
-  // Rows g + 8 of A are zero (T <= 8): a1 = a3 = 0.
-  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-      "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(0u), "r"(a2), "r"(0u), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ void store_out(float v, float* p) { *p = v; }
-__device__ __forceinline__ void store_out(float v, bf16* p) { *p = __float2bfloat16(v); }
 
 // Writes x' for rows [0, t) into xs (row stride k + kRowPad).
 template <GemvPrologue P>
@@ -160,8 +149,8 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       const uint4 wv = mine[u * 32];
       const uint4 xa = kk + q * 8 < k ? *reinterpret_cast<const uint4*>(x_row + kk)
                                       : make_uint4(0, 0, 0, 0);
-      mma_bf16(c, xa.x, xa.y, wv.x, wv.y);
-      mma_bf16(c, xa.z, xa.w, wv.z, wv.w);
+      mma_bf16(c, xa.x, 0u, xa.y, 0u, wv.x, wv.y);
+      mma_bf16(c, xa.z, 0u, xa.w, 0u, wv.z, wv.w);
     }
   }
 
@@ -200,8 +189,6 @@ void launch(const void* x, const void* w, const void* bias, const GemvFusion& f,
   int warps_per_tile = std::min(kMaxWarpsPerTile, (steps + kBatch - 1) / kBatch);
   const int steps_per_warp = (steps + warps_per_tile - 1) / warps_per_tile;
   warps_per_tile = (steps + steps_per_warp - 1) / steps_per_warp;  // no idle warps
-  int device = 0;
-  KS_CUDA_CHECK(cudaGetDevice(&device));
   const int tiles = (n + kTileCols - 1) / kTileCols;
   // Several tiles per CTA only while the grid still covers every SM.
   const int tiles_per_cta =
@@ -210,17 +197,9 @@ void launch(const void* x, const void* w, const void* bias, const GemvFusion& f,
   const int grid = (tiles + tiles_per_cta - 1) / tiles_per_cta;
   const size_t smem = staged_bytes(t, k) + size_t(threads) * (kBatch + 1) * sizeof(uint4) +
                       kFusedGemvMaxTokens * sizeof(float);
-  // Above 48 KB needs an opt-in, once per device and instantiation (no stream work).
-  static std::atomic<uint64_t> opted_in{0};
-  const uint64_t bit = uint64_t(1) << (device % 64);
-  if ((opted_in.load(std::memory_order_relaxed) & bit) == 0) {
-    const size_t most = kMaxStagedBytes + kMaxWarps * 32 * (kBatch + 1) * sizeof(uint4) +
-                        kFusedGemvMaxTokens * sizeof(float);
-    KS_CUDA_CHECK(cudaFuncSetAttribute(fused_gemv_kernel<P, kAdd, OutT>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(most)));
-    opted_in.fetch_or(bit);
-  }
+  allow_dynamic_smem<fused_gemv_kernel<P, kAdd, OutT>>(static_cast<int>(
+      kMaxStagedBytes + kMaxWarps * 32 * (kBatch + 1) * sizeof(uint4) +
+      kFusedGemvMaxTokens * sizeof(float)));
   launch_pdl("fused_gemv_kernel", fused_gemv_kernel<P, kAdd, OutT>, grid, threads, smem, stream,
              static_cast<const bf16*>(x), static_cast<const bf16*>(w),
              static_cast<const bf16*>(bias), static_cast<const bf16*>(f.norm_w), f.eps,

@@ -20,6 +20,7 @@
 
 #include <cuda_runtime.h>
 
+#include <mutex>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -56,6 +57,21 @@ void launch_pdl(const char* name, void (*kernel)(Params...), dim3 grid, dim3 blo
   config.numAttrs = pdl_enabled() ? 1 : 0;
   const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
   if (err != cudaSuccess) ::kestrel::cuda_fail(err, name, __FILE__, __LINE__);
+}
+
+// Lets kKernel be launched with up to `bytes` of dynamic shared memory (past 48 KB a kernel
+// must opt in), once per kernel, device and process: the attribute belongs to the device's
+// context, so a second GPU needs its own call. Pass the most any launch of kKernel uses.
+template <auto kKernel>
+void allow_dynamic_smem(int bytes) {
+  constexpr int kMaxDevices = 64;
+  static std::once_flag done[kMaxDevices];
+  int device = 0;
+  KS_CUDA_CHECK(cudaGetDevice(&device));
+  KS_CUDA_CHECK(device < kMaxDevices ? cudaSuccess : cudaErrorInvalidDevice);
+  std::call_once(done[device], [bytes] {
+    KS_CUDA_CHECK(cudaFuncSetAttribute(kKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  });
 }
 
 }  // namespace kestrel::kernels

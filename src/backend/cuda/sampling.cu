@@ -25,6 +25,7 @@
 #include <climits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/sampling_plain.h"
 #include "backend/cuda/sampling_select.cuh"
 #include "core/philox.h"
@@ -322,7 +323,7 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(SampleArgs args, bo
 
 }  // namespace
 
-void sample_rows(const SampleArgs& args, int device, cudaStream_t stream) {
+void sample_rows(const SampleArgs& args, cudaStream_t stream) {
   if (args.num_rows == 0) return;
   if (args.num_processed > 0) {
     penalties_kernel<<<args.num_processed, kThreads, 0, stream>>>(
@@ -332,13 +333,7 @@ void sample_rows(const SampleArgs& args, int device, cudaStream_t stream) {
   const bool plain = args.num_plain != 0 && args.plain_scratch != nullptr;
   if (plain) launch_plain(args, stream);
   if (plain && args.num_plain == args.num_rows) return;
-  // Above the 48 KiB default: opt in once per device.
-  thread_local int opted_in_device = -1;
-  if (opted_in_device != device) {
-    KS_CUDA_CHECK(cudaFuncSetAttribute(sample_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(sizeof(Smem))));
-    opted_in_device = device;
-  }
+  kernels::allow_dynamic_smem<sample_kernel>(static_cast<int>(sizeof(Smem)));
   sample_kernel<<<args.num_rows, kThreads, sizeof(Smem), stream>>>(args, plain);
   KS_CUDA_CHECK_LAUNCH("sample_kernel");
 }

@@ -105,7 +105,7 @@ size_t plain_scratch_bytes(int num_rows, int vocab);
 // Copies each processed row from the raw logits and applies its PenaltyEntry list (masks,
 // repetition, frequency and presence penalties; float arithmetic as the CPU sampler's),
 // then samples every row: plain rows (is_plain) on the split path, the others with one block
-// per row. `device` is the current device (for the shared-memory opt-in).
-void sample_rows(const SampleArgs& args, int device, cudaStream_t stream);
+// per row.
+void sample_rows(const SampleArgs& args, cudaStream_t stream);
 
 }  // namespace kestrel::sampling_kernels

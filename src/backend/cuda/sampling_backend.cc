@@ -257,9 +257,7 @@ std::vector<SampledToken> CudaSampler::sample(CudaBackend& be, const Tensor& log
     args.plain_scratch =
         device_bytes(be, plain_dev_, sampling_kernels::plain_scratch_bytes(num_rows, vocab));
   }
-  int device = 0;
-  KS_CUDA_CHECK(cudaGetDevice(&device));
-  sampling_kernels::sample_rows(args, device, stream);
+  sampling_kernels::sample_rows(args, stream);
 
   uint8_t* host_out = download_.get(out_bytes);
   KS_CUDA_CHECK(cudaMemcpyAsync(host_out, dev + in_bytes, out_bytes, cudaMemcpyDeviceToHost, stream));

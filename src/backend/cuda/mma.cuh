@@ -1,0 +1,26 @@
+// Warp-level tensor-core helpers shared by the small-batch products (gemv.cu, gemv_fused.cu).
+// Included by .cu files only.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+
+namespace kestrel::kernels {
+
+// c += A B for one m16n8k16 tile: A (16 x 16 bf16, row-major fragment a0..a3), B (16 x 8
+// bf16, column-major fragment b0, b1), fp32 accumulators c. Steps with T <= 8 token rows
+// pass a1 = a3 = 0 (rows 8..15 of A).
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2,
+                                         uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+               "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// One output element: fp32 as is, bf16 rounded to nearest.
+__device__ __forceinline__ void store_out(float v, float* p) { *p = v; }
+__device__ __forceinline__ void store_out(float v, __nv_bfloat16* p) { *p = __float2bfloat16(v); }
+
+}  // namespace kestrel::kernels
