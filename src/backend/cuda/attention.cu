@@ -324,7 +324,7 @@ template <int D>
 void run(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml, float* part_acc,
          cudaStream_t stream) {
   if (detail::use_decode_kernel(a)) {
-    return detail::decode_attention(a, AttentionRope{}, split, part_ml, part_acc, stream);
+    return detail::decode_attention(a, QkNormRopeArgs{}, split, part_ml, part_acc, stream);
   }
   if (detail::use_prefill_kernel(a)) {
     detail::prefill_attention(a, split, part_ml, part_acc, stream);
@@ -415,7 +415,7 @@ int decode_kernel_ctas_per_sm(const PagedAttentionArgs& a, bool rope) {
   return detail::use_decode_kernel(a) ? detail::decode_ctas_per_sm(a, rope) : 0;
 }
 
-void paged_attention_rope(const PagedAttentionArgs& a, const AttentionRope& rope,
+void paged_attention_rope(const PagedAttentionArgs& a, const QkNormRopeArgs& rope,
                           const AttentionSplit& split, void* workspace, cudaStream_t stream) {
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
   float *part_ml, *part_acc;

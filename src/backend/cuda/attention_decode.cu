@@ -41,6 +41,7 @@
 // Bytes: K and V of each (sequence, KV head) once (groups above 8: once from memory, once
 // more from L2), q and out once: the decode floor.
 #include <cfloat>
+#include <type_traits>
 
 #include "backend/cuda/attention_decode.cuh"
 #include "backend/cuda/attention_decode_merge.cuh"
@@ -100,7 +101,7 @@ __device__ __forceinline__ int sequence_of(const PagedAttentionArgs& a, int x) {
 // that the plain kernel keeps its registers.
 template <int D, int kRows, bool kFused>
 __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
-    decode_kernel(PagedAttentionArgs a, AttentionRope rope, DecodeRows gr, AttentionSplit split,
+    decode_kernel(PagedAttentionArgs a, QkNormRopeArgs rope, DecodeRows gr, AttentionSplit split,
                   float* part_ml, float* part_acc) {
   using G = DecodeGeom<D, kRows>;
   constexpr int kLanes = G::kLanes, kSlots = G::kSlots, kSteps = G::kSteps;
@@ -111,8 +112,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
   // With rope (fused), the new token's q, k, v come from the qkv product and everything
   // before it in the cache was written by earlier steps, so the cache loads start before
   // pdl_wait() and overlap the product's tail. Only the inputs (metadata) are read before it.
-  constexpr bool fused = kFused;
-  if constexpr (!fused) {
+  if constexpr (!kFused) {
     pdl_wait();  // launch.cuh: before touching what earlier kernels write
     pdl_trigger();
   }
@@ -129,13 +129,13 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
   const int seq_len = a.seq_lens[b];
   const int num_active = split_count(split, seq_len, kTile);
   if (z >= num_active) {  // no keys here (a plan made for longer sequences)
-    if constexpr (fused) pdl_wait();
+    if constexpr (kFused) pdl_wait();
     return;
   }
   int k_begin, k_end;  // keys [k_begin, k_end): the split rule of kernels.h (AttentionSplit)
   split_key_range(split, seq_len, kTile, z, &k_begin, &k_end);
   // Fused: the last key (the new token's) is not in the cache yet; the last split adds it.
-  const bool owns_new = fused && k_end == seq_len;
+  const bool owns_new = kFused && k_end == seq_len;
   const int cache_end = owns_new ? seq_len - 1 : k_end;
   const int num_tiles = cache_end > k_begin ? (cache_end - k_begin + kTile - 1) / kTile : 0;
 
@@ -181,7 +181,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
   load_pages(kStages - 1, next_pages);
   // The rope's inputs and weights (no kernel writes them) before the wait, too.
   RopeRow rr;
-  if constexpr (fused) {
+  if constexpr (kFused) {
     rr.load<kLanes>(rope, token, sub);
     pdl_wait();
     pdl_trigger();
@@ -194,7 +194,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const int head = head0 + min(r, num_rows - 1);  // padding rows: computed, never written
-    const bf16* src = fused ? rope.qkv + token * qkv_stride + head * D
+    const bf16* src = kFused ? rope.qkv + token * qkv_stride + head * D
                             : a.q + (int64_t(token) * a.num_q_heads + head) * D;
     unpack8(*reinterpret_cast<const uint4*>(src + sub * 8), q[r]);
   }
@@ -206,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
   }
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    if constexpr (fused) norm_rope8<kLanes>(q[r], rope.q_norm != nullptr, rr.q_norm, rope.eps, rr, sub);
+    if constexpr (kFused) norm_rope8<kLanes>(q[r], rope.q_norm != nullptr, rr.q_norm, rope.eps, rr, sub);
 #pragma unroll
     for (int e = 0; e < 8; ++e) q[r][e] *= qscale;
   }
@@ -229,8 +229,8 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
                                ? kv_row_offset<true>(kv_slot / bs, kv_slot % bs, g, a.num_kv_heads, bs, D)
                                : kv_row_offset<false>(kv_slot / bs, kv_slot % bs, g, a.num_kv_heads, bs, D)) +
                           sub * 8;
-      *reinterpret_cast<uint4*>(const_cast<bf16*>(a.k_cache) + off) = pack8(kf);
-      *reinterpret_cast<uint4*>(const_cast<bf16*>(a.v_cache) + off) = v_raw;
+      *reinterpret_cast<uint4*>(rope.k_cache + off) = pack8(kf);
+      *reinterpret_cast<uint4*>(rope.v_cache + off) = v_raw;
     }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -369,27 +369,17 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
 }
 
 template <int D, int kRows, bool kFused>
-void launch(const PagedAttentionArgs& a, const AttentionRope& rope, const DecodeRows& gr,
+void launch(const PagedAttentionArgs& a, const QkNormRopeArgs& rope, const DecodeRows& gr,
             const AttentionSplit& split, float* part_ml, float* part_acc, cudaStream_t stream) {
   constexpr int kSmem = DecodeGeom<D, kRows>::kSmemBytes;
-  auto* kernel = decode_kernel<D, kRows, kFused>;
-  if constexpr (kSmem > 48 * 1024) allow_dynamic_smem<decode_kernel<D, kRows, kFused>>(kSmem);
+  constexpr auto kernel = decode_kernel<D, kRows, kFused>;
+  if constexpr (kSmem > 48 * 1024) allow_dynamic_smem<kernel>(kSmem);
   // x = sequence-major, so the CTAs of one group's parts are adjacent (share K/V through L2).
   const dim3 grid(static_cast<unsigned>(a.num_seqs * gr.parts),
                   static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(split.num_splits));
   launch_pdl("attention decode_kernel", kernel, grid, kThreads, kSmem, stream, a, rope, gr, split,
              part_ml, part_acc);
   KS_CUDA_CHECK_LAUNCH("attention decode_kernel");
-}
-
-template <int D, bool kFused>
-void launch_group(const PagedAttentionArgs& a, const AttentionRope& rope, const DecodeRows& gr,
-                  const AttentionSplit& split, float* part_ml, float* part_acc,
-                  cudaStream_t stream) {
-  if (gr.rows <= 1) return launch<D, 1, kFused>(a, rope, gr, split, part_ml, part_acc, stream);
-  if (gr.rows <= 2) return launch<D, 2, kFused>(a, rope, gr, split, part_ml, part_acc, stream);
-  if (gr.rows <= 4) return launch<D, 4, kFused>(a, rope, gr, split, part_ml, part_acc, stream);
-  launch<D, 8, kFused>(a, rope, gr, split, part_ml, part_acc, stream);
 }
 
 template <int D, int kRows, bool kFused>
@@ -403,27 +393,31 @@ int ctas_per_sm() {
   return ctas;
 }
 
-template <int D, bool kFused>
-int group_ctas_per_sm(int rows) {
-  if (rows <= 1) return ctas_per_sm<D, 1, kFused>();
-  if (rows <= 2) return ctas_per_sm<D, 2, kFused>();
-  if (rows <= 4) return ctas_per_sm<D, 4, kFused>();
-  return ctas_per_sm<D, 8, kFused>();
-}
+template <int N>
+using Int = std::integral_constant<int, N>;
 
-template <int D>
-int rows_ctas_per_sm(const PagedAttentionArgs& a, bool rope) {
-  const int rows = decode_rows(a).rows;
-  return rope ? group_ctas_per_sm<D, true>(rows) : group_ctas_per_sm<D, false>(rows);
-}
-
-template <int D>
-void launch_rows(const PagedAttentionArgs& a, const AttentionRope& rope,
-                 const AttentionSplit& split, float* part_ml, float* part_acc,
-                 cudaStream_t stream) {
-  const DecodeRows gr = decode_rows(a);
-  if (rope.qkv != nullptr) return launch_group<D, true>(a, rope, gr, split, part_ml, part_acc, stream);
-  launch_group<D, false>(a, rope, gr, split, part_ml, part_acc, stream);
+// Calls f(Int<D>, Int<kRows>, std::bool_constant<kFused>) for the instantiation that serves
+// `a`: its head dim, its group's rows per CTA rounded up to 1, 2, 4 or 8, plain or fused.
+template <typename F>
+auto with_decode_kernel(const PagedAttentionArgs& a, bool fused, F&& f) {
+  auto by_rows = [&](auto d, auto kf) {
+    const int rows = decode_rows(a).rows;
+    if (rows <= 1) return f(d, Int<1>{}, kf);
+    if (rows <= 2) return f(d, Int<2>{}, kf);
+    if (rows <= 4) return f(d, Int<4>{}, kf);
+    return f(d, Int<8>{}, kf);
+  };
+  auto by_dim = [&](auto kf) {
+    switch (a.head_dim) {
+      case 16: return by_rows(Int<16>{}, kf);
+      case 32: return by_rows(Int<32>{}, kf);
+      case 64: return by_rows(Int<64>{}, kf);
+      case 128: break;
+      default: KS_CUDA_CHECK(cudaErrorInvalidValue);  // use_decode_kernel() said no
+    }
+    return by_rows(Int<128>{}, kf);
+  };
+  return fused ? by_dim(std::true_type{}) : by_dim(std::false_type{});
 }
 
 }  // namespace
@@ -444,25 +438,19 @@ bool use_decode_kernel(const PagedAttentionArgs& a) {
 }
 
 int decode_ctas_per_sm(const PagedAttentionArgs& a, bool rope) {
-  switch (a.head_dim) {
-    case 16: return rows_ctas_per_sm<16>(a, rope);
-    case 32: return rows_ctas_per_sm<32>(a, rope);
-    case 64: return rows_ctas_per_sm<64>(a, rope);
-    case 128: return rows_ctas_per_sm<128>(a, rope);
-    default: return kDecodeCtasPerSm;
-  }
+  return with_decode_kernel(a, rope, [](auto d, auto rows, auto fused) {
+    return ctas_per_sm<decltype(d)::value, decltype(rows)::value, decltype(fused)::value>();
+  });
 }
 
-void decode_attention(const PagedAttentionArgs& a, const AttentionRope& rope,
+void decode_attention(const PagedAttentionArgs& a, const QkNormRopeArgs& rope,
                       const AttentionSplit& split, float* part_ml, float* part_acc,
                       cudaStream_t stream) {
-  switch (a.head_dim) {
-    case 16: launch_rows<16>(a, rope, split, part_ml, part_acc, stream); break;
-    case 32: launch_rows<32>(a, rope, split, part_ml, part_acc, stream); break;
-    case 64: launch_rows<64>(a, rope, split, part_ml, part_acc, stream); break;
-    case 128: launch_rows<128>(a, rope, split, part_ml, part_acc, stream); break;
-    default: KS_CUDA_CHECK(cudaErrorInvalidValue);  // use_decode_kernel() said no
-  }
+  const DecodeRows gr = decode_rows(a);
+  with_decode_kernel(a, rope.qkv != nullptr, [&](auto d, auto rows, auto fused) {
+    launch<decltype(d)::value, decltype(rows)::value, decltype(fused)::value>(
+        a, rope, gr, split, part_ml, part_acc, stream);
+  });
 }
 
 }  // namespace kestrel::kernels::detail

@@ -40,7 +40,7 @@ bool use_decode_kernel(const PagedAttentionArgs& a);
 // [splits, T Hq, D] (unnormalised), and the last CTA of each (sequence, KV head, part) to
 // finish merges them into a.out (a.split_counters); otherwise it writes a.out directly.
 // rope.qkv non-null: q, k, v come from the qkv product (paged_attention_rope in kernels.h).
-void decode_attention(const PagedAttentionArgs& a, const AttentionRope& rope,
+void decode_attention(const PagedAttentionArgs& a, const QkNormRopeArgs& rope,
                       const AttentionSplit& split, float* part_ml, float* part_acc,
                       cudaStream_t stream);
 

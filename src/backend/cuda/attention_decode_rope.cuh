@@ -39,7 +39,7 @@ struct RopeRow {
   int kv_slot;
 
   template <int kLanes>
-  __device__ __forceinline__ void load(const AttentionRope& rope, int token, int sub) {
+  __device__ __forceinline__ void load(const QkNormRopeArgs& rope, int token, int sub) {
     constexpr int D = kLanes * 8;
     int pos = rope.positions[token];
     pos = pos < 0 ? 0 : (pos >= rope.max_pos ? rope.max_pos - 1 : pos);

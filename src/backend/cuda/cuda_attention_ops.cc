@@ -195,19 +195,10 @@ void CudaBackend::qk_norm_rope_attention(const Tensor& qkv, const Tensor& q_norm
     run_attention(a, nullptr, meta.max_seq_len);
     return;
   }
-  kernels::AttentionRope rope;
-  rope.qkv = r.qkv;
-  rope.q_norm = r.q_norm;
-  rope.k_norm = r.k_norm;
-  rope.cos_sin = r.cos_sin;
-  rope.positions = r.positions;
-  rope.slot_mapping = r.slot_mapping;
-  rope.eps = r.eps;
-  rope.max_pos = r.max_pos;
-  run_attention(a, &rope, meta.max_seq_len);
+  run_attention(a, &r, meta.max_seq_len);
 }
 
-void CudaBackend::run_attention(kernels::PagedAttentionArgs a, const kernels::AttentionRope* rope,
+void CudaBackend::run_attention(kernels::PagedAttentionArgs a, const kernels::QkNormRopeArgs* rope,
                                 int max_seq_len) {
   a.split_counters = static_cast<int*>(split_counters_.data());
   const kernels::AttentionSplit split = kernels::plan_attention_split(

@@ -82,7 +82,7 @@ class CudaBackend final : public Backend {
   void* scratch(size_t bytes);
   // Launches paged attention (or, with rope, the fused decode kernel) with its split plan
   // and workspace (cuda_attention_ops.cc).
-  void run_attention(kernels::PagedAttentionArgs a, const kernels::AttentionRope* rope,
+  void run_attention(kernels::PagedAttentionArgs a, const kernels::QkNormRopeArgs* rope,
                      int max_seq_len);
 
   std::shared_ptr<CudaStreamHolder> holder_;

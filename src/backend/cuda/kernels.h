@@ -95,9 +95,10 @@ constexpr int kMaxAttentionGroup = 16;
 // num_splits > 1, the tile's n keys are cut into chunks of c = max(kv_chunk, n / num_splits
 // rounded up to whole 32-key tiles) keys, CTA z takes keys [z c, (z + 1) c) (the last one
 // takes the rest; CTAs past the end take none), writes fp32 partials, and a second kernel
-// (the decode kernel: its last CTA of each head group) merges them. Chosen when the batch alone cannot fill the GPU. Because c follows each
-// tile's own length, a plan made for a longer max_seq_len stays right (and efficient) for
-// shorter sequences: one captured graph serves every context length.
+// (in the decode kernel: the last CTA of each head group) merges them. Chosen when the batch
+// alone cannot fill the GPU. Because c follows each tile's own length, a plan made for a
+// longer max_seq_len stays right (and efficient) for shorter sequences: one captured graph
+// serves every context length.
 struct AttentionSplit {
   int num_splits = 1;
   int kv_chunk = 0;  // smallest chunk (general kernel: a multiple of 32 keys)
@@ -116,27 +117,16 @@ size_t attention_workspace_bytes(const PagedAttentionArgs& args, const Attention
 void paged_attention(const PagedAttentionArgs& args, const AttentionSplit& split, void* workspace,
                      cudaStream_t stream);
 
-// qk_norm_rope_store's maths for the new tokens of a pure decode batch, done by the decode
-// attention kernel itself (paged_attention_rope): q, k and v come from the qkv product.
-struct AttentionRope {
-  const bf16* qkv = nullptr;        // [T, (Hq + 2 Hkv) D]
-  const bf16* q_norm = nullptr;     // [D] or null
-  const bf16* k_norm = nullptr;     // [D] or null
-  const float* cos_sin = nullptr;   // [max_pos, D], as QkNormRopeArgs
-  const int32_t* positions = nullptr;     // [T], clamped to [0, max_pos)
-  const int32_t* slot_mapping = nullptr;  // [T], -1 = do not store
-  float eps = 1e-6f;
-  int max_pos = 0;
-};
 // True when paged_attention_rope takes `args`: a pure decode batch (max_query_len 1, one
 // token per sequence, each the last of its sequence) that the decode kernel serves.
 bool attention_rope_supported(const PagedAttentionArgs& args);
-// qk_norm_rope_store then paged_attention in one kernel: args.q is not read; each
-// sequence's new K/V go into args' caches (written through them) at rope.slot_mapping.
-// The keys before each sequence's new one are loaded before the previous kernel has
-// finished (launch.cuh): no kernel of the last two launches may have written them.
-// REQUIRES: attention_rope_supported(args).
-void paged_attention_rope(const PagedAttentionArgs& args, const AttentionRope& rope,
+// qk_norm_rope_store(rope) then paged_attention(args) in one kernel, for a pure decode batch:
+// q, k and v come from rope.qkv (args.q and rope.q_out are not used); each sequence's new K/V
+// go to rope.k_cache / rope.v_cache (args' caches) at rope.slot_mapping. The keys before
+// each sequence's new one are loaded before the previous kernel has finished (launch.cuh):
+// no kernel of the last two launches may have written them.
+// REQUIRES: attention_rope_supported(args); rope and args describe the same batch and layer.
+void paged_attention_rope(const PagedAttentionArgs& args, const QkNormRopeArgs& rope,
                           const AttentionSplit& split, void* workspace, cudaStream_t stream);
 
 }  // namespace kestrel::kernels
