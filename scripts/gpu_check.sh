@@ -300,7 +300,8 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "bench_*.json"))):
     rows.append((name, "decode step ms", j["decode_step_ms"], 0))
 if rows:
     j = json.load(open(glob.glob(os.path.join(sys.argv[1], "bench_*.json"))[0]))
-    print(f"ceilings: copy {j['copy_bytes_per_s'] / 1e9:.0f} GB/s, bf16 GEMM {j['gemm_flops_per_s'] / 1e12:.0f} TFLOP/s")
+    print(f"ceilings: copy {j['copy_bytes_per_s'] / 1e9:.0f} GB/s (before the run {j.get('copy_bytes_per_s_before', 0) / 1e9:.0f}, "
+          f"after {j.get('copy_bytes_per_s_after', 0) / 1e9:.0f}), bf16 GEMM {j['gemm_flops_per_s'] / 1e12:.0f} TFLOP/s")
     print(f"{'workload':14s} {'metric':16s} {'measured':>12s} {'floor':>12s} {'of floor':>9s}")
     for name, metric, got, floor in rows:
         frac = f"{100 * got / floor:.1f}%" if floor and got else "-"

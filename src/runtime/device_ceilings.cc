@@ -28,6 +28,12 @@ Tensor random_bf16(Backend& backend, int64_t rows, int64_t cols, uint64_t seed) 
 
 }  // namespace
 
+double measure_copy_rate(const std::string& device) {
+  std::unique_ptr<Backend> backend = make_backend(device, 0);
+  if (backend->device() == Device::kCpu) return 0.0;
+  return backend->measure_copy_bandwidth(size_t{1} << 30);
+}
+
 DeviceCeilings measure_device_ceilings(const std::string& device) {
   std::unique_ptr<Backend> backend = make_backend(device, 0);
   DeviceCeilings c;

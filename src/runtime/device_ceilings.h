@@ -14,6 +14,11 @@ struct DeviceCeilings {
   int gemm_size = 0;                 // n of the n x n x n GEMM timed
 };
 
+// The copy rate alone (Backend::measure_copy_bandwidth through a fresh backend for
+// `device`); 0 on the CPU. Its buffers are plain allocations, given back at once, so it may
+// run before an engine takes the device's memory.
+double measure_copy_rate(const std::string& device);
+
 // Makes a backend for `device` ("cuda", "cpu", "auto"), times a 1 GiB copy
 // (Backend::measure_copy_bandwidth) and an 8192^3 Backend::linear on random bf16 data
 // (median of 10 after 2 warm-ups). Takes about a second on a GPU; the CPU is not measured.
