@@ -319,20 +319,41 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
     }
   }
   __syncthreads();
+  // Each slot's weight 2^(m_s - M) once per (row, slot), written over its m: per output
+  // element (kSlots exp2f each) it cost ~1 us of the batch-1 kernel's critical path.
+  constexpr int kWeights = kRows * kSlots, kPerThread = (kWeights + kThreads - 1) / kThreads;
+  __shared__ float s_max[kRows];
+  float w[kPerThread];
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int i = tid + k * kThreads;  // (row, slot) = (i / kSlots, i % kSlots)
+    if (i < kWeights) {
+      const float* ml = s_ml + (i / kSlots) * kSlots * 2;
+      float mx = -FLT_MAX;
+#pragma unroll 8
+      for (int s = 0; s < kSlots; ++s) mx = fmaxf(mx, ml[2 * s]);
+      w[k] = exp2f(s_ml[2 * i] - mx);  // 0 for slots that saw no key
+      if (i % kSlots == 0) s_max[i / kSlots] = mx;
+    }
+  }
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    if (tid + k * kThreads < kWeights) s_ml[2 * (tid + k * kThreads)] = w[k];
+  }
+  __syncthreads();
   const int64_t rows = int64_t(a.num_tokens) * a.num_q_heads;
+#pragma unroll 1
   for (int i = tid; i < num_rows * D; i += kThreads) {
     const int r = i / D;
     const int d = i % D;
-    const float* ml = s_ml + r * kSlots * 2;
-    float mx = -FLT_MAX;
-#pragma unroll 8
-    for (int s = 0; s < kSlots; ++s) mx = fmaxf(mx, ml[2 * s]);
+    const float* ml = s_ml + r * kSlots * 2;  // (weight, l) per slot
+    const float mx = s_max[r];
     float sum = 0.0f, o = 0.0f;
 #pragma unroll 8
     for (int s = 0; s < kSlots; ++s) {
-      const float w = exp2f(ml[2 * s] - mx);  // 0 for slots that saw no key
-      sum += ml[2 * s + 1] * w;
-      o += s_acc[(r * kSlots + s) * D + d] * w;
+      sum += ml[2 * s + 1] * ml[2 * s];
+      o += s_acc[(r * kSlots + s) * D + d] * ml[2 * s];
     }
     const int64_t row = int64_t(token) * a.num_q_heads + head0 + r;
     if (part_acc == nullptr) {

@@ -135,6 +135,18 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   copy_batch(s_begin);
   pdl_wait();
   pdl_trigger();
+  // kAdd: the residual this thread adds to, loaded now rather than at the store, where its
+  // round trip to L2 (slow while the next kernel's weights stream in) ended the kernel.
+  float old[2] = {0.0f, 0.0f};
+  if constexpr (kAdd) {
+    if (part == 0 && g < t) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int nn = tile * kTileCols + 2 * q + j;
+        if (nn < n) old[j] = __bfloat162float(out[size_t(g) * n + nn]);
+      }
+    }
+  }
   stage_input<P>(x, norm_w, eps, t, k, xs, inv);
 
   const bf16* x_row = xs + size_t(min(g, t - 1)) * (k + kRowPad) + q * 8;
@@ -173,7 +185,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
     const float v = c[j] + (bias != nullptr ? __bfloat162float(bias[nn]) : 0.0f);
     OutT* o = out + size_t(g) * n + nn;
     if constexpr (kAdd) {
-      *o = __float2bfloat16(__bfloat162float(*o) + round_bf16(v));
+      *o = __float2bfloat16(old[j] + round_bf16(v));
     } else {
       store_out(v, o);
     }
