@@ -269,6 +269,26 @@ TEST(CudaAttention, DecodeKernelSplitsKeys) {
   }
 }
 
+TEST(CudaAttention, LongTailDecodeBatch) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(59);
+  // Several waves of CTAs with contexts up to 1,500 keys: the plan halves the longer half of
+  // the batch (AttentionSplit::tail_seqs; the order is shuffled, so which sequences are
+  // halved is arbitrary, and halves of short ones keep all their keys in the first CTA).
+  std::vector<SeqSpec> seqs;
+  std::uniform_int_distribution<int> ctx(0, 1500);
+  for (int i = 0; i < 150; ++i) seqs.push_back({ctx(rng), 1});
+  seqs.push_back({300, 1});
+  // Hkv 8 and group 2 (1,208 CTAs); group 16 in two parts (1,208); D 64 (1,208).
+  for (const Config& c : {Config{16, 8, 128, 16}, Config{64, 4, 128, 16}, Config{16, 8, 64, 1}}) {
+    for (CudaKvLayout layout : kLayouts) {
+      SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " Hkv " << c.hkv
+                                      << " D " << c.d << " block " << c.block_size);
+      run_case(c, seqs, layout, rng);
+    }
+  }
+}
+
 TEST(CudaAttention, LargeDecodeBatch) {
   KS_REQUIRE_GPU();
   std::mt19937 rng(58);
@@ -288,9 +308,11 @@ TEST(CudaAttention, LargeDecodeBatch) {
 // KV head, part of the group) against 6 per SM (792 slots) and split floor(792 / CTAs) ways
 // (whole waves), at most one split per 48 keys of the longest sequence and 32 in all.
 TEST(CudaAttention, DecodeSplitPlan) {
+  static const int32_t order[1] = {0};  // only whether there is an order matters here
   auto plan = [](int seqs, int hkv, int max_seq_len, int max_query_len, int group = 2,
-                 int ctas_per_sm = 0) {
+                 int ctas_per_sm = 0, bool ordered = false) {
     kernels::PagedAttentionArgs a;
+    a.seq_order = ordered ? order : nullptr;
     a.num_tokens = a.num_seqs = seqs;
     a.num_q_heads = group * hkv;
     a.num_kv_heads = hkv;
@@ -298,7 +320,14 @@ TEST(CudaAttention, DecodeSplitPlan) {
     a.max_query_len = max_query_len;
     return kernels::plan_attention_split(a, max_seq_len, 132, ctas_per_sm);
   };
-  EXPECT_EQ(plan(256, 8, 1024, 1).num_splits, 1);  // 2048 CTAs: no split
+  EXPECT_EQ(plan(256, 8, 1024, 1).num_splits, 1);  // 2048 CTAs, no order: no split
+  // Several waves in longest-first order: the first half of the order is halved.
+  const kernels::AttentionSplit tail = plan(256, 8, 1024, 1, 2, 0, true);
+  EXPECT_EQ(tail.num_splits, 2);
+  EXPECT_EQ(tail.tail_seqs, 128);
+  EXPECT_EQ(tail.kv_chunk, 128);
+  EXPECT_EQ(plan(256, 8, 255, 1, 2, 0, true).num_splits, 1);  // no sequence of 256 keys
+  EXPECT_EQ(plan(64, 8, 1024, 1, 2, 0, true).tail_seqs, 0);    // one wave: z-splits if any
   EXPECT_EQ(plan(16, 8, 4096, 1).num_splits, 6);   // 128 CTAs: 768 fit, 896 would not
   EXPECT_EQ(plan(64, 8, 1024, 1).num_splits, 1);   // 512 CTAs: floor(1.5)
   EXPECT_EQ(plan(3, 8, 3000, 1).num_splits, 32);   // 24 CTAs: 33 fit, at most 32 splits

@@ -345,6 +345,9 @@ constexpr int kCtasPerSm = 4;
 // (batch 1, 640 keys, forward time): 32 keys 0.965 ms, 48 0.948, 64 0.951; no split 1.579.
 constexpr int kMinKeysPerSplit = 128;
 constexpr int kMinDecodeKeysPerSplit = 48;
+// Halves of a multi-wave batch's longest sequences (AttentionSplit::tail_seqs) have at least
+// this many keys: a shorter sequence stays whole.
+constexpr int kMinTailKeys = 128;
 
 }  // namespace
 
@@ -363,6 +366,14 @@ AttentionSplit plan_attention_split(const PagedAttentionArgs& a, int max_seq_len
     slots = int64_t(num_sms) * kCtasPerSm;
   }
   const int min_keys = decode ? kMinDecodeKeysPerSplit : kMinKeysPerSplit;
+  if (decode && ctas >= slots) {
+    // Several waves: halve the longer half of the batch (in seq_order, longest first).
+    if (a.seq_order == nullptr || a.num_seqs < 2 || ctas > kMaxSplitCounters ||
+        max_seq_len < 2 * kMinTailKeys) {
+      return {};
+    }
+    return {2, kMinTailKeys, a.num_seqs / 2};
+  }
   if (ctas >= slots || max_seq_len < 2 * min_keys) return {};
   // Decode splits into the most parts whose CTAs still fit in one wave (floor): a second,
   // partly filled wave of long CTAs costs more than the slots a floor leaves idle (H200,

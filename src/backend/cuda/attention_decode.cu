@@ -93,8 +93,33 @@ __device__ __forceinline__ int cta_index_y() {
 
 // The sequence the CTAs at grid position x serve: longest first when the batch gives an
 // order (a CTA wave then ends with the short sequences, not with a lone long one).
+// A lone sequence skips the load: it would be one more link in the chain of dependent loads
+// (order, length, block table) before the first K/V copy can be issued.
 __device__ __forceinline__ int sequence_of(const PagedAttentionArgs& a, int x) {
-  return a.seq_order != nullptr ? a.seq_order[x] : x;
+  return a.seq_order != nullptr && a.num_seqs > 1 ? a.seq_order[x] : x;
+}
+
+// Which position of the batch (in seq_order) the CTAs at grid position x serve, and for
+// AttentionSplit::tail_seqs which half (*z) and the sequence's own split (*sp: two halves
+// or whole). Without tail_seqs, x is the position and *z, *sp stay the grid's.
+__device__ __forceinline__ int position_of(const AttentionSplit& split, int x,
+                                           int* z, AttentionSplit* sp) {
+  if (split.tail_seqs == 0) return x;
+  if (x < 2 * split.tail_seqs) {
+    *z = x % 2;
+    return x / 2;
+  }
+  sp->num_splits = 1;
+  return x - split.tail_seqs;
+}
+
+// Returns the old value; release orders this thread's earlier writes (and, being cumulative,
+// those a barrier ordered before it) before the add, acquire makes what other releasers
+// published visible after it.
+__device__ __forceinline__ int atomic_add_acq_rel(int* p, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;" : "=r"(old) : "l"(p), "r"(v) : "memory");
+  return old;
 }
 
 // kFused: q, k, v come from rope.qkv (paged_attention_rope); a separate instantiation, so
@@ -107,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
   constexpr int kLanes = G::kLanes, kSlots = G::kSlots, kSteps = G::kSteps;
   constexpr int kStages = G::kStages, kTile = G::kTile, kStageVecs = G::kStageVecs;
   extern __shared__ uint4 ring[];  // [kStages][kSteps][K, V][kThreads]
-  __shared__ int s_last;
+  __shared__ int s_last, s_splits;
 
   // With rope (fused), the new token's q, k, v come from the qkv product and everything
   // before it in the cache was written by earlier steps, so the cache loads start before
@@ -119,21 +144,23 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
   const int tid = threadIdx.x;
   const int slot = tid / kLanes;
   const int sub = tid % kLanes;  // owns dims [8 sub, 8 sub + 8)
-  const int b = sequence_of(a, blockIdx.x / gr.parts);
   const int part = blockIdx.x % gr.parts;
   const int g = blockIdx.y;
-  const int z = blockIdx.z;
+  int z = blockIdx.z;
+  AttentionSplit sp = split;  // this sequence's: see tail_seqs
+  const int b = sequence_of(a, position_of(split, blockIdx.x / gr.parts, &z, &sp));
   const int head0 = g * gr.group + part * gr.rows;  // this CTA's first query head
   const int num_rows = min(gr.rows, gr.group - part * gr.rows);
   const int token = a.query_start_loc[b];
   const int seq_len = a.seq_lens[b];
-  const int num_active = split_count(split, seq_len, kTile);
+  const int num_active = split_count(sp, seq_len, kTile);
+  if (tid == 0) s_splits = num_active;
   if (z >= num_active) {  // no keys here (a plan made for longer sequences)
     if constexpr (kFused) pdl_wait();
     return;
   }
   int k_begin, k_end;  // keys [k_begin, k_end): the split rule of kernels.h (AttentionSplit)
-  split_key_range(split, seq_len, kTile, z, &k_begin, &k_end);
+  split_key_range(sp, seq_len, kTile, z, &k_begin, &k_end);
   // Fused: the last key (the new token's) is not in the cache yet; the last split adds it.
   const bool owns_new = kFused && k_end == seq_len;
   const int cache_end = owns_new ? seq_len - 1 : k_end;
@@ -343,6 +370,8 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
   }
   __syncthreads();
   const int64_t rows = int64_t(a.num_tokens) * a.num_q_heads;
+  // A sequence whose keys all fell to this CTA needs no partials and no merge.
+  const bool direct = part_acc == nullptr || s_splits == 1;
 #pragma unroll 1
   for (int i = tid; i < num_rows * D; i += kThreads) {
     const int r = i / D;
@@ -356,7 +385,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
       o += s_acc[(r * kSlots + s) * D + d] * ml[2 * s];
     }
     const int64_t row = int64_t(token) * a.num_q_heads + head0 + r;
-    if (part_acc == nullptr) {
+    if (direct) {
       a.out[row * D + d] = __float2bfloat16(o / sum);
     } else {
       const int64_t p = z * rows + row;
@@ -367,25 +396,29 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
       part_acc[p * D + d] = o;
     }
   }
-  if (part_acc == nullptr) return;
+  if (direct) return;
 
   // Split keys: the last CTA of this (sequence, KV head, part) to finish merges the partials
   // of every split that holds keys (the counter goes back to zero for the next launch).
-  // What only this tail needs is found again here rather than kept in registers through the
-  // key loop (11 more registers would leave 5 CTAs per SM instead of 6 at D = 128, group 2).
-  __threadfence();  // this CTA's partials are visible before it counts itself in
-  __syncthreads();
-  const int bx = cta_index_x();
-  const int splits_here = split_count(split, a.seq_lens[sequence_of(a, bx / gr.parts)], kTile);
+  // What only this tail needs is found again here (the CTA index) or kept in shared memory
+  // (the split count) rather than in registers through the key loop (11 more registers would
+  // leave 5 CTAs per SM instead of 6 at D = 128, group 2).
+  __syncthreads();  // every thread's partials are written
   if (tid == 0) {
-    int* counter = a.split_counters + int64_t(bx) * a.num_kv_heads + cta_index_y();
-    s_last = atomicAdd(counter, 1) == splits_here - 1;
+    int z_unused;
+    AttentionSplit sp_unused;
+    const int x = cta_index_x();
+    const int pos = position_of(split, x / gr.parts, &z_unused, &sp_unused);
+    int* counter = a.split_counters + (int64_t(pos) * gr.parts + x % gr.parts) * a.num_kv_heads + cta_index_y();
+    // One acq_rel atomic (the pattern of CUTLASS's semaphore): it publishes the partials the
+    // barrier ordered before it, and for the last CTA makes every other CTA's visible. A
+    // __threadfence() before a relaxed atomicAdd was one more round trip to L2.
+    s_last = atomic_add_acq_rel(counter, 1) == s_splits - 1;
     if (s_last) *counter = 0;  // every split has counted itself in
   }
   __syncthreads();
   if (!s_last) return;
-  __threadfence();
-  merge_splits<D, kRows, kThreads, G::kSmemBytes>(a, splits_here, rows, int64_t(token) * a.num_q_heads + head0, num_rows,
+  merge_splits<D, kRows, kThreads, G::kSmemBytes>(a, s_splits, rows, int64_t(token) * a.num_q_heads + head0, num_rows,
                          part_ml, part_acc, reinterpret_cast<float*>(ring));
 }
 
@@ -396,8 +429,10 @@ void launch(const PagedAttentionArgs& a, const QkNormRopeArgs& rope, const Decod
   constexpr auto kernel = decode_kernel<D, kRows, kFused>;
   if constexpr (kSmem > 48 * 1024) allow_dynamic_smem<kernel>(kSmem);
   // x = sequence-major, so the CTAs of one group's parts are adjacent (share K/V through L2).
-  const dim3 grid(static_cast<unsigned>(a.num_seqs * gr.parts),
-                  static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(split.num_splits));
+  // tail_seqs: one grid position per whole sequence and two per halved one, z = 1.
+  const dim3 grid(static_cast<unsigned>((a.num_seqs + split.tail_seqs) * gr.parts),
+                  static_cast<unsigned>(a.num_kv_heads),
+                  static_cast<unsigned>(split.tail_seqs > 0 ? 1 : split.num_splits));
   launch_pdl("attention decode_kernel", kernel, grid, kThreads, kSmem, stream, a, rope, gr, split,
              part_ml, part_acc);
   KS_CUDA_CHECK_LAUNCH("attention decode_kernel");

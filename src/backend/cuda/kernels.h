@@ -99,9 +99,16 @@ constexpr int kMaxAttentionGroup = 16;
 // alone cannot fill the GPU. Because c follows each tile's own length, a plan made for a
 // longer max_seq_len stays right (and efficient) for shorter sequences: one captured graph
 // serves every context length.
+//
+// Decode batches of several CTA waves are not split that way (most z-splits of short
+// sequences would find no keys and still take a CTA slot); instead, with tail_seqs > 0
+// (decode kernel only; num_splits == 2), the first tail_seqs sequences of args.seq_order (the
+// longest, when the order is longest first) are cut in two halves that take two CTAs next to
+// each other, and the rest are whole: a wave then ends on halves, not on lone long sequences.
 struct AttentionSplit {
   int num_splits = 1;
   int kv_chunk = 0;  // smallest chunk (general kernel: a multiple of 32 keys)
+  int tail_seqs = 0;
 };
 // max_seq_len: the batch's longest sequence (host-side metadata); num_sms: the device's;
 // decode_ctas_per_sm: how many decode-kernel CTAs an SM holds (decode_kernel_ctas_per_sm),
