@@ -44,13 +44,15 @@ constexpr int kRowPad = 32;    // bf16 of padding per staged row (64 bytes)
 constexpr size_t kMaxStagedBytes = 64 * 1024;
 
 
-// Writes x' for rows [0, t) into xs (row stride k + kRowPad).
+// Writes x' for rows [0, t) into xs (row stride k + kRowPad). kRmsNorm: norm_w is the
+// shared-memory copy that copy_norm_weights() started (the most recent group but one).
 template <GemvPrologue P>
-__device__ void stage_input(const bf16* x, const bf16* __restrict__ norm_w, float eps, int t,
+__device__ void stage_input(const bf16* x, const bf16* norm_w, float eps, int t,
                             int k, bf16* xs, float* inv) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const int vecs = k / 8;
   if constexpr (P == GemvPrologue::kRmsNorm) {
+    cp_async_wait<1>();  // this thread's norm-weight copies; the barrier below publishes them
     for (int row = warp; row < t; row += warps) {
       const auto* xr = reinterpret_cast<const BfVec<8>*>(x + size_t(row) * k);
       float ss = 0.0f;
@@ -96,6 +98,16 @@ __device__ void stage_input(const bf16* x, const bf16* __restrict__ norm_w, floa
   __syncthreads();
 }
 
+// kRmsNorm: the norm weights (k bf16) into smem, one cp.async group. Issued before
+// pdl_wait(): no kernel writes them, and loaded after it (from DRAM, as the step's weight
+// stream evicts them from L2) they were a round trip on the critical path of the product.
+__device__ __forceinline__ void copy_norm_weights(const bf16* __restrict__ norm_w, int k, bf16* dst) {
+  for (int i = threadIdx.x; i < k / 8; i += blockDim.x) {
+    cp_async_16<CopyCache::kL2>(dst + 8 * i, norm_w + 8 * i, true);
+  }
+  cp_async_commit();
+}
+
 template <GemvPrologue P, bool kAdd, typename OutT>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     fused_gemv_kernel(const bf16* x, const bf16* __restrict__ w, const bf16* __restrict__ bias,
@@ -103,10 +115,12 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
                       int warps_per_tile, int steps_per_warp) {
   extern __shared__ uint4 smem[];
   // [x' staged: t rows] [w batches: kBatch x 32 lanes x 16 B per warp] [partials] [1 / rms]
+  // [norm weights: k, kRmsNorm only]
   bf16* xs = reinterpret_cast<bf16*>(smem);
   uint4* w_stage = reinterpret_cast<uint4*>(xs + size_t(t) * (k + kRowPad));
   float4* partial = reinterpret_cast<float4*>(w_stage + blockDim.x * kBatch);
   float* inv = reinterpret_cast<float*>(partial + blockDim.x);
+  bf16* norm_s = reinterpret_cast<bf16*>(inv + kFusedGemvMaxTokens);
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, q = lane % 4;
@@ -132,6 +146,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
   };
 
   // The first batch of w before waiting: no kernel of the step writes the weights.
+  if constexpr (P == GemvPrologue::kRmsNorm) copy_norm_weights(norm_w, k, norm_s);
   copy_batch(s_begin);
   pdl_wait();
   pdl_trigger();
@@ -147,7 +162,7 @@ __global__ void __launch_bounds__(kMaxWarps * 32)
       }
     }
   }
-  stage_input<P>(x, norm_w, eps, t, k, xs, inv);
+  stage_input<P>(x, norm_s, eps, t, k, xs, inv);
 
   const bf16* x_row = xs + size_t(min(g, t - 1)) * (k + kRowPad) + q * 8;
   float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -207,11 +222,13 @@ void launch(const void* x, const void* w, const void* bias, const GemvFusion& f,
       std::max(1, std::min(kMaxWarps / warps_per_tile, tiles / std::max(sms, 1)));
   const int threads = tiles_per_cta * warps_per_tile * 32;
   const int grid = (tiles + tiles_per_cta - 1) / tiles_per_cta;
+  const size_t norm_bytes = P == GemvPrologue::kRmsNorm ? size_t(k) * 2 : 0;
   const size_t smem = staged_bytes(t, k) + size_t(threads) * (kBatch + 1) * sizeof(uint4) +
-                      kFusedGemvMaxTokens * sizeof(float);
+                      kFusedGemvMaxTokens * sizeof(float) + norm_bytes;
+  // x' and the norm weights each take at most kMaxStagedBytes (fused_gemv_supported).
   allow_dynamic_smem<fused_gemv_kernel<P, kAdd, OutT>>(static_cast<int>(
       kMaxStagedBytes + kMaxWarps * 32 * (kBatch + 1) * sizeof(uint4) +
-      kFusedGemvMaxTokens * sizeof(float)));
+      kFusedGemvMaxTokens * sizeof(float) + (P == GemvPrologue::kRmsNorm ? kMaxStagedBytes : 0)));
   launch_pdl("fused_gemv_kernel", fused_gemv_kernel<P, kAdd, OutT>, grid, threads, smem, stream,
              static_cast<const bf16*>(x), static_cast<const bf16*>(w),
              static_cast<const bf16*>(bias), static_cast<const bf16*>(f.norm_w), f.eps,
