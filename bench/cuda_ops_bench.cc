@@ -2,7 +2,7 @@
 // ceilings), then the production ops against the floor those ceilings give.
 //
 // Build: ninja cuda_ops_bench (configured with KESTREL_CUDA=ON); run: build/bench/cuda_ops_bench
-// (`cuda_ops_bench decode`: the ceilings and the decode attention rows only).
+// (`cuda_ops_bench decode` or `cuda_ops_bench gemm`: the ceilings and those rows only).
 // Each op is captured REPS times into a CUDA graph (no launch gaps; this also checks that the
 // op is graph-capturable) and the replay is timed with events; the median of 7 replays is
 // reported. Inputs are random (never zeros).
@@ -93,7 +93,7 @@ Ceilings measure_ceilings(CudaBackend& be) {
 }
 
 void bench_gemms(CudaBackend& be, const Ceilings& c) {
-  // One Qwen3-0.6B decode step at batch 256: [T, K] x [N, K]^T.
+  // Qwen3-0.6B decode steps at batch 256 and 128: [T, K] x [N, K]^T.
   struct G {
     const char* name;
     int t, k, n;
@@ -104,6 +104,11 @@ void bench_gemms(CudaBackend& be, const Ceilings& c) {
                       {"gate_up    T=256 K=1024 N=6144", 256, 1024, 6144, false},
                       {"down_proj  T=256 K=3072 N=1024", 256, 3072, 1024, false},
                       {"lm_head    T=256 K=1024 N=151936 (F32)", 256, 1024, 151936, true},
+                      // nano-vLLM's bench averages ~128 sequences per decode step
+                      {"qkv_proj   T=128 K=1024 N=4096", 128, 1024, 4096, false},
+                      {"o_proj     T=128 K=2048 N=1024", 128, 2048, 1024, false},
+                      {"gate_up    T=128 K=1024 N=6144", 128, 1024, 6144, false},
+                      {"down_proj  T=128 K=3072 N=1024", 128, 3072, 1024, false},
                       {"qkv_proj   T=1 K=1024 N=4096", 1, 1024, 4096, false}};
   // The same calls through cuBLASLt with its candidates timed (GemmRunner's optional tuning).
   GemmRunner timed(be.stream());
@@ -124,6 +129,8 @@ void bench_gemms(CudaBackend& be, const Ceilings& c) {
     });
     std::printf("%-44s %9.3f ms   (cuBLASLt, candidates timed)\n", "", timed_ms);
   }
+  std::printf("candidates timed: a split-K variant was fastest for %zu of %zu shapes\n",
+              timed.num_tuned_split_k(), timed.num_tuned());
 }
 
 // Decode-sized GEMMs, T <= 16: the small-batch kernel's launcher (which linear() takes up to
@@ -300,7 +307,8 @@ void bench_decode_attention(CudaBackend& be, const Ceilings& c) {
   bench_attention(be, c, "decode 1 seq x 640 ctx", 1, 640, 1);
 }
 
-int run(bool decode_only) {
+// section: "" (everything), "decode" (the decode attention rows) or "gemm" (the GEMM rows).
+int run(const std::string& section) {
   if (!cuda_device_available()) {
     std::printf("cuda_ops_bench: no CUDA device\n");
     return 1;
@@ -309,13 +317,14 @@ int run(bool decode_only) {
   auto& be = dynamic_cast<CudaBackend&>(*backend);
   std::printf("device: %s\n\n-- ceilings --\n", be.name().c_str());
   const Ceilings c = measure_ceilings(be);
-  if (decode_only) {  // `cuda_ops_bench decode`: the decode attention rows alone
+  if (section == "decode") {
     std::printf("\n-- decode attention, Hq 16, Hkv 8, D 128, block 16, token-major pages --\n");
     bench_decode_attention(be, c);
     return 0;
   }
   std::printf("\n-- GEMMs (floor from the ceilings above) --\n");
   bench_gemms(be, c);
+  if (section == "gemm") return 0;
   std::printf("\n-- decode-sized GEMMs: small-batch kernel vs cuBLASLt --\n");
   bench_small_gemms(be, c);
   std::printf("\n-- paged attention, Hq 16, Hkv 8, D 128, block 16, token-major pages --\n");
@@ -345,7 +354,7 @@ int run(bool decode_only) {
 
 int main(int argc, char** argv) {
   try {
-    return kestrel::run(argc > 1 && std::string(argv[1]) == "decode");
+    return kestrel::run(argc > 1 ? argv[1] : "");
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cuda_ops_bench: %s\n", e.what());
     return 1;

@@ -284,5 +284,44 @@ TEST(CudaGemmTuning, TimesCandidatesOutsideCaptureOnly) {
   cudaStreamDestroy(stream);
 }
 
+// Decode-step shapes whose output has few tiles, where the tuner also times split-K variants
+// of the heuristic's candidates: whichever wins must give the product (the kernel's own
+// check: how often split-K won is reported by cuda_ops_bench).
+TEST(CudaGemmTuning, SplitKCandidatesGiveTheProduct) {
+  KS_REQUIRE_GPU();
+  gpu();
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  {
+    GemmRunner runner(stream);
+    runner.set_tune_algorithms(true);
+    runner.set_gemv_max_tokens(0);
+    std::mt19937 rng(46);
+    struct S {
+      int t, n, k;
+    };
+    for (const S& sh : {S{128, 1024, 3072}, S{200, 1000, 2048}, S{64, 1024, 4096}}) {
+      SCOPED_TRACE(testing::Message() << "t " << sh.t << " n " << sh.n << " k " << sh.k);
+      Bf16Data x = random_bf16(Shape{sh.t, sh.k}, rng);
+      Bf16Data w = random_bf16(Shape{sh.n, sh.k}, rng);
+      Tensor x_d = gpu().upload(x.host, DType::kBF16);
+      Tensor w_d = gpu().upload(w.host, DType::kBF16);
+      Tensor out = poisoned(DType::kBF16, Shape{sh.t, sh.n});
+      gpu().synchronize();
+      runner.run(x_d.data(), w_d.data(), nullptr, out.data(), CUDA_R_16BF, sh.t, sh.n, sh.k);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      expect_close(fetch(out), matmul_ref(x, w, sh.t, sh.n, sh.k), "timed algorithm");
+      // The chosen algorithm again, on fresh output (split-K in place accumulates into it).
+      Tensor out2 = poisoned(DType::kBF16, Shape{sh.t, sh.n});
+      gpu().synchronize();
+      runner.run(x_d.data(), w_d.data(), nullptr, out2.data(), CUDA_R_16BF, sh.t, sh.n, sh.k);
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      expect_close(fetch(out2), matmul_ref(x, w, sh.t, sh.n, sh.k), "the chosen algorithm");
+    }
+    EXPECT_EQ(runner.num_tuned(), 3u);
+  }
+  cudaStreamDestroy(stream);
+}
+
 }  // namespace
 }  // namespace kestrel
