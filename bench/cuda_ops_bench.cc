@@ -129,8 +129,6 @@ void bench_gemms(CudaBackend& be, const Ceilings& c) {
     });
     std::printf("%-44s %9.3f ms   (cuBLASLt, candidates timed)\n", "", timed_ms);
   }
-  std::printf("candidates timed: a split-K variant was fastest for %zu of %zu shapes\n",
-              timed.num_tuned_split_k(), timed.num_tuned());
 }
 
 // Decode-sized GEMMs, T <= 16: the small-batch kernel's launcher (which linear() takes up to

@@ -120,50 +120,10 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
                 cublasLtGetStatusString(st));
   }
   p.algo = results[0].algo;
-  for (int i = 0; tune && i < found; ++i) {
-    if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
-    p.candidates.push_back(results[i].algo);
-    if (i < kSplitKBases) add_split_k_variants(p, results[i].algo);
+  for (int i = 0; tune && found > 1 && i < found; ++i) {
+    if (results[i].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(results[i].algo);
   }
-  if (p.candidates.size() <= 1) p.candidates.clear();  // nothing to choose between
   return plans_.emplace(key, std::move(p)).first->second;
-}
-
-void GemmRunner::add_split_k_variants(Plan& p, const cublasLtMatmulAlgo_t& base) {
-  int32_t supported = 0;
-  uint32_t schemes = 0;
-  int32_t splits = 1;
-  size_t written = 0;
-  if (cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &supported,
-                                        sizeof(supported), &written) != CUBLAS_STATUS_SUCCESS ||
-      supported == 0 ||
-      cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
-                                        sizeof(schemes), &written) != CUBLAS_STATUS_SUCCESS ||
-      cublasLtMatmulAlgoConfigGetAttribute(&base, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
-                                           sizeof(splits), &written) != CUBLAS_STATUS_SUCCESS ||
-      splits > 1) {
-    return;  // no split-K, or the heuristic already chose one
-  }
-  // In place (ordered by counters, no extra kernel) and through fp32 workspace partials
-  // (a separate reduction); both sum in a fixed order, so results stay deterministic.
-  for (const uint32_t scheme : {uint32_t{CUBLASLT_REDUCTION_SCHEME_INPLACE},
-                                uint32_t{CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE}}) {
-    if ((schemes & scheme) == 0) continue;
-    for (const int32_t k_splits : {2, 4, 8}) {
-      cublasLtMatmulAlgo_t algo = base;
-      cublasLtMatmulHeuristicResult_t check{};
-      if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &k_splits,
-                                               sizeof(k_splits)) != CUBLAS_STATUS_SUCCESS ||
-          cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
-                                               &scheme, sizeof(scheme)) != CUBLAS_STATUS_SUCCESS ||
-          cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.d, p.d, &algo, &check) !=
-              CUBLAS_STATUS_SUCCESS ||
-          check.workspaceSize > workspace_bytes_) {
-        continue;
-      }
-      p.candidates.push_back(algo);
-    }
-  }
 }
 
 void GemmRunner::tune(Plan& p, const void* x, const void* w, void* out) {
@@ -194,11 +154,6 @@ void GemmRunner::tune(Plan& p, const void* x, const void* w, void* out) {
     if (ms < best_ms) best_ms = ms, best = i;
   }
   p.algo = candidates[best];
-  int32_t splits = 1;
-  size_t written = 0;
-  cublasLtMatmulAlgoConfigGetAttribute(&p.algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &splits,
-                                       sizeof(splits), &written);
-  if (splits > 1) ++num_tuned_split_k_;
   ++num_tuned_;
 }
 

@@ -60,14 +60,8 @@ class GemmRunner {
   void set_tune_algorithms(bool on) { tune_ = on; }
   static constexpr int64_t kTuneMaxTokens = 512;
   static constexpr int kTuneAlgos = 8;
-  // Of the heuristic's first kSplitKBases candidates, split-K variants (2, 4, 8 splits) are
-  // timed too: at decode batches the heuristic's tiles leave most SMs idle (T = 256,
-  // N = 1,024: 16 output tiles of 128 x 128 for 132 SMs).
-  static constexpr int kSplitKBases = 3;
   // Number of shapes whose algorithm was chosen by timing (tests).
   size_t num_tuned() const { return num_tuned_; }
-  // Of those, how many kept a split-K variant.
-  size_t num_tuned_split_k() const { return num_tuned_split_k_; }
 
  private:
   struct Plan {
@@ -82,14 +76,12 @@ class GemmRunner {
   Plan& plan_for(const Key& key);
   // Times p.candidates on these pointers and keeps the fastest in p.algo.
   void tune(Plan& p, const void* x, const void* w, void* out);
-  void add_split_k_variants(Plan& p, const cublasLtMatmulAlgo_t& base);
 
   cudaStream_t stream_;
   int num_sms_ = 1;
   int gemv_max_tokens_ = kDefaultGemvMaxTokens;
   bool tune_ = false;
   size_t num_tuned_ = 0;
-  size_t num_tuned_split_k_ = 0;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
