@@ -36,7 +36,9 @@
 //   and RoPE run in registers (attention_decode_rope.cuh), the CTA whose split holds the new
 //   token stores its K/V and starts slot 0's state with it, and the cache loads are issued
 //   before griddepcontrol.wait, overlapping the product before.
-// - CTAs take the sequences in a.seq_order when given (longest first).
+// - CTAs take the sequences in a.seq_order when given (longest first); a batch of several
+//   CTA waves has the first half of that order cut into two halves each
+//   (AttentionSplit::tail_seqs), so a wave ends on halves rather than on lone long sequences.
 //
 // Bytes: K and V of each (sequence, KV head) once (groups above 8: once from memory, once
 // more from L2), q and out once: the decode floor.
