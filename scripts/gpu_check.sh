@@ -20,9 +20,14 @@
 #   --hf        tools/hf_live_compare.py: kestrel vs HF transformers on that model
 #   --deadline S    start no new step (test binary, comparison, benchmark) after S seconds,
 #                   so that a bounded call still ends with its summary
+#   --filter P      run only the backend_cuda_tests matching gtest filter P (runtime_gpu_tests
+#                   still run whole: they take seconds)
+#   --only LIST     with --bench, run only these of the benchmarks: comma-separated workload
+#                   names (single, nano, single_short, decode256, prefill, single_eager), and
+#                   layer (decode_layer_bench) or ops (cuda_ops_bench)
 #   --force-carry   use .devcarry even where system packages exist (to test that path)
 #   --profile       ncu kernel-time summaries (tools/ncu_summary.py) of two decode steps of the
-#                   single and decode256 workloads and of the first step of the prefill one
+#                   single, nano and decode256 workloads and of the first step of the prefill one
 #   --sanitize      also run compute-sanitizer (memcheck, and racecheck on attention) over
 #                   the kernel tests, each bounded to a few minutes
 #
@@ -43,6 +48,8 @@ RUN_SANITIZE=0
 RUN_PROFILE=0
 FORCE_CARRY=0
 DEADLINE=0
+FILTER=""
+ONLY=""
 
 prepare_carry() {
   mkdir -p "$CARRY/include"
@@ -83,6 +90,8 @@ while (($#)); do
     --profile) RUN_PROFILE=1 ;;
     --force-carry) FORCE_CARRY=1 ;;
     --deadline) DEADLINE=$2; shift ;;
+    --filter) FILTER=$2; shift ;;
+    --only) ONLY=$2; shift ;;
     --arch) ARCH=$2; shift ;;
     --build-dir) BUILD=$(realpath -m "$2"); shift ;;
     *) echo "unknown option $1"; exit 2 ;;
@@ -244,10 +253,10 @@ status=0
 ((${#BUILT[@]} == ${#TARGETS[@]})) || status=1
 
 # --- tests --------------------------------------------------------------------------
-run_gtest() {  # name binary timeout
-  local name=$1 bin=$2 limit=$3 t0=$SECONDS rc passed skipped failed
+run_gtest() {  # name binary timeout [gtest filter]
+  local name=$1 bin=$2 limit=$3 filter=${4:-} t0=$SECONDS rc passed skipped failed
   in_time "$name" || return
-  timeout "$limit" "$bin" >"$LOGS/$name.log" 2>&1
+  timeout "$limit" "$bin" ${filter:+"--gtest_filter=$filter"} >"$LOGS/$name.log" 2>&1
   rc=$?
   passed=$(grep -E -o '^\[  PASSED  \] [0-9]+' "$LOGS/$name.log" | grep -E -o '[0-9]+$' || echo 0)
   skipped=$(grep -E -o '^\[  SKIPPED \] [0-9]+ tests?,' "$LOGS/$name.log" | grep -E -o '[0-9]+' || echo 0)
@@ -263,7 +272,7 @@ run_gtest() {  # name binary timeout
   grep -E '^\[ info \]' "$LOGS/$name.log" | tee -a "$SUMMARY"
 }
 if ((RUN_TESTS)); then
-  built backend_cuda_tests && run_gtest backend_cuda_tests "$BUILD/tests/backend_cuda_tests" 240
+  built backend_cuda_tests && run_gtest backend_cuda_tests "$BUILD/tests/backend_cuda_tests" 240 "$FILTER"
   built runtime_gpu_tests && run_gtest runtime_gpu_tests "$BUILD/tests/runtime_gpu_tests" 300
 fi
 
@@ -317,10 +326,13 @@ BENCHES=(
   "prefill:--num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
   "single_eager:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --enforce-eager"
 )
+# True when --only is not given or names $1.
+wanted() { [[ -z $ONLY || ",$ONLY," == *",$1,"* ]]; }
 if ((RUN_BENCH)); then
   if built kestrel && make_model; then
     for entry in "${BENCHES[@]}"; do
       name=${entry%%:*}
+      wanted "$name" || continue
       in_time "bench $name" || continue
       t0=$SECONDS
       # shellcheck disable=SC2086
@@ -334,9 +346,11 @@ if ((RUN_BENCH)); then
   fi
   if ((RUN_PROFILE)) && built kestrel && command -v ncu >/dev/null; then
     for entry in "single:decode:2:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 16" \
+                 "nano:decode:2:--num-seqs 256" \
                  "decode256:decode:2:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 8" \
                  "prefill:prompt:1:--num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"; do
       IFS=: read -r name kind steps flags <<<"$entry"
+      wanted "$name" || continue
       in_time "profile $name" || continue
       # shellcheck disable=SC2086
       timeout 240 ncu --clock-control none --cache-control none --profile-from-start off --metrics gpu__time_duration.sum \
@@ -346,14 +360,14 @@ if ((RUN_BENCH)); then
       python3 tools/ncu_summary.py "$LOGS/ncu_$name.csv" --per "$steps" 2>&1 | head -n 25 | tee -a "$SUMMARY"
     done
   fi
-  if built decode_layer_bench && in_time "decode_layer_bench"; then
+  if built decode_layer_bench && wanted layer && in_time "decode_layer_bench"; then
     for mode in fused unfused; do
       say "bench: decode_layer_bench 640 $mode (microseconds per layer, batch 1):"
       timeout 120 "$BUILD/bench/decode_layer_bench" 640 "$mode" 2>&1 | tail -n 7 | tee -a "$SUMMARY"
       ((PIPESTATUS[0] == 0)) || status=1
     done
   fi
-  if built cuda_ops_bench && in_time "cuda_ops_bench"; then
+  if built cuda_ops_bench && wanted ops && in_time "cuda_ops_bench"; then
     say "bench: cuda_ops_bench (cuda_ops_bench.log)"
     timeout 180 "$BUILD/bench/cuda_ops_bench" >"$LOGS/cuda_ops_bench.log" 2>&1 || status=1
   fi
