@@ -101,18 +101,11 @@ __device__ __forceinline__ int sequence_of(const PagedAttentionArgs& a, int x) {
   return a.seq_order != nullptr && a.num_seqs > 1 ? a.seq_order[x] : x;
 }
 
-// Which position of the batch (in seq_order) the CTAs at grid position x serve, and for
-// AttentionSplit::tail_seqs which half (*z) and the sequence's own split (*sp: two halves
-// or whole). Without tail_seqs, x is the position and *z, *sp stay the grid's.
-__device__ __forceinline__ int position_of(const AttentionSplit& split, int x,
-                                           int* z, AttentionSplit* sp) {
+// Which position of the batch (in seq_order) the CTAs at grid position x serve: with
+// AttentionSplit::tail_seqs, positions 2i and 2i + 1 are the two halves of sequence i.
+__device__ __forceinline__ int position_of(const AttentionSplit& split, int x) {
   if (split.tail_seqs == 0) return x;
-  if (x < 2 * split.tail_seqs) {
-    *z = x % 2;
-    return x / 2;
-  }
-  sp->num_splits = 1;
-  return x - split.tail_seqs;
+  return x < 2 * split.tail_seqs ? x / 2 : x - split.tail_seqs;
 }
 
 // Returns the old value; release orders this thread's earlier writes (and, being cumulative,
@@ -148,9 +141,17 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
   const int sub = tid % kLanes;  // owns dims [8 sub, 8 sub + 8)
   const int part = blockIdx.x % gr.parts;
   const int g = blockIdx.y;
+  const int x = blockIdx.x / gr.parts;
   int z = blockIdx.z;
-  AttentionSplit sp = split;  // this sequence's: see tail_seqs
-  const int b = sequence_of(a, position_of(split, blockIdx.x / gr.parts, &z, &sp));
+  AttentionSplit sp = split;  // this sequence's: with tail_seqs, two halves or whole
+  if (split.tail_seqs > 0) {
+    if (x < 2 * split.tail_seqs) {
+      z = x % 2;
+    } else {
+      sp.num_splits = 1;
+    }
+  }
+  const int b = sequence_of(a, position_of(split, x));
   const int head0 = g * gr.group + part * gr.rows;  // this CTA's first query head
   const int num_rows = min(gr.rows, gr.group - part * gr.rows);
   const int token = a.query_start_loc[b];
@@ -407,11 +408,9 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
   // leave 5 CTAs per SM instead of 6 at D = 128, group 2).
   __syncthreads();  // every thread's partials are written
   if (tid == 0) {
-    int z_unused;
-    AttentionSplit sp_unused;
-    const int x = cta_index_x();
-    const int pos = position_of(split, x / gr.parts, &z_unused, &sp_unused);
-    int* counter = a.split_counters + (int64_t(pos) * gr.parts + x % gr.parts) * a.num_kv_heads + cta_index_y();
+    const int bx = cta_index_x();
+    const int pos = position_of(split, bx / gr.parts);
+    int* counter = a.split_counters + (int64_t(pos) * gr.parts + bx % gr.parts) * a.num_kv_heads + cta_index_y();
     // One acq_rel atomic (the pattern of CUTLASS's semaphore): it publishes the partials the
     // barrier ordered before it, and for the last CTA makes every other CTA's visible. A
     // __threadfence() before a relaxed atomicAdd was one more round trip to L2.
