@@ -289,37 +289,30 @@ TEST(CudaGemmTuning, TimesCandidatesOutsideCaptureOnly) {
 TEST(CudaGemmTuning, TunedChoiceGivesTheProductOnDecodeShapes) {
   KS_REQUIRE_GPU();
   gpu();
-  cudaStream_t stream = nullptr;
-  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
-  {
-    GemmRunner runner(stream);
-    runner.set_tune_algorithms(true);
-    runner.set_gemv_max_tokens(0);
-    std::mt19937 rng(46);
-    struct S {
-      int t, n, k;
-    };
-    for (const S& sh : {S{128, 1024, 3072}, S{200, 1000, 2048}, S{64, 1024, 4096}}) {
-      SCOPED_TRACE(testing::Message() << "t " << sh.t << " n " << sh.n << " k " << sh.k);
-      Bf16Data x = random_bf16(Shape{sh.t, sh.k}, rng);
-      Bf16Data w = random_bf16(Shape{sh.n, sh.k}, rng);
-      Tensor x_d = gpu().upload(x.host, DType::kBF16);
-      Tensor w_d = gpu().upload(w.host, DType::kBF16);
+  GemmRunner runner(nullptr);
+  runner.set_tune_algorithms(true);
+  runner.set_gemv_max_tokens(0);
+  std::mt19937 rng(46);
+  struct S {
+    int t, n, k;
+  };
+  for (const S& sh : {S{128, 1024, 3072}, S{200, 1000, 2048}, S{64, 1024, 4096}}) {
+    SCOPED_TRACE(testing::Message() << "t " << sh.t << " n " << sh.n << " k " << sh.k);
+    Bf16Data x = random_bf16(Shape{sh.t, sh.k}, rng);
+    Bf16Data w = random_bf16(Shape{sh.n, sh.k}, rng);
+    Tensor x_d = gpu().upload(x.host, DType::kBF16);
+    Tensor w_d = gpu().upload(w.host, DType::kBF16);
+    const std::vector<double> want = matmul_ref(x, w, sh.t, sh.n, sh.k);
+    // The call that times the candidates, then the chosen one again, each on fresh output.
+    for (const char* call : {"timed algorithm", "the chosen algorithm"}) {
       Tensor out = poisoned(DType::kBF16, Shape{sh.t, sh.n});
       gpu().synchronize();
       runner.run(x_d.data(), w_d.data(), nullptr, out.data(), CUDA_R_16BF, sh.t, sh.n, sh.k);
-      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      expect_close(fetch(out), matmul_ref(x, w, sh.t, sh.n, sh.k), "timed algorithm");
-      // The chosen algorithm again, on fresh output.
-      Tensor out2 = poisoned(DType::kBF16, Shape{sh.t, sh.n});
-      gpu().synchronize();
-      runner.run(x_d.data(), w_d.data(), nullptr, out2.data(), CUDA_R_16BF, sh.t, sh.n, sh.k);
-      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      expect_close(fetch(out2), matmul_ref(x, w, sh.t, sh.n, sh.k), "the chosen algorithm");
+      ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+      expect_close(fetch(out), want, call);
     }
-    EXPECT_EQ(runner.num_tuned(), 3u);
   }
-  cudaStreamDestroy(stream);
+  EXPECT_EQ(runner.num_tuned(), 3u);
 }
 
 }  // namespace
