@@ -352,7 +352,13 @@ int run(const std::string& section) {
 
 int main(int argc, char** argv) {
   try {
-    return kestrel::run(argc > 1 ? argv[1] : "");
+    const std::string section = argc > 1 ? argv[1] : "";
+    if (section != "" && section != "decode" && section != "gemm") {
+      std::fprintf(stderr, "cuda_ops_bench: unknown section '%s' (decode or gemm, or none for all)\n",
+                   section.c_str());
+      return 2;
+    }
+    return kestrel::run(section);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cuda_ops_bench: %s\n", e.what());
     return 1;

@@ -11,6 +11,8 @@
 namespace kestrel {
 namespace {
 
+constexpr size_t kCopyBytes = size_t{1} << 30;  // per copy timed (device_ceilings.h)
+
 // Random bf16 in [-1, 1) (never zeros: a GEMM on zeros runs faster than on real data).
 Tensor random_bf16(Backend& backend, int64_t rows, int64_t cols, uint64_t seed) {
   Tensor h = Tensor::host(DType::kBF16, {rows, cols});
@@ -31,7 +33,7 @@ Tensor random_bf16(Backend& backend, int64_t rows, int64_t cols, uint64_t seed) 
 double measure_copy_rate(const std::string& device) {
   std::unique_ptr<Backend> backend = make_backend(device, 0);
   if (backend->device() == Device::kCpu) return 0.0;
-  return backend->measure_copy_bandwidth(size_t{1} << 30);
+  return backend->measure_copy_bandwidth(kCopyBytes);
 }
 
 DeviceCeilings measure_device_ceilings(const std::string& device) {
@@ -40,7 +42,7 @@ DeviceCeilings measure_device_ceilings(const std::string& device) {
   c.device = backend->name();
   if (backend->device() == Device::kCpu) return c;
 
-  c.copy_bytes_per_second = backend->measure_copy_bandwidth(size_t{1} << 30);
+  c.copy_bytes_per_second = backend->measure_copy_bandwidth(kCopyBytes);
 
   constexpr int kN = 8192, kWarmup = 2, kReps = 10;
   c.gemm_size = kN;
