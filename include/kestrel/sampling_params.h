@@ -56,6 +56,10 @@ struct SamplingParams {
   bool greedy() const { return temperature == 0.0f; }
   // Throws kestrel::Error naming the first parameter out of range.
   void validate(int vocab_size) const;
+  // Whether sampling reads the tokens generated so far (repetition, presence, frequency).
+  bool has_penalties() const {
+    return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;
+  }
 };
 
 }  // namespace kestrel

@@ -34,7 +34,8 @@ LLMEngine::LLMEngine(const EngineLimits& limits, ModelExecutor& executor)
       executor_(executor),
       block_manager_(limits.num_kv_blocks, limits.block_size, limits.enable_prefix_caching),
       scheduler_(scheduler_config(limits), block_manager_),
-      seed_rng_(limits.seed) {}
+      seed_rng_(limits.seed),
+      overlap_(limits.async_scheduling && executor.supports_overlap()) {}
 
 LLMEngine::~LLMEngine() = default;
 
@@ -75,6 +76,10 @@ void LLMEngine::add_request(std::string request_id, std::vector<int> prompt,
 bool LLMEngine::abort_request(const std::string& request_id) {
   auto it = requests_.find(request_id);
   if (it == requests_.end()) return false;
+  drain();
+  it = requests_.find(request_id);  // the drained step may have finished it
+  std::erase_if(drained_, [&](const RequestOutput& o) { return o.request_id == request_id; });
+  if (it == requests_.end()) return true;
   for (auto& seq : it->second.samples) scheduler_.abort(seq.get());
   requests_.erase(it);
   return true;
@@ -85,11 +90,14 @@ bool LLMEngine::abort_sample(const std::string& request_id, int sample_index) {
   if (it == requests_.end()) return false;
   auto& samples = it->second.samples;
   if (sample_index < 0 || sample_index >= static_cast<int>(samples.size())) return false;
-  Sequence* seq = samples[sample_index].get();
+  drain();
+  it = requests_.find(request_id);  // the drained step may have finished it
+  if (it == requests_.end()) return false;
+  Sequence* seq = it->second.samples[sample_index].get();
   if (seq->is_finished()) return false;
   scheduler_.abort(seq);
   bool all_finished = true;
-  for (const auto& s : samples) all_finished = all_finished && s->is_finished();
+  for (const auto& s : it->second.samples) all_finished = all_finished && s->is_finished();
   if (all_finished) requests_.erase(it);
   return true;
 }
@@ -112,13 +120,15 @@ RequestOutput LLMEngine::make_output(const std::string& request_id, Request& req
   }
   for (size_t i = 0; i < request.samples.size(); ++i) {
     const Sequence& seq = *request.samples[i];
-    const size_t from = delta ? std::min(request.reported[i], seq.output_token_ids().size()) : 0;
+    const std::span<const int> tokens = seq.settled_output_token_ids();
+    const size_t from = delta ? std::min(request.reported[i], tokens.size()) : 0;
     CompletionOutput c;
     c.index = seq.sample_index;
-    c.token_ids.assign(seq.output_token_ids().begin() + from, seq.output_token_ids().end());
+    c.token_ids.assign(tokens.begin() + from, tokens.end());
     c.finish_reason = seq.finish_reason;
-    if (from < seq.logprobs.size()) c.logprobs.assign(seq.logprobs.begin() + from, seq.logprobs.end());
-    if (delta) request.reported[i] = seq.output_token_ids().size();
+    if (from < seq.logprobs.size())
+      c.logprobs.assign(seq.logprobs.begin() + from, seq.logprobs.end());
+    if (delta) request.reported[i] = tokens.size();
     out.finished = out.finished && seq.is_finished();
     out.outputs.push_back(std::move(c));
   }
@@ -126,14 +136,22 @@ RequestOutput LLMEngine::make_output(const std::string& request_id, Request& req
 }
 
 std::vector<RequestOutput> LLMEngine::step() {
+  if (overlap_) return step_overlapped();
   ScheduledBatch batch = scheduler_.schedule();
   if (batch.empty()) {
     KS_ASSERT(!scheduler_.has_unfinished(), "work is queued but nothing could be scheduled");
     return {};
   }
+  const std::vector<SampledToken> sampled = executor_.execute(batch);
+  count_step(batch, sampled);
+  std::vector<RequestOutput> outputs;
+  report(scheduler_.postprocess(batch, sampled), outputs);
+  return outputs;
+}
+
+void LLMEngine::count_step(const ScheduledBatch& batch, std::span<const SampledToken> sampled) {
   int num_sampled = 0;
   for (const ScheduledSeq& s : batch.seqs) num_sampled += s.sample ? 1 : 0;
-  const std::vector<SampledToken> sampled = executor_.execute(batch);
   KS_CHECK(static_cast<int>(sampled.size()) == num_sampled,
            "the model executor returned {} tokens for {} sampled sequences", sampled.size(),
            num_sampled);
@@ -142,13 +160,14 @@ std::vector<RequestOutput> LLMEngine::step() {
              "the model executor sampled token {} outside the vocabulary [0, {})", t.token_id,
              limits_.vocab_size);
   }
-  const std::vector<Sequence*> changed = scheduler_.postprocess(batch, sampled);
   ++num_steps_;
   total_computed_tokens_ += batch.num_tokens;
   total_generation_tokens_ += num_sampled;
+}
 
-  std::vector<RequestOutput> outputs;
+void LLMEngine::report(const std::vector<Sequence*>& changed, std::vector<RequestOutput>& outputs) {
   std::unordered_set<std::string_view> reported;
+  const size_t first = outputs.size();
   for (Sequence* seq : changed) {
     if (!reported.insert(seq->request_id).second) continue;
     auto it = requests_.find(seq->request_id);
@@ -161,11 +180,91 @@ std::vector<RequestOutput> LLMEngine::step() {
     }
     outputs.push_back(make_output(it->first, request));
   }
-  // Only now: erasing a request destroys its sequences, which `changed` points to.
-  for (const RequestOutput& out : outputs) {
-    if (out.finished) requests_.erase(out.request_id);
+  // Only now: ending a request destroys its sequences, which `changed` points to. With a
+  // step in flight that may name them, they live on in retired_ until it is settled.
+  for (size_t i = first; i < outputs.size(); ++i) {
+    if (!outputs[i].finished) continue;
+    auto it = requests_.find(outputs[i].request_id);
+    if (!in_flight_.empty()) retired_.push_back(std::move(it->second));
+    requests_.erase(it);
   }
+}
+
+std::vector<RequestOutput> LLMEngine::step_overlapped() {
+  std::vector<RequestOutput> outputs = std::move(drained_);
+  drained_.clear();
+  try {
+    if (!in_flight_.empty() && must_settle_before_scheduling()) settle_oldest(outputs);
+    ScheduledBatch batch = scheduler_.schedule();
+    if (batch.empty() && in_flight_.empty()) {
+      KS_ASSERT(!scheduler_.has_unfinished(), "work is queued but nothing could be scheduled");
+      return outputs;
+    }
+    const bool launched = !batch.empty();
+    if (launched) {
+      executor_.launch(batch);
+      scheduler_.on_launched(batch);
+      in_flight_.push_back(std::move(batch));
+    }
+    // The step before, done by now or soon: the device goes on with this one meanwhile.
+    if (in_flight_.size() == 2) settle_oldest(outputs);
+    // Nothing left to schedule: settle now, so that has_unfinished() false means idle.
+    if (!launched || requests_.empty()) {
+      while (!in_flight_.empty()) settle_oldest(outputs);
+    }
+  } catch (...) {
+    undo_in_flight();
+    throw;
+  }
+  if (in_flight_.empty()) retired_.clear();
   return outputs;
+}
+
+bool LLMEngine::must_settle_before_scheduling() const {
+  if (!scheduler_.can_schedule_ahead()) return true;
+  for (const ScheduledSeq& s : in_flight_.front().seqs) {
+    if (s.sample && s.seq->params->has_penalties()) return true;
+  }
+  return false;
+}
+
+void LLMEngine::settle_oldest(std::vector<RequestOutput>& outputs) {
+  const std::vector<SampledToken> sampled = executor_.collect();
+  const ScheduledBatch& batch = in_flight_.front();
+  count_step(batch, sampled);
+  const std::vector<Sequence*> changed = scheduler_.settle(batch, sampled);
+  // Requests retired before: only the batch just settled could still name them.
+  std::vector<Request> older = std::move(retired_);
+  retired_.clear();
+  in_flight_.pop_front();
+  report(changed, outputs);
+}
+
+void LLMEngine::undo_in_flight() {
+  executor_.discard();
+  for (auto b = in_flight_.rbegin(); b != in_flight_.rend(); ++b) {
+    for (const ScheduledSeq& s : b->seqs) {
+      Sequence* seq = s.seq;
+      if (seq->status != SequenceStatus::kRunning) continue;
+      seq->num_computed_tokens -= s.num_new_tokens;
+      if (!s.sample) continue;
+      seq->token_ids.pop_back();
+      --seq->num_pending_tokens;
+    }
+  }
+  in_flight_.clear();
+  retired_.clear();
+}
+
+void LLMEngine::drain() {
+  if (in_flight_.empty()) return;
+  try {
+    while (!in_flight_.empty()) settle_oldest(drained_);
+  } catch (...) {
+    undo_in_flight();
+    throw;
+  }
+  retired_.clear();
 }
 
 EngineStats LLMEngine::stats() const {

@@ -9,14 +9,28 @@
 // 0 is scheduled first; the others are queued once its prompt is computed and start from
 // its full prompt blocks (see scheduler.h), so the prompt is computed about once.
 //
+// Overlap (async_scheduling, vLLM's "async scheduling"): step k is scheduled and launched
+// before step k - 1's tokens are back, so the host's scheduling, batch preparation and
+// output handling run while the device computes. Sequences that sampled in k - 1 carry a
+// placeholder for that token (the executor feeds the real one on the device); each step()
+// launches k, then collects and settles k - 1 and returns its outputs. A sequence that k - 1
+// ends by EOS or a stop token spent a row of k for nothing; ends by length are known ahead
+// and not scheduled. The engine settles first (no overlap for that step) when a token must
+// be known before the next step: penalties (they count it), a schedule that might preempt,
+// and aborts. Outputs and tokens are the same as without overlap.
+//
 // Not thread-safe: one thread calls everything (the server wraps the engine in its own
-// loop). If execute() throws, the exception propagates and the step is undone except for
-// block allocations, which the next step reuses; the engine can go on.
+// loop). If the executor throws, the exception propagates and the step (with overlap, the
+// steps in flight) is undone except for block allocations, which the next step reuses; the
+// engine can go on.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <random>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -43,6 +57,9 @@ struct EngineLimits {
   std::vector<int> eos_token_ids;
   // Seeds the draw of a per-request seed for requests that bring none.
   uint64_t seed = 0;
+  // Overlap the host's work with the executor's (see the class comment); used only when the
+  // executor supports_overlap().
+  bool async_scheduling = false;
 };
 
 struct EngineStats {
@@ -95,7 +112,8 @@ class LLMEngine {
   // forgotten. Empty when there was nothing to do.
   std::vector<RequestOutput> step();
 
-  bool has_unfinished() const { return !requests_.empty(); }
+  // Whether step() has more to do or to return.
+  bool has_unfinished() const { return !requests_.empty() || !drained_.empty(); }
   EngineStats stats() const;
   int max_seq_len() const { return scheduler_.max_seq_len(); }
   const BlockManager& block_manager() const { return block_manager_; }
@@ -109,6 +127,18 @@ class LLMEngine {
   };
   // The request's output under its params' output_kind; records what a delta reported.
   RequestOutput make_output(const std::string& request_id, Request& request) const;
+  // Checks a step's tokens (one per sampled sequence, in the vocabulary) and counts them.
+  void count_step(const ScheduledBatch& batch, std::span<const SampledToken> sampled);
+  // Appends the outputs of the requests whose sequences changed; ends finished requests.
+  void report(const std::vector<Sequence*>& changed, std::vector<RequestOutput>& outputs);
+  // The overlapped step() and its parts.
+  std::vector<RequestOutput> step_overlapped();
+  bool must_settle_before_scheduling() const;
+  void settle_oldest(std::vector<RequestOutput>& outputs);  // REQUIRES: !in_flight_.empty()
+  void undo_in_flight();
+  // With overlap: collects and settles the step in flight, its outputs kept for the next
+  // step() (before an abort, which must not leave a step using a destroyed sequence).
+  void drain();
 
   const EngineLimits limits_;
   ModelExecutor& executor_;
@@ -121,6 +151,12 @@ class LLMEngine {
   int64_t total_generation_tokens_ = 0;
   int64_t total_computed_tokens_ = 0;
   int64_t num_steps_ = 0;
+
+  const bool overlap_;
+  std::deque<ScheduledBatch> in_flight_;  // launched, not settled, oldest first
+  std::vector<RequestOutput> drained_;    // settled by drain(), not yet returned
+  // Finished requests a step still in flight may name: kept alive until it is settled.
+  std::vector<Request> retired_;
 };
 
 }  // namespace kestrel

@@ -29,13 +29,38 @@ struct SampledToken {
   std::optional<TokenLogprobs> logprobs;  // when the sequence asked for logprobs
 };
 
+// A token id that is not known yet when its step is launched (the engine's overlap,
+// llm_engine.h): the token the previous launch samples for its sampled row `row` (rows in
+// batch order of the sequences with sample == true).
+constexpr int pending_token(int row) { return -1 - row; }
+constexpr bool is_pending_token(int id) { return id < 0; }
+constexpr int pending_row(int id) { return -1 - id; }
+
 class ModelExecutor {
  public:
   virtual ~ModelExecutor() = default;
   // Runs the model over the batch (writing K/V of the new tokens into the cache) and
   // returns one sampled token for each ScheduledSeq with sample == true, in batch order.
-  // Does not modify the sequences.
+  // Does not modify the sequences. Every token id is known (no pending_token).
   virtual std::vector<SampledToken> execute(const ScheduledBatch& batch) = 0;
+
+  // The overlapped form, used only when supports_overlap(): launch() starts the step and may
+  // return before it is done; collect() returns the tokens of the oldest launched step not
+  // yet collected, waiting for it. At most two steps are launched and not collected. A
+  // sequence's token ids may end in pending_token(r) placeholders for what the previous
+  // launch samples: launch() must feed that step's row r token in their place.
+  virtual bool supports_overlap() const { return false; }
+  virtual void launch(const ScheduledBatch& batch) { launched_.push_back(execute(batch)); }
+  virtual std::vector<SampledToken> collect() {
+    std::vector<SampledToken> tokens = std::move(launched_.front());
+    launched_.erase(launched_.begin());
+    return tokens;
+  }
+  // Forgets the launched steps (after an error), once the device is done with them.
+  virtual void discard() { launched_.clear(); }
+
+ private:
+  std::vector<std::vector<SampledToken>> launched_;
 };
 
 }  // namespace kestrel

@@ -80,6 +80,7 @@ void Scheduler::schedule_running(ScheduledBatch& batch, int& budget) {
     for (Sequence* seq : snapshot) {
       if (budget == 0) return;
       if (seq->status != SequenceStatus::kRunning) continue;  // preempted in this step
+      if (pending_ends_by_length(*seq)) continue;
       const int remaining = seq->num_uncomputed_tokens();
       KS_ASSERT(remaining >= 1, "running sequence {} has nothing to compute", seq->seq_id);
       if ((remaining == 1) != (pass == 0)) continue;
@@ -165,10 +166,26 @@ void Scheduler::release_samples(Sequence* first) {
   pending_samples_.erase(it);
 }
 
+bool Scheduler::can_schedule_ahead() const {
+  int64_t needed = 0;
+  for (const Sequence* seq : running_) {
+    if (pending_ends_by_length(*seq)) continue;
+    needed += block_manager_.num_blocks_needed(*seq, seq->num_uncomputed_tokens());
+  }
+  return needed <= block_manager_.num_free_blocks();
+}
+
+bool Scheduler::pending_ends_by_length(const Sequence& seq) const {
+  if (seq.num_pending_tokens == 0) return false;
+  const std::optional<int>& max_tokens = seq.params->max_tokens;
+  return (max_tokens && seq.num_output_tokens() >= *max_tokens) || seq.num_tokens() >= max_seq_len_;
+}
+
 std::string Scheduler::stop_reason(const Sequence& seq) const {
   const SamplingParams& params = *seq.params;
-  const int last = seq.token_ids.back();
-  const int num_output = seq.num_output_tokens();
+  const int num_tokens = seq.num_settled_tokens();
+  const int last = seq.token_ids[num_tokens - 1];
+  const int num_output = num_tokens - seq.num_prompt_tokens;
   // The first min_tokens generated tokens cannot stop the sequence (the sampler masks
   // them; this check must agree even if it did not).
   if (num_output > params.min_tokens) {
@@ -176,7 +193,7 @@ std::string Scheduler::stop_reason(const Sequence& seq) const {
     if (contains(params.stop_token_ids, last)) return "stop";
   }
   if (params.max_tokens && num_output >= *params.max_tokens) return "length";
-  if (seq.num_tokens() >= max_seq_len_) return "length";
+  if (num_tokens >= max_seq_len_) return "length";
   return {};
 }
 
@@ -188,24 +205,49 @@ void Scheduler::finish(Sequence* seq, std::string reason) {
   }
   block_manager_.free(*seq);
   share_source_.erase(seq->seq_id);
+  seq->token_ids.resize(seq->num_settled_tokens());
+  seq->num_pending_tokens = 0;
   seq->status = SequenceStatus::kFinished;
   seq->finish_reason = std::move(reason);
 }
 
 std::vector<Sequence*> Scheduler::postprocess(const ScheduledBatch& batch,
                                               std::span<const SampledToken> sampled) {
+  on_launched(batch);
+  return settle(batch, sampled);
+}
+
+void Scheduler::on_launched(const ScheduledBatch& batch) {
+  int row = 0;
+  for (const ScheduledSeq& s : batch.seqs) {
+    Sequence* seq = s.seq;
+    const int r = s.sample ? row++ : -1;
+    if (seq->status != SequenceStatus::kRunning) continue;  // aborted since schedule()
+    seq->num_computed_tokens += s.num_new_tokens;
+    KS_ASSERT(seq->num_computed_tokens <= seq->num_tokens());
+    if (r < 0) continue;
+    seq->token_ids.push_back(pending_token(r));
+    ++seq->num_pending_tokens;
+  }
+}
+
+std::vector<Sequence*> Scheduler::settle(const ScheduledBatch& batch,
+                                         std::span<const SampledToken> sampled) {
   std::vector<Sequence*> changed;
   size_t next = 0;
   for (const ScheduledSeq& s : batch.seqs) {
     Sequence* seq = s.seq;
     KS_ASSERT(!s.sample || next < sampled.size(), "fewer sampled tokens than sampled sequences");
     const SampledToken* token = s.sample ? &sampled[next++] : nullptr;
-    if (seq->status != SequenceStatus::kRunning) continue;  // aborted since schedule()
-    seq->num_computed_tokens += s.num_new_tokens;
-    KS_ASSERT(seq->num_computed_tokens <= seq->num_tokens());
+    // Aborted, or ended by the step before (its placeholder for this one is gone).
+    if (seq->status != SequenceStatus::kRunning) continue;
+    if (token != nullptr) {  // first: a block the placeholder was in is hashed below
+      KS_ASSERT(seq->num_pending_tokens > 0, "seq {}: a token for no placeholder", seq->seq_id);
+      seq->token_ids[seq->num_settled_tokens()] = token->token_id;
+      --seq->num_pending_tokens;
+    }
     block_manager_.register_full_blocks(*seq);
     if (token == nullptr) continue;
-    seq->token_ids.push_back(token->token_id);
     if (token->logprobs) seq->logprobs.push_back(*token->logprobs);
     changed.push_back(seq);
     release_samples(seq);

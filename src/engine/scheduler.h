@@ -71,6 +71,18 @@ class Scheduler {
   std::vector<Sequence*> postprocess(const ScheduledBatch& batch,
                                      std::span<const SampledToken> sampled);
 
+  // postprocess() in two halves, for the engine's overlap (llm_engine.h). on_launched(),
+  // right after the step is launched: advances num_computed_tokens and appends one
+  // pending_token(r) placeholder per sampled sequence (r: its sampled row). settle(), once
+  // the tokens are back: each replaces its sequence's oldest placeholder; then the rest of
+  // postprocess(). A sequence a step ends keeps no placeholder of a later step.
+  void on_launched(const ScheduledBatch& batch);
+  std::vector<Sequence*> settle(const ScheduledBatch& batch, std::span<const SampledToken> sampled);
+
+  // Whether schedule() can run without preempting (what it must not do while a sequence's
+  // token is pending): the free blocks cover every running sequence's remaining tokens.
+  bool can_schedule_ahead() const;
+
   // Finishes `seq` with finish_reason "abort" wherever it is and frees its blocks.
   // No-op for a finished sequence.
   void abort(Sequence* seq);
@@ -91,7 +103,10 @@ class Scheduler {
   void preempt(Sequence* seq, ScheduledBatch& batch, int& budget);
   PrefixMatch match_prefix(const Sequence& seq) const;
   void release_samples(Sequence* first);
+  // Why `seq` ends with its settled tokens ("" when it goes on).
   std::string stop_reason(const Sequence& seq) const;
+  // Whether its pending token (known to come) ends `seq` by length: nothing to schedule.
+  bool pending_ends_by_length(const Sequence& seq) const;
   void finish(Sequence* seq, std::string reason);
   void insert_waiting(Sequence* seq);
   void insert_running(Sequence* seq);

@@ -37,12 +37,21 @@ class Sequence {
   }
   // Tokens whose KV still has to be computed before the next token can be sampled.
   int num_uncomputed_tokens() const { return num_tokens() - num_computed_tokens; }
+  // Without the pending tokens (the engine's overlap, llm_engine.h): what has been sampled
+  // and returned, and so what outputs and stop checks see.
+  int num_settled_tokens() const { return num_tokens() - num_pending_tokens; }
+  std::span<const int> settled_output_token_ids() const {
+    return {token_ids.data() + num_prompt_tokens, size_t(num_settled_tokens() - num_prompt_tokens)};
+  }
   bool is_finished() const { return status == SequenceStatus::kFinished; }
 
   const int64_t seq_id;          // unique per engine, increasing in arrival order
   const std::string request_id;
   const int sample_index;        // 0..n-1 within its request
-  std::vector<int> token_ids;    // prompt followed by generated tokens
+  // Prompt followed by generated tokens. The last num_pending_tokens of them are placeholders
+  // (pending_token(row), model_executor.h) for tokens steps in flight are sampling.
+  std::vector<int> token_ids;
+  int num_pending_tokens = 0;
   const int num_prompt_tokens;
   // Tokens [0, num_computed_tokens) have their K/V in the cache (computed or prefix hits).
   int num_computed_tokens = 0;

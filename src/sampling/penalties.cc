@@ -31,10 +31,7 @@ void apply_min_tokens(std::span<float> logits, const SamplingParams& params,
   if (!params.ignore_eos) mask(eos_token_ids);
 }
 
-bool has_penalties(const SamplingParams& params) {
-  return params.repetition_penalty != 1.0f || params.presence_penalty != 0.0f ||
-         params.frequency_penalty != 0.0f;
-}
+bool has_penalties(const SamplingParams& params) { return params.has_penalties(); }
 
 void apply_penalties(std::span<float> logits, const SamplingParams& params,
                      std::span<const int> prompt_token_ids, std::span<const int> output_token_ids,

@@ -58,6 +58,8 @@ struct StepEntry {
   int num_preemptions = 0;
   int num_tokens = 0;
   int num_cached = 0;
+  // Its input ends in a token the step before is still sampling (the engine's overlap).
+  bool pending_input = false;
   // Admitted in this step: only then is num_computed_tokens still the prefix-cache hit
   // count (a running sequence has computed at least one token beyond it).
   bool admitted() const { return computed_before == num_cached; }
@@ -86,7 +88,8 @@ class PagedFakeExecutor : public ModelExecutor {
       total += s.num_new_tokens;
       record.entries.push_back(StepEntry{seq.seq_id, seq.request_id, seq.sample_index, begin,
                                          s.num_new_tokens, s.sample, seq.num_preemptions,
-                                         seq.num_tokens(), seq.num_cached_tokens});
+                                         seq.num_tokens(), seq.num_cached_tokens,
+                                         is_pending_token(seq.token_ids.back())});
       if (s.num_new_tokens < 1 || end > seq.num_tokens()) error("bad token range", seq);
       if (int64_t(seq.block_table.size()) * block_size_ < end) {
         error("block table does not cover the step", seq);
@@ -97,12 +100,12 @@ class PagedFakeExecutor : public ModelExecutor {
         const uint64_t prev = p == 0 ? kKvRoot : cache_[slot(seq, p - 1)];
         const size_t sl = slot(seq, p);
         if (!written.insert(sl).second) error("two writes to one slot in a step", seq);
-        cache_[sl] = kv_value(prev, seq.token_ids[p]);
+        cache_[sl] = kv_value(prev, token_at(seq, p));
       }
       if (!s.sample) continue;
       uint64_t expected = kKvRoot;
       for (int p = 0; p < end; ++p) {
-        expected = kv_value(expected, seq.token_ids[p]);
+        expected = kv_value(expected, token_at(seq, p));
         if (cache_[slot(seq, p)] != expected) {
           error("cached K/V does not match the tokens", seq);
           break;
@@ -118,13 +121,28 @@ class PagedFakeExecutor : public ModelExecutor {
     record.num_tokens = total;
     if (total != batch.num_tokens) ADD_FAILURE() << "batch.num_tokens is wrong";
     steps.push_back(std::move(record));
+    last_sampled_.clear();
+    for (const SampledToken& t : out) last_sampled_.push_back(t.token_id);
     return out;
   }
+
+  // Runs each step at launch, as the base class does; pending tokens are fed from the
+  // previous step's samples, as a device executor does.
+  bool supports_overlap() const override { return true; }
 
   std::vector<StepRecord> steps;
   std::vector<std::string> errors;
 
  private:
+  int token_at(const Sequence& seq, int pos) {
+    const int id = seq.token_ids[pos];
+    if (!is_pending_token(id)) return id;
+    if (pending_row(id) >= int(last_sampled_.size())) {
+      error("a pending token of no sampled row", seq);
+      return 0;
+    }
+    return last_sampled_[pending_row(id)];
+  }
   size_t slot(const Sequence& seq, int pos) const {
     return size_t(seq.block_table[pos / block_size_]) * block_size_ + pos % block_size_;
   }
@@ -135,6 +153,7 @@ class PagedFakeExecutor : public ModelExecutor {
   const int block_size_;
   const int vocab_size_;
   std::vector<uint64_t> cache_;
+  std::vector<int> last_sampled_;  // the previous step's tokens, by sampled row
 };
 
 // What one sample should produce, computed straight from the token chain.
