@@ -23,7 +23,8 @@
 #   --filter P      run only the backend_cuda_tests matching gtest filter P (runtime_gpu_tests
 #                   still run whole: they take seconds)
 #   --only LIST     with --bench, run only these of the benchmarks: comma-separated workload
-#                   names (single, nano, single_short, decode256, prefill, single_eager), and
+#                   names (single, nano, single_short, decode256, prefill, single_eager,
+#                   single_sync, nano_sync: the first and second without overlap), and
 #                   layer (decode_layer_bench) or ops (cuda_ops_bench)
 #   --force-carry   use .devcarry even where system packages exist (to test that path)
 #   --profile       ncu kernel-time summaries (tools/ncu_summary.py) of two decode steps of the
@@ -325,6 +326,8 @@ BENCHES=(
   "decode256:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   "prefill:--num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
   "single_eager:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --enforce-eager"
+  "single_sync:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --no-async-scheduling"
+  "nano_sync:--num-seqs 256 --no-async-scheduling"
 )
 # True when --only is not given or names $1.
 wanted() { [[ -z $ONLY || ",$ONLY," == *",$1,"* ]]; }

@@ -31,6 +31,9 @@ struct EngineConfig {
   int num_threads = 0;
   // CUDA backend: no CUDA graphs.
   bool enforce_eager = false;
+  // Schedule and launch each step before the previous one's tokens are back, so that the
+  // host's work hides behind the device's (llm_engine.h). Outputs are the same either way.
+  bool async_scheduling = true;
   // Seed for requests that bring none.
   uint64_t seed = 0;
 };

@@ -145,10 +145,27 @@ class Backend {
   virtual std::vector<SampledToken> sample(const Tensor& logits, const SamplingBatch& batch) {
     throw_error("{} backend: no device sampler", name());
   }
+  // sample() in two halves, so that the host can go on while the device works:
+  // launch_sample() enqueues it, collect_sample() waits and returns the tokens of the oldest
+  // launch not yet collected (at most two outstanding); discard_samples() forgets them all.
+  virtual void launch_sample(const Tensor& logits, const SamplingBatch& batch) {
+    throw_error("{} backend: no device sampler", name());
+  }
+  virtual std::vector<SampledToken> collect_sample() {
+    throw_error("{} backend: no device sampler", name());
+  }
+  virtual void discard_samples() {}
+  // Token feedback, for steps launched before their inputs are known (the engine's overlap,
+  // llm_engine.h): from now on the device sampler also writes row r's token to a device
+  // buffer of max_rows slots, and embedding() reads an id pending_token(r) (< 0) from slot r,
+  // the token the last sampling launched wrote there. False when the backend has none: the
+  // caller then resolves such ids on the host.
+  virtual bool enable_token_feedback(int max_rows) { return false; }
 
   // Ops. Shapes: T tokens, H hidden, V vocab, S sampled rows.
 
-  // out[t] = table[ids[t]]. ids i32 [T], table [V, H], out [T, H].
+  // out[t] = table[ids[t]]. ids i32 [T], table [V, H], out [T, H]. With token feedback on,
+  // an id < 0 is pending_token(r) (see enable_token_feedback).
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
   // out = x / rms(x) * w over the last dim. x, out [T, H]; w [H].
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;

@@ -17,6 +17,7 @@ void add_engine_flags(CLI::App& app, EngineConfig& c) {
   app.add_flag("!--no-chunked-prefill", c.enable_chunked_prefill, "never split a prompt across steps");
   app.add_option("--threads", c.num_threads, "CPU threads; 0 = all cores")->check(CLI::NonNegativeNumber);
   app.add_flag("--enforce-eager", c.enforce_eager, "CUDA: no CUDA graphs");
+  app.add_flag("!--no-async-scheduling", c.async_scheduling, "wait for each step's tokens before scheduling the next (no host/device overlap)");
 }
 
 void add_sampling_flags(CLI::App& app, SamplingFlags& f) {

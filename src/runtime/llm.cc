@@ -39,6 +39,7 @@ EngineLimits make_limits(const EngineConfig& config, const ModelRunner& runner,
   limits.vocab_size = model.vocab_size;
   limits.eos_token_ids = eos_token_ids;
   limits.seed = config.seed;
+  limits.async_scheduling = config.async_scheduling;
   return limits;
 }
 

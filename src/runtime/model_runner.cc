@@ -73,6 +73,9 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
   eos_token_ids_ = generation_.eos_token_ids.empty() ? model_->config().eos_token_ids
                                                      : generation_.eos_token_ids;
 
+  // Before any graph is captured: the graphs' embedding reads the feedback buffer.
+  token_feedback_ = backend_->supports_sampling() && backend_->enable_token_feedback(max_seqs_);
+
   // What the profile adds is measured from here (the pool's idle memory handed back first).
   if (on_device) backend_->reset_peak_memory();
   const size_t free_after_weights = on_device ? backend_->memory_info().free : 0;
@@ -225,9 +228,29 @@ void ModelRunner::capture_graphs() {
 }
 
 std::vector<SampledToken> ModelRunner::execute(const ScheduledBatch& batch) {
-  if (batch.empty()) return {};
+  KS_ASSERT(launched_.empty(), "execute() while {} launched steps are not collected",
+            launched_.size());
+  launch(batch);
+  return collect();
+}
+
+void ModelRunner::launch(const ScheduledBatch& batch) {
+  KS_ASSERT(launched_.size() < 2, "a third step launched before the first was collected");
+  if (batch.empty()) {
+    launched_.emplace_back();
+    return;
+  }
   auto t0 = Clock::now();
-  const HostBatch hb = build_host_batch(batch, block_size_);
+  HostBatch hb = build_host_batch(batch, block_size_);
+  if (!token_feedback_) {
+    for (int& id : hb.input_ids) {
+      if (!is_pending_token(id)) continue;
+      KS_ASSERT(pending_row(id) < static_cast<int>(last_tokens_.size()),
+                "pending token of row {}: the last launch sampled {} rows", pending_row(id),
+                last_tokens_.size());
+      id = last_tokens_[pending_row(id)];
+    }
+  }
   const int num_tokens = static_cast<int>(hb.input_ids.size());
   const int num_seqs = static_cast<int>(batch.seqs.size());
   const int num_rows = static_cast<int>(hb.sample_rows.size());
@@ -249,13 +272,42 @@ std::vector<SampledToken> ModelRunner::execute(const ScheduledBatch& batch) {
     logits = forward(shape, hb.max_query_len, hb.max_seq_len);
     ++stats_.eager_steps;
   }
+  Launched l;
+  if (num_rows > 0 && backend_->supports_sampling()) {
+    // Only prompt chunks (no rows): the layers ran for their K/V writes; nothing to sample.
+    backend_->launch_sample(logits, make_sampling_batch(batch, hb.sample_seqs, eos_token_ids_,
+                                                        model_->config().vocab_size));
+    l.on_device = true;
+  }
   stats_.launch_seconds += seconds_since(t0);
-  // Only prompt chunks: the layers ran for their K/V writes; nothing to sample.
-  if (num_rows == 0) return {};
-  t0 = Clock::now();
-  std::vector<SampledToken> tokens = sample(logits, batch, hb);
+  if (num_rows > 0 && !l.on_device) {
+    t0 = Clock::now();
+    l.tokens = sample_on_host(logits, batch, hb);
+    stats_.sample_seconds += seconds_since(t0);
+  }
+  if (!token_feedback_) {
+    last_tokens_.clear();
+    for (const SampledToken& t : l.tokens) last_tokens_.push_back(t.token_id);
+  }
+  launched_.push_back(std::move(l));
+}
+
+std::vector<SampledToken> ModelRunner::collect() {
+  KS_ASSERT(!launched_.empty(), "collect() with no step launched");
+  Launched l = std::move(launched_.front());
+  launched_.pop_front();
+  if (!l.on_device) return std::move(l.tokens);
+  const auto t0 = Clock::now();
+  std::vector<SampledToken> tokens = backend_->collect_sample();
   stats_.sample_seconds += seconds_since(t0);
   return tokens;
+}
+
+void ModelRunner::discard() {
+  launched_.clear();
+  last_tokens_.clear();
+  backend_->discard_samples();
+  backend_->synchronize();
 }
 
 double ModelRunner::time_decode_forward(int batch, int context_len, int iters) {
@@ -301,12 +353,10 @@ double ModelRunner::time_decode_forward(int batch, int context_len, int iters) {
   return seconds_since(t0) / iters;
 }
 
-std::vector<SampledToken> ModelRunner::sample(const Tensor& logits, const ScheduledBatch& batch,
-                                              const HostBatch& hb) {
+std::vector<SampledToken> ModelRunner::sample_on_host(const Tensor& logits,
+                                                      const ScheduledBatch& batch,
+                                                      const HostBatch& hb) {
   const int vocab = model_->config().vocab_size;
-  if (backend_->supports_sampling()) {
-    return backend_->sample(logits, make_sampling_batch(batch, hb.sample_seqs, eos_token_ids_, vocab));
-  }
   const int num_rows = static_cast<int>(hb.sample_rows.size());
   const float* host = logits.data_as<float>();
   if (logits.device() != Device::kCpu) {

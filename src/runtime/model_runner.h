@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,17 +34,17 @@ struct StepShape;
 
 // What the runner did so far; for logs, benchmarks and tests.
 struct RunnerStats {
-  int64_t graph_steps = 0;      // steps replayed from a CUDA graph
-  int64_t eager_steps = 0;      // steps run op by op
-  int num_graphs = 0;           // graphs captured at start-up
+  int64_t graph_steps = 0;  // steps replayed from a CUDA graph
+  int64_t eager_steps = 0;  // steps run op by op
+  int num_graphs = 0;       // graphs captured at start-up
   double graph_capture_seconds = 0.0;
-  size_t activation_bytes = 0;  // device memory the profile forward added (0 on the CPU)
+  size_t activation_bytes = 0;      // device memory the profile forward added (0 on the CPU)
   double kv_max_concurrency = 0.0;  // sequences of max_model_len tokens the cache holds
   // Host wall time inside execute(), by phase, summed over steps. Nothing synchronizes for
   // them: "sample" includes waiting for the forward the launch enqueued.
   double prepare_seconds = 0.0;  // build the host batch, copy it to the device
-  double launch_seconds = 0.0;   // enqueue the forward (graph replay or op by op)
-  double sample_seconds = 0.0;   // sample (device sampler: wait, kernels, copy back)
+  double launch_seconds = 0.0;   // enqueue the forward (graph or op by op) and device sampler
+  double sample_seconds = 0.0;   // device sampler: wait for the tokens; else sample on the host
 };
 
 class ModelRunner : public ModelExecutor {
@@ -55,6 +56,13 @@ class ModelRunner : public ModelExecutor {
   ~ModelRunner() override;
 
   std::vector<SampledToken> execute(const ScheduledBatch& batch) override;
+  // The overlapped form (model_executor.h). With a device sampler, launch() returns once
+  // the step is enqueued: pending tokens are fed on the device (token feedback). Otherwise
+  // the step runs at launch() and pending tokens are taken from the last launch's samples.
+  bool supports_overlap() const override { return true; }
+  void launch(const ScheduledBatch& batch) override;
+  std::vector<SampledToken> collect() override;
+  void discard() override;
 
   const ModelConfig& model_config() const;
   Backend& backend() { return *backend_; }
@@ -82,8 +90,9 @@ class ModelRunner : public ModelExecutor {
   void capture_graphs();
   StepShape graph_shape(int size) const;
   Tensor forward(const StepShape& shape, int max_query_len, int max_seq_len);
-  std::vector<SampledToken> sample(const Tensor& logits, const ScheduledBatch& batch,
-                                   const HostBatch& host_batch);
+  // Host sampling (no device sampler), at once.
+  std::vector<SampledToken> sample_on_host(const Tensor& logits, const ScheduledBatch& batch,
+                                           const HostBatch& host_batch);
 
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<CausalLM> model_;
@@ -101,6 +110,15 @@ class ModelRunner : public ModelExecutor {
   GenerationDefaults generation_;
   std::vector<int> eos_token_ids_;
   RunnerStats stats_;
+
+  // A launched step not yet collected.
+  struct Launched {
+    bool on_device = false;            // its tokens come from the backend's collect_sample()
+    std::vector<SampledToken> tokens;  // otherwise, these (empty: nothing sampled)
+  };
+  std::deque<Launched> launched_;
+  bool token_feedback_ = false;   // the backend feeds pending tokens itself
+  std::vector<int> last_tokens_;  // otherwise: the last launch's tokens, by sampled row
 };
 
 }  // namespace kestrel

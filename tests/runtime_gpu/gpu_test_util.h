@@ -157,6 +157,7 @@ class TestEngine {
     l.vocab_size = model.vocab_size;
     l.eos_token_ids = runner_->eos_token_ids();
     l.seed = config.seed;
+    l.async_scheduling = config.async_scheduling;
     engine_ = std::make_unique<LLMEngine>(l, *runner_);
   }
 

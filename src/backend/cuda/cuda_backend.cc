@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/pinned_host.h"
 #include "core/error.h"
 #include "core/logging.h"
 
@@ -63,6 +64,7 @@ CudaBackend::CudaBackend(int device_index, CudaKvLayout kv_layout)
   uint64_t threshold = std::numeric_limits<uint64_t>::max();
   KS_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &threshold));
   gemm_ = std::make_unique<GemmRunner>(holder_->stream);
+  uploads_ = std::make_shared<UploadRing>();
   cudaDeviceProp prop{};
   KS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_index));
   num_sms_ = prop.multiProcessorCount;

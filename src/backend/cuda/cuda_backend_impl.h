@@ -24,6 +24,7 @@ struct CudaStreamHolder {
 };
 
 class CudaSampler;
+class UploadRing;
 
 class CudaBackend final : public Backend {
  public:
@@ -72,6 +73,12 @@ class CudaBackend final : public Backend {
   // Device sampling (sampling_backend.cc).
   bool supports_sampling() const override { return true; }
   std::vector<SampledToken> sample(const Tensor& logits, const SamplingBatch& batch) override;
+  void launch_sample(const Tensor& logits, const SamplingBatch& batch) override;
+  std::vector<SampledToken> collect_sample() override;
+  void discard_samples() override;
+  bool enable_token_feedback(int max_rows) override;
+  // The token feedback buffer, i32 [max_rows]; undefined while feedback is off.
+  const Tensor& token_feedback() const { return feedback_; }
 
   cudaStream_t stream() const { return holder_->stream; }
   CudaKvLayout kv_layout() const { return kv_layout_; }
@@ -96,7 +103,10 @@ class CudaBackend final : public Backend {
   // Scratch buffers replaced by a larger one. Kept, not freed: a captured graph may still
   // write to the old address.
   std::vector<Tensor> retired_scratch_;
+  CudaSampler& sampler();
   std::shared_ptr<CudaSampler> sampler_;  // made by the first sample()
+  Tensor feedback_;
+  std::shared_ptr<UploadRing> uploads_;  // copy_from_host's staging
 };
 
 }  // namespace kestrel

@@ -19,7 +19,8 @@ void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out)
   KS_CHECK(out.dim(0) == ids.dim(0) && out.dim(1) == table.dim(1),
            "embedding: out {} must be [{}, {}]", out.shape().str(), ids.dim(0), table.dim(1));
   kernels::gather_rows(table.data(), table.dim(0), table.dim(1) * 2, i32(ids), ids.dim(0),
-                       out.data(), stream());
+                       out.data(), stream(),
+                       feedback_.defined() ? feedback_.data_as<int32_t>() : nullptr);
 }
 
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {

@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pinned_host.h"
 #include "core/error.h"
 
 namespace kestrel {
@@ -66,9 +67,9 @@ void CudaBackend::copy_from_host(const Tensor& host, Tensor& dst) {
   KS_CHECK(host.nbytes() == dst.nbytes(), "CUDA backend: copy_from_host of {} bytes into {}",
            host.nbytes(), dst.nbytes());
   if (host.nbytes() == 0) return;
-  // Pageable source: the call returns once the bytes are staged, so the caller may reuse it.
-  KS_CUDA_CHECK(cudaMemcpyAsync(dst.data(), host.data(), host.nbytes(), cudaMemcpyHostToDevice,
-                                holder_->stream));
+  // Staged in pinned memory by us, not the driver (which may wait for the stream first):
+  // a step can be uploaded while the one before still runs (the engine's overlap).
+  uploads_->copy(dst.data(), host.data(), host.nbytes(), holder_->stream);
 }
 
 void CudaBackend::copy_to_host(const Tensor& src, Tensor& host) {

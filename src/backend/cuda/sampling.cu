@@ -312,6 +312,7 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(SampleArgs args, bo
   if (threadIdx.x == 0) {
     RowResult& out = args.results[row];
     out.token = res.token;
+    if (args.feedback != nullptr) args.feedback[row] = res.token;
     out.status = res.status;
     if (!want_logprobs || res.status != kRowOk) {
       out.logprob = 0.0f;

@@ -97,6 +97,8 @@ struct SampleArgs {
   // it every row takes the one-block path.
   int num_plain = -1;
   void* plain_scratch = nullptr;
+  // [num_rows] or null: each row's token is also written here (token feedback).
+  int32_t* feedback = nullptr;
 };
 
 // Device scratch the split path of the plain rows needs (per-chunk statistics).

@@ -8,10 +8,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/pinned_host.h"
 #include "backend/cuda/sampling.h"
 #include "core/error.h"
 
@@ -27,31 +29,6 @@ using sampling_kernels::TopLogprob;
 constexpr size_t kAlign = 256;
 
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-// Page-locked host memory that grows, so the copies are asynchronous and fast.
-class PinnedBuffer {
- public:
-  PinnedBuffer() = default;
-  PinnedBuffer(const PinnedBuffer&) = delete;
-  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
-  ~PinnedBuffer() {
-    if (data_ != nullptr) cudaFreeHost(data_);
-  }
-  uint8_t* get(size_t bytes) {
-    if (bytes > capacity_) {
-      if (data_ != nullptr) KS_CUDA_CHECK(cudaFreeHost(data_));
-      data_ = nullptr;
-      capacity_ = 0;
-      KS_CUDA_CHECK(cudaMallocHost(&data_, bytes));
-      capacity_ = bytes;
-    }
-    return static_cast<uint8_t*>(data_);
-  }
-
- private:
-  void* data_ = nullptr;
-  size_t capacity_ = 0;
-};
 
 template <typename T>
 void check_row_vector(const std::vector<T>& v, int rows, const char* name) {
@@ -103,13 +80,31 @@ void validate_row(const SamplingBatch& b, int r) {
 }  // namespace
 
 // Host state of the device sampler, reused across calls so that a step allocates nothing
-// once the batch sizes have been seen.
+// once the batch sizes have been seen. Two launches may be outstanding (the engine's
+// overlap): each has its own pinned upload and download buffers and event, taken in turn;
+// a launch reuses a pair only after the launch two before it was collected.
 class CudaSampler {
  public:
-  std::vector<SampledToken> sample(CudaBackend& be, const Tensor& logits,
-                                   const SamplingBatch& batch);
+  explicit CudaSampler(int device);
+  ~CudaSampler();
+  CudaSampler(const CudaSampler&) = delete;
+  CudaSampler& operator=(const CudaSampler&) = delete;
+
+  void launch(CudaBackend& be, const Tensor& logits, const SamplingBatch& batch);
+  std::vector<SampledToken> collect();
+  void discard(CudaBackend& be);
 
  private:
+  static constexpr int kSlots = 2;
+  // What collect() needs of a launch.
+  struct Launched {
+    int slot = 0;
+    int vocab = 0;
+    int top_stride = 0;
+    size_t result_bytes = 0;
+    std::vector<int> num_logprobs;  // per row
+  };
+
   // Appends the row's edits to entries_ (one entry per distinct id).
   void build_penalties(const SamplingBatch& b, int r, int vocab, const TokenLists& prompt,
                        const TokenLists& output, const TokenLists& masked);
@@ -125,9 +120,25 @@ class CudaSampler {
   std::vector<PenaltyEntry> entries_;
   std::vector<int32_t> processed_rows_;
   std::vector<int32_t> entry_of_;  // [vocab]: entry index of an id in the current row, or -1
-  PinnedBuffer upload_, download_;
+  PinnedBuffer upload_[kSlots], download_[kSlots];
+  cudaEvent_t done_[kSlots] = {};  // recorded after each slot's download
+  int next_slot_ = 0;
+  std::deque<Launched> launched_;
   Tensor io_dev_, processed_dev_, plain_dev_;
 };
+
+CudaSampler::CudaSampler(int device) {
+  KS_CUDA_CHECK(cudaSetDevice(device));
+  for (cudaEvent_t& e : done_) KS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+}
+
+CudaSampler::~CudaSampler() {
+  for (cudaEvent_t e : done_) {
+    if (e == nullptr) continue;
+    cudaEventSynchronize(e);  // a download may still be writing into its pinned buffer
+    cudaEventDestroy(e);
+  }
+}
 
 void CudaSampler::build_penalties(const SamplingBatch& b, int r, int vocab,
                                   const TokenLists& prompt, const TokenLists& output,
@@ -161,12 +172,16 @@ void CudaSampler::build_penalties(const SamplingBatch& b, int r, int vocab,
   for (size_t e = first; e < entries_.size(); ++e) entry_of_[entries_[e].id] = -1;
 }
 
-std::vector<SampledToken> CudaSampler::sample(CudaBackend& be, const Tensor& logits,
-                                              const SamplingBatch& batch) {
+void CudaSampler::launch(CudaBackend& be, const Tensor& logits, const SamplingBatch& batch) {
+  KS_CHECK(launched_.size() < kSlots, "sample: {} launches are outstanding already", kSlots);
   const int num_rows = batch.num_rows;
   KS_CHECK(num_rows >= 0, "sample: num_rows must be >= 0, got {}", num_rows);
-  std::vector<SampledToken> out(num_rows);
-  if (num_rows == 0) return out;
+  Launched l;
+  l.slot = next_slot_;
+  if (num_rows == 0) {
+    launched_.push_back(std::move(l));
+    return;
+  }
   KS_CHECK(logits.defined() && logits.device() == Device::kCuda,
            "sample: logits must be a CUDA tensor");
   KS_CHECK(logits.dtype() == DType::kF32, "sample: logits must be F32, got {}",
@@ -228,7 +243,7 @@ std::vector<SampledToken> CudaSampler::sample(CudaBackend& be, const Tensor& log
   const size_t top_bytes = sizeof(TopLogprob) * static_cast<size_t>(num_rows) * top_stride;
   const size_t out_bytes = result_bytes + top_bytes;
   uint8_t* dev = device_bytes(be, io_dev_, in_bytes + out_bytes);
-  uint8_t* host_in = upload_.get(in_bytes);
+  uint8_t* host_in = upload_[l.slot].get(in_bytes);
   std::memcpy(host_in, rows_.data(), sizeof(RowParams) * num_rows);
   std::memcpy(host_in + rows_bytes, processed_rows_.data(), sizeof(int32_t) * processed_rows_.size());
   std::memcpy(host_in + rows_bytes + proc_bytes, entries_.data(),
@@ -257,14 +272,39 @@ std::vector<SampledToken> CudaSampler::sample(CudaBackend& be, const Tensor& log
     args.plain_scratch =
         device_bytes(be, plain_dev_, sampling_kernels::plain_scratch_bytes(num_rows, vocab));
   }
+  const Tensor& feedback = be.token_feedback();
+  if (feedback.defined()) {
+    KS_CHECK(num_rows <= feedback.numel(), "sample: {} rows for token feedback of {}", num_rows,
+             feedback.numel());
+    args.feedback = feedback.data_as<int32_t>();
+  }
   sampling_kernels::sample_rows(args, stream);
 
-  uint8_t* host_out = download_.get(out_bytes);
+  uint8_t* host_out = download_[l.slot].get(out_bytes);
   KS_CUDA_CHECK(cudaMemcpyAsync(host_out, dev + in_bytes, out_bytes, cudaMemcpyDeviceToHost, stream));
-  KS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  KS_CUDA_CHECK(cudaEventRecord(done_[l.slot], stream));
+  l.vocab = vocab;
+  l.top_stride = top_stride;
+  l.result_bytes = result_bytes;
+  l.num_logprobs.resize(num_rows);
+  for (int r = 0; r < num_rows; ++r) l.num_logprobs[r] = rows_[r].num_logprobs;
+  launched_.push_back(std::move(l));
+  next_slot_ = (next_slot_ + 1) % kSlots;
+}
 
+std::vector<SampledToken> CudaSampler::collect() {
+  KS_CHECK(!launched_.empty(), "sample: nothing launched to collect");
+  const Launched l = std::move(launched_.front());
+  launched_.pop_front();
+  const int num_rows = static_cast<int>(l.num_logprobs.size());
+  std::vector<SampledToken> out(num_rows);
+  if (num_rows == 0) return out;
+  KS_CUDA_CHECK(cudaEventSynchronize(done_[l.slot]));
+  const int vocab = l.vocab;
+  const int top_stride = l.top_stride;
+  const uint8_t* host_out = download_[l.slot].get(0);
   const auto* results = reinterpret_cast<const RowResult*>(host_out);
-  const auto* top = reinterpret_cast<const TopLogprob*>(host_out + result_bytes);
+  const auto* top = reinterpret_cast<const TopLogprob*>(host_out + l.result_bytes);
   for (int r = 0; r < num_rows; ++r) {
     const RowResult& res = results[r];
     KS_CHECK(res.status != sampling_kernels::kRowNoFiniteLogit,
@@ -274,7 +314,7 @@ std::vector<SampledToken> CudaSampler::sample(CudaBackend& be, const Tensor& log
     KS_ASSERT(res.status == sampling_kernels::kRowOk && res.token >= 0 && res.token < vocab,
               "device sampler returned token {} (status {}) for row {}", res.token, res.status, r);
     out[r].token_id = res.token;
-    if (rows_[r].num_logprobs < 0) continue;
+    if (l.num_logprobs[r] < 0) continue;
     TokenLogprobs lp;
     lp.token_id = res.token;
     lp.logprob = res.logprob;
@@ -287,9 +327,39 @@ std::vector<SampledToken> CudaSampler::sample(CudaBackend& be, const Tensor& log
   return out;
 }
 
+void CudaSampler::discard(CudaBackend& be) {
+  KS_CUDA_CHECK(cudaStreamSynchronize(be.stream()));
+  launched_.clear();
+}
+
+CudaSampler& CudaBackend::sampler() {
+  if (!sampler_) sampler_ = std::make_shared<CudaSampler>(holder_->device);
+  return *sampler_;
+}
+
 std::vector<SampledToken> CudaBackend::sample(const Tensor& logits, const SamplingBatch& batch) {
-  if (!sampler_) sampler_ = std::make_shared<CudaSampler>();
-  return sampler_->sample(*this, logits, batch);
+  sampler().launch(*this, logits, batch);
+  return sampler().collect();
+}
+
+void CudaBackend::launch_sample(const Tensor& logits, const SamplingBatch& batch) {
+  sampler().launch(*this, logits, batch);
+}
+
+std::vector<SampledToken> CudaBackend::collect_sample() { return sampler().collect(); }
+
+void CudaBackend::discard_samples() {
+  if (sampler_) sampler_->discard(*this);
+}
+
+bool CudaBackend::enable_token_feedback(int max_rows) {
+  KS_CHECK(max_rows >= 1, "token feedback needs at least one row, got {}", max_rows);
+  if (feedback_.defined() && feedback_.numel() >= max_rows) return true;
+  // A graph captured before may still read the old buffer: keep it.
+  if (feedback_.defined()) retired_scratch_.push_back(feedback_);
+  feedback_ = empty(DType::kI32, Shape{max_rows});
+  KS_CUDA_CHECK(cudaMemsetAsync(feedback_.data(), 0, feedback_.nbytes(), stream()));
+  return true;
 }
 
 }  // namespace kestrel

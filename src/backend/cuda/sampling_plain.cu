@@ -278,6 +278,7 @@ __global__ void __launch_bounds__(kPickThreads) pick_kernel(SampleArgs args, Chu
   if (threadIdx.x == 0) {
     RowResult& out = args.results[row];
     out.token = res.token;
+    if (args.feedback != nullptr) args.feedback[row] = res.token;
     out.status = res.status;
     out.logprob = 0.0f;
     out.rank = 0;

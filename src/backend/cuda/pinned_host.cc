@@ -1,0 +1,46 @@
+#include "backend/cuda/pinned_host.h"
+
+#include <cstring>
+
+#include "backend/cuda/cuda_check.h"
+
+namespace kestrel {
+
+PinnedBuffer::~PinnedBuffer() {
+  if (data_ != nullptr) cudaFreeHost(data_);
+}
+
+uint8_t* PinnedBuffer::get(size_t bytes) {
+  if (bytes > capacity_) {
+    if (data_ != nullptr) KS_CUDA_CHECK(cudaFreeHost(data_));
+    data_ = nullptr;
+    capacity_ = 0;
+    KS_CUDA_CHECK(cudaMallocHost(&data_, bytes));
+    capacity_ = bytes;
+  }
+  return static_cast<uint8_t*>(data_);
+}
+
+UploadRing::~UploadRing() {
+  for (cudaEvent_t e : done_) {
+    if (e == nullptr) continue;
+    cudaEventSynchronize(e);  // its copy may still read the slot's buffer
+    cudaEventDestroy(e);
+  }
+}
+
+void UploadRing::copy(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
+  const int slot = next_;
+  next_ = (next_ + 1) % kSlots;
+  if (done_[slot] == nullptr) {
+    KS_CUDA_CHECK(cudaEventCreateWithFlags(&done_[slot], cudaEventDisableTiming));
+  } else {
+    KS_CUDA_CHECK(cudaEventSynchronize(done_[slot]));
+  }
+  uint8_t* staged = buffers_[slot].get(bytes);
+  std::memcpy(staged, src, bytes);
+  KS_CUDA_CHECK(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream));
+  KS_CUDA_CHECK(cudaEventRecord(done_[slot], stream));
+}
+
+}  // namespace kestrel

@@ -1,0 +1,48 @@
+// Page-locked host memory for the backend's copies: PinnedBuffer (grows, for one use at a
+// time) and UploadRing (host-to-device copies whose source the caller may reuse at once).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace kestrel {
+
+// Page-locked host memory that grows, so the copies are asynchronous and fast. Growing
+// frees the old buffer: only when no copy still uses it.
+class PinnedBuffer {
+ public:
+  PinnedBuffer() = default;
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  ~PinnedBuffer();
+  uint8_t* get(size_t bytes);
+
+ private:
+  void* data_ = nullptr;
+  size_t capacity_ = 0;
+};
+
+// Host-to-device copies from pageable memory without the driver's staging, which may wait
+// for the stream to drain (CUDA's API synchronization rules): the bytes go into the next of
+// kSlots pinned buffers, which is copied asynchronously. A slot is reused once the copy
+// issued from it kSlots copies ago is done (an event; normally long done), so the caller
+// may reuse its own memory as soon as copy() returns and the stream never has to drain.
+class UploadRing {
+ public:
+  static constexpr int kSlots = 4;
+  UploadRing() = default;
+  UploadRing(const UploadRing&) = delete;
+  UploadRing& operator=(const UploadRing&) = delete;
+  ~UploadRing();
+  void copy(void* dst, const void* src, size_t bytes, cudaStream_t stream);
+
+ private:
+  std::array<PinnedBuffer, kSlots> buffers_;
+  std::array<cudaEvent_t, kSlots> done_{};
+  int next_ = 0;
+};
+
+}  // namespace kestrel
