@@ -151,6 +151,10 @@ class Backend {
   virtual void launch_sample(const Tensor& logits, const SamplingBatch& batch) {
     throw_error("{} backend: no device sampler", name());
   }
+  // Optional, before the forward that makes the logits (of `vocab` columns): validates the
+  // batch and uploads its parameters, so that the copy overlaps the forward. The next
+  // launch_sample() must then get the same batch.
+  virtual void stage_sample(const SamplingBatch& batch, int vocab) {}
   virtual std::vector<SampledToken> collect_sample() {
     throw_error("{} backend: no device sampler", name());
   }

@@ -256,6 +256,13 @@ void ModelRunner::launch(const ScheduledBatch& batch) {
   const int num_rows = static_cast<int>(hb.sample_rows.size());
 
   const int graph_size = graphs_ && is_pure_decode(batch) ? graphs_->padded_size(num_seqs) : 0;
+  // The device sampler's parameters go up before the forward, hidden behind it.
+  const bool device_sampling = num_rows > 0 && backend_->supports_sampling();
+  SamplingBatch sampling;
+  if (device_sampling) {
+    sampling = make_sampling_batch(batch, hb.sample_seqs, eos_token_ids_, model_->config().vocab_size);
+    backend_->stage_sample(sampling, model_->config().vocab_size);
+  }
   Tensor logits;
   if (graph_size > 0) {
     inputs_->upload(hb, graph_shape(graph_size));
@@ -273,10 +280,9 @@ void ModelRunner::launch(const ScheduledBatch& batch) {
     ++stats_.eager_steps;
   }
   Launched l;
-  if (num_rows > 0 && backend_->supports_sampling()) {
-    // Only prompt chunks (no rows): the layers ran for their K/V writes; nothing to sample.
-    backend_->launch_sample(logits, make_sampling_batch(batch, hb.sample_seqs, eos_token_ids_,
-                                                        model_->config().vocab_size));
+  // Only prompt chunks (no rows): the layers ran for their K/V writes; nothing to sample.
+  if (device_sampling) {
+    backend_->launch_sample(logits, sampling);
     l.on_device = true;
   }
   stats_.launch_seconds += seconds_since(t0);

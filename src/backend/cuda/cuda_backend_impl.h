@@ -73,6 +73,7 @@ class CudaBackend final : public Backend {
   // Device sampling (sampling_backend.cc).
   bool supports_sampling() const override { return true; }
   std::vector<SampledToken> sample(const Tensor& logits, const SamplingBatch& batch) override;
+  void stage_sample(const SamplingBatch& batch, int vocab) override;
   void launch_sample(const Tensor& logits, const SamplingBatch& batch) override;
   std::vector<SampledToken> collect_sample() override;
   void discard_samples() override;

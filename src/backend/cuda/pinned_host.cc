@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
+#include "core/error.h"
 
 namespace kestrel {
 
@@ -15,10 +16,17 @@ uint8_t* PinnedBuffer::get(size_t bytes) {
     if (data_ != nullptr) KS_CUDA_CHECK(cudaFreeHost(data_));
     data_ = nullptr;
     capacity_ = 0;
-    KS_CUDA_CHECK(cudaMallocHost(&data_, bytes));
+    KS_CUDA_CHECK(cudaHostAlloc(&data_, bytes, mapped_ ? cudaHostAllocMapped : cudaHostAllocDefault));
     capacity_ = bytes;
   }
   return static_cast<uint8_t*>(data_);
+}
+
+uint8_t* PinnedBuffer::device_ptr() const {
+  KS_ASSERT(mapped_ && data_ != nullptr, "device_ptr() of an unmapped or empty pinned buffer");
+  void* p = nullptr;
+  KS_CUDA_CHECK(cudaHostGetDevicePointer(&p, data_, 0));
+  return static_cast<uint8_t*>(p);
 }
 
 UploadRing::~UploadRing() {

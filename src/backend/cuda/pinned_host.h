@@ -11,16 +11,20 @@
 namespace kestrel {
 
 // Page-locked host memory that grows, so the copies are asynchronous and fast. Growing
-// frees the old buffer: only when no copy still uses it.
+// frees the old buffer: only when no copy or kernel still uses it. Mapped: kernels can
+// write it directly, through device_ptr() (no copy back).
 class PinnedBuffer {
  public:
-  PinnedBuffer() = default;
+  explicit PinnedBuffer(bool mapped = false) : mapped_(mapped) {}
   PinnedBuffer(const PinnedBuffer&) = delete;
   PinnedBuffer& operator=(const PinnedBuffer&) = delete;
   ~PinnedBuffer();
   uint8_t* get(size_t bytes);
+  // The device's address of get()'s memory. REQUIRES: mapped.
+  uint8_t* device_ptr() const;
 
  private:
+  const bool mapped_;
   void* data_ = nullptr;
   size_t capacity_ = 0;
 };

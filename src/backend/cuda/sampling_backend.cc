@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstring>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "backend/cuda/cuda_backend_impl.h"
@@ -90,6 +91,10 @@ class CudaSampler {
   CudaSampler(const CudaSampler&) = delete;
   CudaSampler& operator=(const CudaSampler&) = delete;
 
+  // Validates the batch and uploads its parameters, so that a caller can do it before the
+  // forward and the copy hides behind it. launch() samples the staged batch (staging it
+  // first when it is not).
+  void stage(CudaBackend& be, const SamplingBatch& batch, int vocab);
   void launch(CudaBackend& be, const Tensor& logits, const SamplingBatch& batch);
   std::vector<SampledToken> collect();
   void discard(CudaBackend& be);
@@ -103,6 +108,10 @@ class CudaSampler {
     int top_stride = 0;
     size_t result_bytes = 0;
     std::vector<int> num_logprobs;  // per row
+  };
+  struct Staged {
+    Launched launch;
+    sampling_kernels::SampleArgs args;  // all but the logits
   };
 
   // Appends the row's edits to entries_ (one entry per distinct id).
@@ -120,8 +129,11 @@ class CudaSampler {
   std::vector<PenaltyEntry> entries_;
   std::vector<int32_t> processed_rows_;
   std::vector<int32_t> entry_of_;  // [vocab]: entry index of an id in the current row, or -1
-  PinnedBuffer upload_[kSlots], download_[kSlots];
-  cudaEvent_t done_[kSlots] = {};  // recorded after each slot's download
+  PinnedBuffer upload_[kSlots];
+  // The kernels write each row's result and top logprobs here directly (mapped).
+  PinnedBuffer download_[kSlots] = {PinnedBuffer(true), PinnedBuffer(true)};
+  cudaEvent_t done_[kSlots] = {};  // recorded after each slot's kernels
+  std::optional<Staged> staged_;
   int next_slot_ = 0;
   std::deque<Launched> launched_;
   Tensor io_dev_, processed_dev_, plain_dev_;
@@ -172,24 +184,20 @@ void CudaSampler::build_penalties(const SamplingBatch& b, int r, int vocab,
   for (size_t e = first; e < entries_.size(); ++e) entry_of_[entries_[e].id] = -1;
 }
 
-void CudaSampler::launch(CudaBackend& be, const Tensor& logits, const SamplingBatch& batch) {
+void CudaSampler::stage(CudaBackend& be, const SamplingBatch& batch, int vocab) {
   KS_CHECK(launched_.size() < kSlots, "sample: {} launches are outstanding already", kSlots);
+  staged_.reset();
   const int num_rows = batch.num_rows;
   KS_CHECK(num_rows >= 0, "sample: num_rows must be >= 0, got {}", num_rows);
-  Launched l;
+  KS_CHECK(vocab > 0, "sample: vocab must be > 0, got {}", vocab);
+  Staged st;
+  Launched& l = st.launch;
   l.slot = next_slot_;
+  l.vocab = vocab;
   if (num_rows == 0) {
-    launched_.push_back(std::move(l));
+    staged_ = std::move(st);
     return;
   }
-  KS_CHECK(logits.defined() && logits.device() == Device::kCuda,
-           "sample: logits must be a CUDA tensor");
-  KS_CHECK(logits.dtype() == DType::kF32, "sample: logits must be F32, got {}",
-           dtype_name(logits.dtype()));
-  KS_CHECK(logits.ndim() == 2 && logits.dim(0) == num_rows && logits.dim(1) > 0,
-           "sample: logits {} must be [{}, vocab > 0]", logits.shape().str(), num_rows);
-  KS_CHECK(logits.dim(1) < (int64_t{1} << 31), "sample: vocab {} is too large", logits.dim(1));
-  const int vocab = static_cast<int>(logits.dim(1));
   check_row_vector(batch.temperature, num_rows, "temperature");
   check_row_vector(batch.top_k, num_rows, "top_k");
   check_row_vector(batch.top_p, num_rows, "top_p");
@@ -242,7 +250,7 @@ void CudaSampler::launch(CudaBackend& be, const Tensor& logits, const SamplingBa
   const size_t result_bytes = align_up(sizeof(RowResult) * num_rows);
   const size_t top_bytes = sizeof(TopLogprob) * static_cast<size_t>(num_rows) * top_stride;
   const size_t out_bytes = result_bytes + top_bytes;
-  uint8_t* dev = device_bytes(be, io_dev_, in_bytes + out_bytes);
+  uint8_t* dev = device_bytes(be, io_dev_, in_bytes);
   uint8_t* host_in = upload_[l.slot].get(in_bytes);
   std::memcpy(host_in, rows_.data(), sizeof(RowParams) * num_rows);
   std::memcpy(host_in + rows_bytes, processed_rows_.data(), sizeof(int32_t) * processed_rows_.size());
@@ -251,8 +259,7 @@ void CudaSampler::launch(CudaBackend& be, const Tensor& logits, const SamplingBa
   const cudaStream_t stream = be.stream();
   KS_CUDA_CHECK(cudaMemcpyAsync(dev, host_in, in_bytes, cudaMemcpyHostToDevice, stream));
 
-  sampling_kernels::SampleArgs args;
-  args.logits = static_cast<const float*>(logits.data());
+  sampling_kernels::SampleArgs& args = st.args;
   if (!processed_rows_.empty()) {
     args.processed = reinterpret_cast<float*>(device_bytes(
         be, processed_dev_, sizeof(float) * static_cast<size_t>(vocab) * processed_rows_.size()));
@@ -260,8 +267,10 @@ void CudaSampler::launch(CudaBackend& be, const Tensor& logits, const SamplingBa
   args.rows = reinterpret_cast<const RowParams*>(dev);
   args.processed_rows = reinterpret_cast<const int32_t*>(dev + rows_bytes);
   args.penalties = reinterpret_cast<const PenaltyEntry*>(dev + rows_bytes + proc_bytes);
-  args.results = reinterpret_cast<RowResult*>(dev + in_bytes);
-  args.top = reinterpret_cast<TopLogprob*>(dev + in_bytes + result_bytes);
+  download_[l.slot].get(out_bytes);
+  uint8_t* out = download_[l.slot].device_ptr();
+  args.results = reinterpret_cast<RowResult*>(out);
+  args.top = reinterpret_cast<TopLogprob*>(out + result_bytes);
   args.num_rows = num_rows;
   args.num_processed = static_cast<int>(processed_rows_.size());
   args.vocab = vocab;
@@ -278,17 +287,35 @@ void CudaSampler::launch(CudaBackend& be, const Tensor& logits, const SamplingBa
              feedback.numel());
     args.feedback = feedback.data_as<int32_t>();
   }
-  sampling_kernels::sample_rows(args, stream);
-
-  uint8_t* host_out = download_[l.slot].get(out_bytes);
-  KS_CUDA_CHECK(cudaMemcpyAsync(host_out, dev + in_bytes, out_bytes, cudaMemcpyDeviceToHost, stream));
-  KS_CUDA_CHECK(cudaEventRecord(done_[l.slot], stream));
-  l.vocab = vocab;
   l.top_stride = top_stride;
   l.result_bytes = result_bytes;
   l.num_logprobs.resize(num_rows);
   for (int r = 0; r < num_rows; ++r) l.num_logprobs[r] = rows_[r].num_logprobs;
-  launched_.push_back(std::move(l));
+  staged_ = std::move(st);
+}
+
+void CudaSampler::launch(CudaBackend& be, const Tensor& logits, const SamplingBatch& batch) {
+  KS_CHECK(logits.defined() && logits.device() == Device::kCuda,
+           "sample: logits must be a CUDA tensor");
+  KS_CHECK(logits.dtype() == DType::kF32, "sample: logits must be F32, got {}",
+           dtype_name(logits.dtype()));
+  KS_CHECK(logits.ndim() == 2 && logits.dim(0) == batch.num_rows && logits.dim(1) > 0,
+           "sample: logits {} must be [{}, vocab > 0]", logits.shape().str(), batch.num_rows);
+  KS_CHECK(logits.dim(1) < (int64_t{1} << 31), "sample: vocab {} is too large", logits.dim(1));
+  const int vocab = static_cast<int>(logits.dim(1));
+  if (!staged_) stage(be, batch, vocab);
+  Staged st = std::move(*staged_);
+  staged_.reset();
+  const int num_rows = static_cast<int>(st.launch.num_logprobs.size());
+  KS_CHECK(num_rows == batch.num_rows && st.launch.vocab == vocab,
+           "sample: the staged batch ({} rows, vocab {}) is not this one ({} rows, vocab {})",
+           num_rows, st.launch.vocab, batch.num_rows, vocab);
+  if (num_rows > 0) {
+    st.args.logits = static_cast<const float*>(logits.data());
+    sampling_kernels::sample_rows(st.args, be.stream());
+    KS_CUDA_CHECK(cudaEventRecord(done_[st.launch.slot], be.stream()));
+  }
+  launched_.push_back(std::move(st.launch));
   next_slot_ = (next_slot_ + 1) % kSlots;
 }
 
@@ -302,7 +329,7 @@ std::vector<SampledToken> CudaSampler::collect() {
   KS_CUDA_CHECK(cudaEventSynchronize(done_[l.slot]));
   const int vocab = l.vocab;
   const int top_stride = l.top_stride;
-  const uint8_t* host_out = download_[l.slot].get(0);
+  const uint8_t* host_out = download_[l.slot].get(0);  // written by the kernels
   const auto* results = reinterpret_cast<const RowResult*>(host_out);
   const auto* top = reinterpret_cast<const TopLogprob*>(host_out + l.result_bytes);
   for (int r = 0; r < num_rows; ++r) {
@@ -330,6 +357,7 @@ std::vector<SampledToken> CudaSampler::collect() {
 void CudaSampler::discard(CudaBackend& be) {
   KS_CUDA_CHECK(cudaStreamSynchronize(be.stream()));
   launched_.clear();
+  staged_.reset();
 }
 
 CudaSampler& CudaBackend::sampler() {
@@ -340,6 +368,10 @@ CudaSampler& CudaBackend::sampler() {
 std::vector<SampledToken> CudaBackend::sample(const Tensor& logits, const SamplingBatch& batch) {
   sampler().launch(*this, logits, batch);
   return sampler().collect();
+}
+
+void CudaBackend::stage_sample(const SamplingBatch& batch, int vocab) {
+  sampler().stage(*this, batch, vocab);
 }
 
 void CudaBackend::launch_sample(const Tensor& logits, const SamplingBatch& batch) {
