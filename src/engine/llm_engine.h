@@ -137,7 +137,8 @@ class LLMEngine {
   void settle_oldest(std::vector<RequestOutput>& outputs);  // REQUIRES: !in_flight_.empty()
   void undo_in_flight();
   // With overlap: collects and settles the step in flight, its outputs kept for the next
-  // step() (before an abort, which must not leave a step using a destroyed sequence).
+  // step() (before an abort, which must not leave a step using a destroyed sequence). Never
+  // throws: a step that fails here is undone instead.
   void drain();
 
   const EngineLimits limits_;

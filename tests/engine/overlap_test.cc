@@ -85,20 +85,48 @@ TEST(Overlap, PenaltiesSettleTheStepBeforeScheduling) {
   EXPECT_EQ(pending, 0);  // the penalised request in every step settles the one before
 }
 
-// Throws from launch number `fail_at` (1-based) once.
+// Throws from launch (or collect) number `fail_at` (1-based) once.
 class FailingExecutor : public PagedFakeExecutor {
  public:
-  FailingExecutor(const EngineLimits& l, int fail_at)
-      : PagedFakeExecutor(l.num_kv_blocks, l.block_size, l.vocab_size), fail_at_(fail_at) {}
+  FailingExecutor(const EngineLimits& l, int fail_at, bool in_collect = false)
+      : PagedFakeExecutor(l.num_kv_blocks, l.block_size, l.vocab_size),
+        fail_at_(fail_at),
+        in_collect_(in_collect) {}
   void launch(const ScheduledBatch& batch) override {
-    if (++launches_ == fail_at_) throw Error("device lost (test)");
+    if (!in_collect_ && ++launches_ == fail_at_) throw Error("device lost (test)");
     PagedFakeExecutor::launch(batch);
+  }
+  std::vector<SampledToken> collect() override {
+    if (in_collect_ && ++collects_ == fail_at_) {
+      PagedFakeExecutor::collect();  // the step is gone either way
+      throw Error("device lost (test)");
+    }
+    return PagedFakeExecutor::collect();
   }
 
  private:
   const int fail_at_;
-  int launches_ = 0;
+  const bool in_collect_;
+  int launches_ = 0, collects_ = 0;
 };
+
+TEST(Overlap, AnAbortWhoseDrainFailsStillAbortsAndTheOthersGoOn) {
+  const EngineLimits l = overlapped();
+  FailingExecutor executor(l, 3, /*in_collect=*/true);
+  LLMEngine engine(l, executor);
+  const std::vector<int> prompt = make_prompt(6, 60, l.vocab_size);
+  engine.add_request("a", prompt, seeded(61, 6));
+  engine.add_request("b", make_prompt(9, 62, l.vocab_size), seeded(63, 6));
+  for (int i = 0; i < 3; ++i) engine.step();  // collects 1 and 2; step 3 is in flight
+  EXPECT_TRUE(engine.abort_request("b"));     // its drain fails on collect 3: undone
+  std::map<std::string, RequestOutput> done = run_to_completion(engine);
+  ASSERT_EQ(done.size(), 1u);
+  const Expected e = reference_generate(prompt, expected_sample_seed(61, 0), seeded(61, 6),
+                                        l.vocab_size, l.eos_token_ids, expected_max_seq_len(l));
+  EXPECT_EQ(done.at("a").outputs[0].token_ids, e.tokens);
+  EXPECT_TRUE(executor.errors.empty()) << executor.errors.front();
+  EXPECT_EQ(engine.block_manager().num_free_blocks(), l.num_kv_blocks);
+}
 
 TEST(Overlap, AnExecutorErrorUndoesTheStepsInFlight) {
   for (int fail_at : {2, 3, 5}) {
