@@ -242,16 +242,7 @@ void LLMEngine::settle_oldest(std::vector<RequestOutput>& outputs) {
 
 void LLMEngine::undo_in_flight() {
   executor_.discard();
-  for (auto b = in_flight_.rbegin(); b != in_flight_.rend(); ++b) {
-    for (const ScheduledSeq& s : b->seqs) {
-      Sequence* seq = s.seq;
-      if (seq->status != SequenceStatus::kRunning) continue;
-      seq->num_computed_tokens -= s.num_new_tokens;
-      if (!s.sample) continue;
-      seq->token_ids.pop_back();
-      --seq->num_pending_tokens;
-    }
-  }
+  for (auto b = in_flight_.rbegin(); b != in_flight_.rend(); ++b) scheduler_.undo_launched(*b);
   in_flight_.clear();
   retired_.clear();
 }

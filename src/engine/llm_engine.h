@@ -28,7 +28,6 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
-#include <optional>
 #include <random>
 #include <span>
 #include <string>

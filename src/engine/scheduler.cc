@@ -175,10 +175,14 @@ bool Scheduler::can_schedule_ahead() const {
   return needed <= block_manager_.num_free_blocks();
 }
 
-bool Scheduler::pending_ends_by_length(const Sequence& seq) const {
-  if (seq.num_pending_tokens == 0) return false;
+bool Scheduler::ends_by_length(const Sequence& seq, int num_tokens) const {
   const std::optional<int>& max_tokens = seq.params->max_tokens;
-  return (max_tokens && seq.num_output_tokens() >= *max_tokens) || seq.num_tokens() >= max_seq_len_;
+  return (max_tokens && num_tokens - seq.num_prompt_tokens >= *max_tokens) ||
+         num_tokens >= max_seq_len_;
+}
+
+bool Scheduler::pending_ends_by_length(const Sequence& seq) const {
+  return seq.num_pending_tokens > 0 && ends_by_length(seq, seq.num_tokens());
 }
 
 std::string Scheduler::stop_reason(const Sequence& seq) const {
@@ -192,8 +196,7 @@ std::string Scheduler::stop_reason(const Sequence& seq) const {
     if (!params.ignore_eos && contains(config_.eos_token_ids, last)) return "stop";
     if (contains(params.stop_token_ids, last)) return "stop";
   }
-  if (params.max_tokens && num_output >= *params.max_tokens) return "length";
-  if (num_tokens >= max_seq_len_) return "length";
+  if (ends_by_length(seq, num_tokens)) return "length";
   return {};
 }
 
@@ -215,6 +218,17 @@ std::vector<Sequence*> Scheduler::postprocess(const ScheduledBatch& batch,
                                               std::span<const SampledToken> sampled) {
   on_launched(batch);
   return settle(batch, sampled);
+}
+
+void Scheduler::undo_launched(const ScheduledBatch& batch) {
+  for (const ScheduledSeq& s : batch.seqs) {
+    Sequence* seq = s.seq;
+    if (seq->status != SequenceStatus::kRunning) continue;  // ended: nothing of it is left
+    seq->num_computed_tokens -= s.num_new_tokens;
+    if (!s.sample) continue;
+    seq->token_ids.pop_back();
+    --seq->num_pending_tokens;
+  }
 }
 
 void Scheduler::on_launched(const ScheduledBatch& batch) {

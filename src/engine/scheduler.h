@@ -78,6 +78,9 @@ class Scheduler {
   // postprocess(). A sequence a step ends keeps no placeholder of a later step.
   void on_launched(const ScheduledBatch& batch);
   std::vector<Sequence*> settle(const ScheduledBatch& batch, std::span<const SampledToken> sampled);
+  // Takes back on_launched() of a step that will not be settled (the executor failed).
+  // Steps in flight are undone newest first: each pops its own placeholder.
+  void undo_launched(const ScheduledBatch& batch);
 
   // Whether schedule() can run without preempting (what it must not do while a sequence's
   // token is pending): the free blocks cover every running sequence's remaining tokens.
@@ -105,6 +108,8 @@ class Scheduler {
   void release_samples(Sequence* first);
   // Why `seq` ends with its settled tokens ("" when it goes on).
   std::string stop_reason(const Sequence& seq) const;
+  // Whether `seq` ends by length (max_tokens, max_seq_len) at `num_tokens` tokens.
+  bool ends_by_length(const Sequence& seq, int num_tokens) const;
   // Whether its pending token (known to come) ends `seq` by length: nothing to schedule.
   bool pending_ends_by_length(const Sequence& seq) const;
   void finish(Sequence* seq, std::string reason);
