@@ -112,12 +112,7 @@ void run_case(const Config& c, const std::vector<SeqSpec>& seqs, CudaKvLayout la
     meta.max_query_len = std::max(meta.max_query_len, s.new_tokens);
     meta.max_seq_len = std::max(meta.max_seq_len, s.cached + s.new_tokens);
   }
-  meta.positions = be.upload(i32_host(positions), DType::kI32);
-  meta.slot_mapping = be.upload(i32_host(slots), DType::kI32);
-  meta.query_start_loc = be.upload(i32_host(qsl), DType::kI32);
-  meta.seq_lens = be.upload(i32_host(seq_lens), DType::kI32);
-  meta.block_tables = be.upload(i32_host(tables, Shape{b_count, max_blocks}), DType::kI32);
-  meta.seq_order = be.upload(i32_host(shuffled_order(b_count, rng)), DType::kI32);
+  upload_paged_indices(be, meta, positions, slots, qsl, seq_lens, tables, max_blocks, rng);
   LayerKvCache kv{be.upload(cache.k, DType::kBF16), be.upload(cache.v, DType::kBF16)};
   Tensor out = poisoned(DType::kBF16, Shape{t_count, int64_t(c.hq) * c.d}, be);
   const double scale = 1.0 / std::sqrt(double(c.d));

@@ -181,6 +181,25 @@ inline std::vector<int32_t> shuffled_order(int n, std::mt19937& rng) {
   return order;
 }
 
+// A paged step's index arrays into `meta`, on the device: positions and slots [T],
+// query_start_loc [B + 1], seq_lens [B], block tables [B, max_blocks] and a shuffled
+// seq_order (B = seq_lens.size()).
+inline void upload_paged_indices(Backend& be, AttentionMetadata& meta,
+                                 const std::vector<int32_t>& positions,
+                                 const std::vector<int32_t>& slots,
+                                 const std::vector<int32_t>& query_start_loc,
+                                 const std::vector<int32_t>& seq_lens,
+                                 const std::vector<int32_t>& tables, int max_blocks,
+                                 std::mt19937& rng) {
+  const int b_count = static_cast<int>(seq_lens.size());
+  meta.positions = be.upload(i32_host(positions), DType::kI32);
+  meta.slot_mapping = be.upload(i32_host(slots), DType::kI32);
+  meta.query_start_loc = be.upload(i32_host(query_start_loc), DType::kI32);
+  meta.seq_lens = be.upload(i32_host(seq_lens), DType::kI32);
+  meta.block_tables = be.upload(i32_host(tables, Shape{b_count, max_blocks}), DType::kI32);
+  meta.seq_order = be.upload(i32_host(shuffled_order(b_count, rng)), DType::kI32);
+}
+
 // The token counts the tests sweep (odd on purpose).
 inline const std::vector<int>& token_counts() {
   static const std::vector<int> counts{1, 7, 33, 200};

@@ -82,12 +82,7 @@ void run_case(const Config& c, const std::vector<int>& cached, bool padding, int
   meta.block_size = c.block_size;
   meta.max_query_len = 1;
   meta.max_seq_len = plan_len;
-  meta.positions = be.upload(i32_host(positions), DType::kI32);
-  meta.slot_mapping = be.upload(i32_host(slots), DType::kI32);
-  meta.query_start_loc = be.upload(i32_host(qsl), DType::kI32);
-  meta.seq_lens = be.upload(i32_host(seq_lens), DType::kI32);
-  meta.block_tables = be.upload(i32_host(tables, Shape{b_count, max_blocks}), DType::kI32);
-  meta.seq_order = be.upload(i32_host(shuffled_order(b_count, rng)), DType::kI32);
+  upload_paged_indices(be, meta, positions, slots, qsl, seq_lens, tables, max_blocks, rng);
 
   const Tensor qkv = be.upload(random_bf16(Shape{b_count, int64_t(heads) * c.d}, rng, -2.0f, 2.0f).host,
                                DType::kBF16);

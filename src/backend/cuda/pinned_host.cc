@@ -29,26 +29,28 @@ uint8_t* PinnedBuffer::device_ptr() const {
   return static_cast<uint8_t*>(p);
 }
 
-UploadRing::~UploadRing() {
-  for (cudaEvent_t e : done_) {
-    if (e == nullptr) continue;
-    cudaEventSynchronize(e);  // its copy may still read the slot's buffer
-    cudaEventDestroy(e);
-  }
+StreamMark::StreamMark() {
+  KS_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
 }
+
+StreamMark::~StreamMark() {
+  // Errors are ignored: at process exit the runtime may already be unloading.
+  cudaEventSynchronize(event_);
+  cudaEventDestroy(event_);
+}
+
+void StreamMark::record(cudaStream_t stream) { KS_CUDA_CHECK(cudaEventRecord(event_, stream)); }
+
+void StreamMark::wait() const { KS_CUDA_CHECK(cudaEventSynchronize(event_)); }
 
 void UploadRing::copy(void* dst, const void* src, size_t bytes, cudaStream_t stream) {
   const int slot = next_;
   next_ = (next_ + 1) % kSlots;
-  if (done_[slot] == nullptr) {
-    KS_CUDA_CHECK(cudaEventCreateWithFlags(&done_[slot], cudaEventDisableTiming));
-  } else {
-    KS_CUDA_CHECK(cudaEventSynchronize(done_[slot]));
-  }
+  done_[slot].wait();
   uint8_t* staged = buffers_[slot].get(bytes);
   std::memcpy(staged, src, bytes);
   KS_CUDA_CHECK(cudaMemcpyAsync(dst, staged, bytes, cudaMemcpyHostToDevice, stream));
-  KS_CUDA_CHECK(cudaEventRecord(done_[slot], stream));
+  done_[slot].record(stream);
 }
 
 }  // namespace kestrel

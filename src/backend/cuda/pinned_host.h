@@ -1,5 +1,6 @@
 // Page-locked host memory for the backend's copies: PinnedBuffer (grows, for one use at a
-// time) and UploadRing (host-to-device copies whose source the caller may reuse at once).
+// time), StreamMark (when enqueued work is done with it) and UploadRing (host-to-device
+// copies whose source the caller may reuse at once).
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -29,6 +30,22 @@ class PinnedBuffer {
   size_t capacity_ = 0;
 };
 
+// A point in a stream, for reusing host memory that work enqueued before it still uses
+// (a copy's source, a kernel's mapped output): record() after the work, wait() before the
+// reuse. wait() returns at once before the first record(); the destructor waits too.
+class StreamMark {
+ public:
+  StreamMark();
+  StreamMark(const StreamMark&) = delete;
+  StreamMark& operator=(const StreamMark&) = delete;
+  ~StreamMark();
+  void record(cudaStream_t stream);
+  void wait() const;
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
 // Host-to-device copies from pageable memory without the driver's staging, which may wait
 // for the stream to drain (CUDA's API synchronization rules): the bytes go into the next of
 // kSlots pinned buffers, which is copied asynchronously. A slot is reused once the copy
@@ -40,12 +57,11 @@ class UploadRing {
   UploadRing() = default;
   UploadRing(const UploadRing&) = delete;
   UploadRing& operator=(const UploadRing&) = delete;
-  ~UploadRing();
   void copy(void* dst, const void* src, size_t bytes, cudaStream_t stream);
 
  private:
   std::array<PinnedBuffer, kSlots> buffers_;
-  std::array<cudaEvent_t, kSlots> done_{};
+  std::array<StreamMark, kSlots> done_;  // after each slot's copy
   int next_ = 0;
 };
 

@@ -82,12 +82,11 @@ void validate_row(const SamplingBatch& b, int r) {
 
 // Host state of the device sampler, reused across calls so that a step allocates nothing
 // once the batch sizes have been seen. Two launches may be outstanding (the engine's
-// overlap): each has its own pinned upload and download buffers and event, taken in turn;
-// a launch reuses a pair only after the launch two before it was collected.
+// overlap): each has its own pinned parameter buffer, mapped result buffer and StreamMark,
+// taken in turn; a launch reuses a slot only after the launch two before it was collected.
 class CudaSampler {
  public:
-  explicit CudaSampler(int device);
-  ~CudaSampler();
+  CudaSampler() = default;
   CudaSampler(const CudaSampler&) = delete;
   CudaSampler& operator=(const CudaSampler&) = delete;
 
@@ -131,26 +130,13 @@ class CudaSampler {
   std::vector<int32_t> entry_of_;  // [vocab]: entry index of an id in the current row, or -1
   PinnedBuffer upload_[kSlots];
   // The kernels write each row's result and top logprobs here directly (mapped).
-  PinnedBuffer download_[kSlots] = {PinnedBuffer(true), PinnedBuffer(true)};
-  cudaEvent_t done_[kSlots] = {};  // recorded after each slot's kernels
+  PinnedBuffer results_[kSlots] = {PinnedBuffer(true), PinnedBuffer(true)};
+  StreamMark done_[kSlots];  // after each slot's kernels
   std::optional<Staged> staged_;
   int next_slot_ = 0;
   std::deque<Launched> launched_;
   Tensor io_dev_, processed_dev_, plain_dev_;
 };
-
-CudaSampler::CudaSampler(int device) {
-  KS_CUDA_CHECK(cudaSetDevice(device));
-  for (cudaEvent_t& e : done_) KS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-}
-
-CudaSampler::~CudaSampler() {
-  for (cudaEvent_t e : done_) {
-    if (e == nullptr) continue;
-    cudaEventSynchronize(e);  // a download may still be writing into its pinned buffer
-    cudaEventDestroy(e);
-  }
-}
 
 void CudaSampler::build_penalties(const SamplingBatch& b, int r, int vocab,
                                   const TokenLists& prompt, const TokenLists& output,
@@ -267,8 +253,8 @@ void CudaSampler::stage(CudaBackend& be, const SamplingBatch& batch, int vocab) 
   args.rows = reinterpret_cast<const RowParams*>(dev);
   args.processed_rows = reinterpret_cast<const int32_t*>(dev + rows_bytes);
   args.penalties = reinterpret_cast<const PenaltyEntry*>(dev + rows_bytes + proc_bytes);
-  download_[l.slot].get(out_bytes);
-  uint8_t* out = download_[l.slot].device_ptr();
+  results_[l.slot].get(out_bytes);
+  uint8_t* out = results_[l.slot].device_ptr();
   args.results = reinterpret_cast<RowResult*>(out);
   args.top = reinterpret_cast<TopLogprob*>(out + result_bytes);
   args.num_rows = num_rows;
@@ -313,7 +299,7 @@ void CudaSampler::launch(CudaBackend& be, const Tensor& logits, const SamplingBa
   if (num_rows > 0) {
     st.args.logits = static_cast<const float*>(logits.data());
     sampling_kernels::sample_rows(st.args, be.stream());
-    KS_CUDA_CHECK(cudaEventRecord(done_[st.launch.slot], be.stream()));
+    done_[st.launch.slot].record(be.stream());
   }
   launched_.push_back(std::move(st.launch));
   next_slot_ = (next_slot_ + 1) % kSlots;
@@ -326,10 +312,10 @@ std::vector<SampledToken> CudaSampler::collect() {
   const int num_rows = static_cast<int>(l.num_logprobs.size());
   std::vector<SampledToken> out(num_rows);
   if (num_rows == 0) return out;
-  KS_CUDA_CHECK(cudaEventSynchronize(done_[l.slot]));
+  done_[l.slot].wait();
   const int vocab = l.vocab;
   const int top_stride = l.top_stride;
-  const uint8_t* host_out = download_[l.slot].get(0);  // written by the kernels
+  const uint8_t* host_out = results_[l.slot].get(0);  // written by the kernels
   const auto* results = reinterpret_cast<const RowResult*>(host_out);
   const auto* top = reinterpret_cast<const TopLogprob*>(host_out + l.result_bytes);
   for (int r = 0; r < num_rows; ++r) {
@@ -361,7 +347,10 @@ void CudaSampler::discard(CudaBackend& be) {
 }
 
 CudaSampler& CudaBackend::sampler() {
-  if (!sampler_) sampler_ = std::make_shared<CudaSampler>(holder_->device);
+  if (!sampler_) {
+    KS_CUDA_CHECK(cudaSetDevice(holder_->device));  // its events belong to this device
+    sampler_ = std::make_shared<CudaSampler>();
+  }
   return *sampler_;
 }
 
