@@ -9,6 +9,7 @@ APT_PACKAGES=(
   nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libspdlog-dev libfmt-dev
   libxxhash-dev libpcre2-dev libutf8proc-dev libopenblas-dev
   libgtest-dev libgmock-dev libbenchmark-dev
+  libgloo-dev
   python3 python3-jinja2 python3-numpy
   nodejs npm
 )
