@@ -161,9 +161,9 @@ class Backend {
   virtual void discard_samples() {}
   // Token feedback, for steps launched before their inputs are known (the engine's overlap,
   // llm_engine.h): from now on the device sampler also writes row r's token to a device
-  // buffer of max_rows slots, and embedding() reads an id pending_token(r) (< 0) from slot r,
-  // the token the last sampling launched wrote there. False when the backend has none: the
-  // caller then resolves such ids on the host.
+  // buffer of max_rows slots, and embedding() and embedding_shard() read an id
+  // pending_token(r) (< 0) from slot r, the token the last sampling launched wrote there.
+  // False when the backend has none: the caller then resolves such ids on the host.
   virtual bool enable_token_feedback(int max_rows) { return false; }
 
   // Ops. Shapes: T tokens, H hidden, V vocab, S sampled rows.
@@ -171,6 +171,13 @@ class Backend {
   // out[t] = table[ids[t]]. ids i32 [T], table [V, H], out [T, H]. With token feedback on,
   // an id < 0 is pending_token(r) (see enable_token_feedback).
   virtual void embedding(const Tensor& ids, const Tensor& table, Tensor& out) = 0;
+  // The vocab-parallel embedding of one tensor-parallel rank, whose table holds the rows of
+  // ids [first_id, first_id + Vp): out[t] = table[ids[t] - first_id] when that row exists,
+  // else zeros (another rank holds it; the all-reduce of every rank's out completes the
+  // lookup). ids i32 [T], table [Vp, H], out [T, H], first_id >= 0. With token feedback on,
+  // an id < 0 is pending_token(r): it is resolved first, then shifted.
+  virtual void embedding_shard(const Tensor& ids, const Tensor& table, int64_t first_id,
+                               Tensor& out) = 0;
   // out = x / rms(x) * w over the last dim. x, out [T, H]; w [H].
   virtual void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) = 0;
   // residual += x; x = rms_norm(residual) * w. Both [T, H], updated in place.
@@ -225,7 +232,9 @@ class Backend {
   }
 };
 
-// "cpu", "cuda" or "auto". Throws kestrel::Error if the device is unavailable.
-std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads);
+// "cpu", "cuda" or "auto", on GPU `device_index` for CUDA. Throws kestrel::Error if the
+// device is unavailable.
+std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads,
+                                      int device_index = 0);
 
 }  // namespace kestrel

@@ -8,18 +8,21 @@
 
 namespace kestrel {
 
-std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_dir, Backend& backend) {
+std::unique_ptr<CausalLM> CausalLM::load(const std::string& model_dir, Backend& backend,
+                                         Communicator* comm) {
   const ModelConfig config = load_model_config(model_dir);
   const WeightStore weights = WeightStore::open(model_dir);
-  return load(config, weights, backend);
+  return load(config, weights, backend, comm);
 }
 
 std::unique_ptr<CausalLM> CausalLM::load(const ModelConfig& config, const WeightStore& weights,
-                                         Backend& backend) {
+                                         Backend& backend, Communicator* comm) {
   const ArchitectureSpec& arch = find_architecture(config.architecture);
-  std::unique_ptr<CausalLM> m(new CausalLM(config, backend));
+  const ShardPlan plan = comm != nullptr ? ShardPlan::make(config, comm->rank(), comm->world_size())
+                                         : ShardPlan::make(config, 0, 1);
+  std::unique_ptr<CausalLM> m(new CausalLM(config, backend, comm, plan));
   m->cos_sin_ = backend.upload(build_rope_table(rope_frequencies(config)), DType::kF32);
-  m->weights_ = load_model_weights(weights, config, arch, backend);
+  m->weights_ = load_model_weights(weights, config, arch, backend, plan);
   return m;
 }
 
@@ -28,7 +31,7 @@ KvCacheSpec CausalLM::kv_cache_spec(int num_blocks, int block_size) const {
   s.num_layers = config_.num_hidden_layers;
   s.num_blocks = num_blocks;
   s.block_size = block_size;
-  s.num_kv_heads = config_.num_key_value_heads;
+  s.num_kv_heads = plan_.num_kv_heads;
   s.head_dim = config_.head_dim;
   s.dtype = backend_.compute_dtype();
   return s;
@@ -48,10 +51,9 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
            "forward: {} KV cache layers for a model of {} layers", kv.size(), c.num_hidden_layers);
 
   const int64_t D = c.head_dim;
-  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
   const float eps = static_cast<float>(c.rms_norm_eps);
   const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(D)));
-  const AttentionShape shape{static_cast<int>(Hq), static_cast<int>(Hkv), static_cast<int>(D)};
+  const AttentionShape shape{plan_.num_q_heads, plan_.num_kv_heads, static_cast<int>(D)};
   Backend& be = backend_;
 
   if (T > ws_.max_tokens || S > ws_.max_rows) {
@@ -66,10 +68,20 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
   Tensor gate_up = ws_.gate_up.slice(0, T);
   Tensor act = ws_.act.slice(0, T);
 
-  be.embedding(input_ids, weights_.embed, residual);
-  if (T <= be.fused_linear_max_rows()) {
-    return forward_fused(meta, kv, sample_rows, T, S, eps, scale, shape);
+  if (comm_ == nullptr) {
+    be.embedding(input_ids, weights_.embed, residual);
+    if (T <= be.fused_linear_max_rows()) {
+      return forward_fused(meta, kv, sample_rows, T, S, eps, scale, shape);
+    }
+  } else {
+    // Each rank embeds the ids of its vocab shard (zeros elsewhere); the sum is the lookup.
+    be.embedding_shard(input_ids, weights_.embed, plan_.vocab_start, residual);
+    all_reduce(residual);
   }
+  // Under tensor parallelism the fused linear_add / silu_mul_linear_add are not used: they
+  // add a rank's partial product into the residual, across the all-reduce that must come
+  // first. The planned replacement is a fused all-reduce + residual add + RMSNorm kernel.
+  // Without a communicator all_reduce() does nothing: the single-device sequence.
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
     if (l == 0) {
@@ -80,18 +92,28 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
     be.linear(hidden, w.qkv, w.qkv_bias, qkv);
     be.qk_norm_rope_attention(qkv, w.q_norm, w.k_norm, eps, cos_sin_, shape, meta, kv[l], scale,
                               q, attn);
-    be.linear(attn, w.o_proj, w.o_bias, hidden);
+    be.linear(attn, w.o_proj, w.o_bias, hidden);  // o_bias: rank 0's only
+    all_reduce(hidden);
     be.add_rms_norm(hidden, residual, w.post_norm, eps);
     be.linear(hidden, w.gate_up, Tensor(), gate_up);
     be.silu_mul(gate_up, act);
     be.linear(act, w.down, Tensor(), hidden);
+    all_reduce(hidden);
   }
   be.add_rms_norm(hidden, residual, weights_.final_norm, eps);
 
   Tensor sampled = ws_.sampled.slice(0, S);
   be.gather_rows(hidden, sample_rows, sampled);
   Tensor logits = ws_.logits.slice(0, S);
-  be.linear(sampled, weights_.lm_head, Tensor(), logits);
+  if (comm_ == nullptr) {
+    be.linear(sampled, weights_.lm_head, Tensor(), logits);
+  } else {
+    // This rank's vocab columns, then every rank's side by side (the last rank's padding
+    // dropped). With one rank the columns are the logits already: gathered into themselves.
+    Tensor local = ws_.logits_local.defined() ? ws_.logits_local.slice(0, S) : logits;
+    be.linear(sampled, weights_.lm_head, Tensor(), local);
+    comm_->all_gather_columns(local, logits);
+  }
   return logits;
 }
 
@@ -129,8 +151,8 @@ void CausalLM::reserve_workspace(int64_t max_tokens, int64_t max_rows) {
   const ModelConfig& c = config_;
   const int64_t T = std::max(max_tokens, ws_.max_tokens);
   const int64_t S = std::max(max_rows, ws_.max_rows);
-  const int64_t H = c.hidden_size, I = c.intermediate_size, D = c.head_dim;
-  const int64_t Hq = c.num_attention_heads, Hkv = c.num_key_value_heads;
+  const int64_t H = c.hidden_size, I = plan_.intermediate, D = c.head_dim;
+  const int64_t Hq = plan_.num_q_heads, Hkv = plan_.num_kv_heads;
   const DType dt = backend_.compute_dtype();
   Backend& be = backend_;
   ws_ = Workspace();  // free the old buffers first
@@ -145,12 +167,15 @@ void CausalLM::reserve_workspace(int64_t max_tokens, int64_t max_rows) {
   ws_.act = be.empty(dt, {T, I});
   ws_.sampled = be.empty(dt, {S, H});
   ws_.logits = be.empty(DType::kF32, {S, c.vocab_size});
+  if (comm_ != nullptr && plan_.world_size > 1) {
+    ws_.logits_local = be.empty(DType::kF32, {S, plan_.vocab_per_rank});
+  }
 }
 
 size_t CausalLM::workspace_bytes() const {
   size_t n = 0;
   for (const Tensor* t : {&ws_.hidden, &ws_.residual, &ws_.qkv, &ws_.q, &ws_.attn, &ws_.gate_up,
-                          &ws_.act, &ws_.sampled, &ws_.logits}) {
+                          &ws_.act, &ws_.sampled, &ws_.logits, &ws_.logits_local}) {
     if (t->defined()) n += t->nbytes();
   }
   return n;

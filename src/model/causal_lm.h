@@ -10,6 +10,12 @@
 // 1/sqrt(head_dim), o_proj, residual add + RMSNorm, one gate_up GEMM, SiLU-mul, down_proj.
 // Then the final norm, the sampled rows, and the LM head in F32.
 //
+// Tensor parallelism (load() with a Communicator): the model is one rank's shard, cut as
+// ShardPlan says (attention heads, MLP width and vocabulary split over the ranks). Every
+// rank runs the same forward on the same batch with its local head counts; the embedding,
+// o_proj and down_proj leave partial sums that the communicator all-reduces, and the
+// LM head's vocab columns are gathered so that every rank returns the whole logits.
+//
 // Activations live in a workspace the model keeps between calls (reserve_workspace()), so a
 // forward allocates nothing once the workspace is large enough: every call of the same size
 // uses the same addresses, which is what CUDA graph capture needs.
@@ -26,6 +32,8 @@
 #include "io/safetensors.h"
 #include "model/architecture.h"
 #include "model/model_weights.h"
+#include "model/shard_plan.h"
+#include "parallel/communicator.h"
 
 namespace kestrel {
 
@@ -34,23 +42,33 @@ class CausalLM {
   // Reads <model_dir>/config.json and its safetensors, uploads the weights to `backend`
   // (which must outlive the model) and builds the RoPE table. Throws kestrel::Error for an
   // unsupported architecture or rope type, a missing tensor or a shape mismatch.
-  static std::unique_ptr<CausalLM> load(const std::string& model_dir, Backend& backend);
+  //
+  // comm == nullptr: the whole model on one device. Otherwise this rank's shard
+  // (ShardPlan::make(config, comm->rank(), comm->world_size()), which throws when the model
+  // cannot be split that way), and forward() runs the collectives on `comm`, even at world
+  // size 1. `comm` must be made for `backend` and outlive the model; every rank must make
+  // the same calls (forward, reserve_workspace) in the same order with the same shapes.
+  static std::unique_ptr<CausalLM> load(const std::string& model_dir, Backend& backend,
+                                        Communicator* comm = nullptr);
   // The same from an already parsed config and opened weights (tests, tools).
   static std::unique_ptr<CausalLM> load(const ModelConfig& config, const WeightStore& weights,
-                                        Backend& backend);
+                                        Backend& backend, Communicator* comm = nullptr);
 
   const ModelConfig& config() const { return config_; }
+  // What this rank holds (the one-rank plan without a communicator).
+  const ShardPlan& shard_plan() const { return plan_; }
   // Positions the RoPE table covers (0 .. max_positions() - 1); a token at a later position
   // is rejected by forward().
   int64_t max_positions() const { return cos_sin_.dim(0); }
 
-  // Cache geometry for this model in the backend's compute dtype; pass to
-  // Backend::allocate_kv_cache.
+  // Cache geometry for this model (this rank's KV heads) in the backend's compute dtype;
+  // pass to Backend::allocate_kv_cache.
   KvCacheSpec kv_cache_spec(int num_blocks, int block_size) const;
 
   // input_ids i32 [T] and meta in backend memory (meta.num_tokens == T); kv from
   // allocate_kv_cache(kv_cache_spec(..)), one entry per layer; sample_rows i32 [S] with
-  // values in [0, T). Returns logits F32 [S, vocab_size] in backend memory: a view of the
+  // values in [0, T). Returns logits F32 [S, vocab_size] in backend memory (under tensor
+  // parallelism the whole vocabulary, the same on every rank): a view of the
   // workspace, valid until the next forward() or reserve_workspace(). Grows the workspace
   // when T or S exceed it (new addresses: graphs captured before then are invalid). Throws
   // kestrel::Error for inconsistent arguments (the backend ops validate the rest).
@@ -63,11 +81,17 @@ class CausalLM {
   // Backend bytes the workspace holds now.
   size_t workspace_bytes() const;
 
-  // Bytes of weights in backend memory (the RoPE table not included).
+  // Bytes of this rank's weights in backend memory (the RoPE table not included).
   size_t weight_bytes() const { return weights_.bytes; }
 
  private:
-  CausalLM(const ModelConfig& config, Backend& backend) : config_(config), backend_(backend) {}
+  CausalLM(const ModelConfig& config, Backend& backend, Communicator* comm, const ShardPlan& plan)
+      : config_(config), backend_(backend), comm_(comm), plan_(plan) {}
+
+  // Completes a partial sum across the ranks; nothing without a communicator.
+  void all_reduce(Tensor& t) {
+    if (comm_ != nullptr) comm_->all_reduce_sum(t);
+  }
 
   // forward() after the embedding, with the backend's fused ops (steps of at most
   // fused_linear_max_rows() tokens).
@@ -75,7 +99,8 @@ class CausalLM {
                        const Tensor& sample_rows, int64_t T, int64_t S, float eps, float scale,
                        const AttentionShape& shape);
 
-  // Activation buffers for up to max_tokens tokens and max_rows sampled rows.
+  // Activation buffers for up to max_tokens tokens and max_rows sampled rows. Head counts
+  // and I are this rank's (ShardPlan); Vp its vocabulary rows.
   struct Workspace {
     int64_t max_tokens = 0, max_rows = 0;
     Tensor hidden, residual;  // [T, H]
@@ -85,10 +110,15 @@ class CausalLM {
     Tensor act;               // [T, I]
     Tensor sampled;           // [S, H]
     Tensor logits;            // F32 [S, V]
+    // F32 [S, Vp]: this rank's LM head columns before the gather. Only with a communicator
+    // of more than one rank (one rank's gather is from logits into itself).
+    Tensor logits_local;
   };
 
   ModelConfig config_;
   Backend& backend_;
+  Communicator* comm_;  // null: the whole model, no collectives
+  ShardPlan plan_;
   ModelWeights weights_;
   Tensor cos_sin_;  // F32 [max_positions, head_dim]
   Workspace ws_;

@@ -13,6 +13,12 @@
 // does, whether or not the file also has lm_head.weight.
 //
 // Weights are converted to backend.compute_dtype() at upload.
+//
+// Under tensor parallelism each rank loads only its shard (model/shard_plan.h): every
+// tensor is cut in the memory-mapped file before it is converted or uploaded, so a rank
+// never holds more than its part of a weight. Sizes below are this rank's: Hq, Hkv, I and
+// Vp = plan.num_q_heads, plan.num_kv_heads, plan.intermediate, plan.vocab_per_rank (the whole
+// model, with Vp = V, for a plan of one rank).
 #pragma once
 
 #include <cstddef>
@@ -22,6 +28,7 @@
 #include "io/model_config.h"
 #include "io/safetensors.h"
 #include "model/architecture.h"
+#include "model/shard_plan.h"
 
 namespace kestrel {
 
@@ -32,22 +39,27 @@ struct LayerWeights {
   Tensor q_norm;      // [D] or undefined
   Tensor k_norm;      // [D] or undefined
   Tensor o_proj;      // [H, Hq D]
-  Tensor o_bias;      // [H] or undefined
+  Tensor o_bias;      // [H] or undefined; under TP only on rank 0 (added once to the sum)
   Tensor post_norm;   // [H]
   Tensor gate_up;     // [2I, H]
   Tensor down;        // [H, I]
 };
 
 struct ModelWeights {
-  Tensor embed;  // [V, H]
+  Tensor embed;  // [Vp, H]: vocab rows [vocab_start, vocab_start + Vp), zeros past V
   std::vector<LayerWeights> layers;
   Tensor final_norm;  // [H]
-  Tensor lm_head;     // [V, H]; the same tensor as embed when tied
-  size_t bytes = 0;   // backend memory held, each tensor counted once
+  Tensor lm_head;     // [Vp, H]; the same tensor as embed when tied
+  size_t bytes = 0;   // backend memory this rank holds, each tensor counted once
 };
 
-// Throws kestrel::Error naming the tensor when one is missing, has the wrong shape, or is
-// not F32/F16/BF16.
+// This rank's shard of every weight, as `plan` (made from the same config) cuts them.
+// Throws kestrel::Error naming the tensor when one is missing, has the wrong (full-model)
+// shape, or is not F32/F16/BF16.
+ModelWeights load_model_weights(const WeightStore& store, const ModelConfig& config,
+                                const ArchitectureSpec& arch, Backend& backend,
+                                const ShardPlan& plan);
+// The whole model: the plan of one rank.
 ModelWeights load_model_weights(const WeightStore& store, const ModelConfig& config,
                                 const ArchitectureSpec& arch, Backend& backend);
 

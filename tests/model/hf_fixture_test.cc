@@ -15,6 +15,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "io/model_config.h"
+#include "hf_fixtures.h"
 #include "model/causal_lm.h"
 #include "model/rope.h"
 #include "paged_runner.h"
@@ -26,19 +27,8 @@ namespace fs = std::filesystem;
 
 constexpr double kTolerance = 1e-4;
 
-fs::path fixture_root() { return fs::path(KESTREL_SOURCE_DIR) / "tests" / "data" / "hf"; }
-
-std::vector<std::string> fixture_models() {
-  std::vector<std::string> names;
-  if (!fs::is_directory(fixture_root())) return names;
-  for (const auto& e : fs::directory_iterator(fixture_root())) {
-    if (e.is_directory() && fs::exists(e.path() / "expected.json")) {
-      names.push_back(e.path().filename().string());
-    }
-  }
-  std::sort(names.begin(), names.end());
-  return names;
-}
+using test::fixture_models;
+using test::fixture_root;
 
 void expect_logits_match(const std::vector<float>& got, const nlohmann::json& want,
                          const std::string& where) {

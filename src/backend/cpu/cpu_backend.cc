@@ -113,6 +113,12 @@ void CpuBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) 
   cpu::embedding(ids, table, out, num_threads_);
 }
 
+void CpuBackend::embedding_shard(const Tensor& ids, const Tensor& table, int64_t first_id,
+                                 Tensor& out) {
+  KS_CHECK(first_id >= 0, "embedding_shard: first_id {} is negative", first_id);
+  cpu::embedding_shard(ids, table, first_id, out, num_threads_);
+}
+
 void CpuBackend::rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) {
   cpu::rms_norm(x, w, eps, out, num_threads_);
 }

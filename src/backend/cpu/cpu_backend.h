@@ -41,6 +41,8 @@ class CpuBackend final : public Backend {
   void synchronize() override {}
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void embedding_shard(const Tensor& ids, const Tensor& table, int64_t first_id,
+                       Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) override;

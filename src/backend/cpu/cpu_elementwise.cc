@@ -1,5 +1,6 @@
-// Row-wise ops with no reduction across rows: embedding lookup, SiLU-and-multiply, row
-// gather. Each parallelises over rows.
+// Row-wise ops with no reduction across rows: embedding lookup (of the whole vocabulary or
+// of one tensor-parallel rank's shard), SiLU-and-multiply, row gather. Each parallelises
+// over rows.
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -29,7 +30,13 @@ void copy_rows(const float* src, int64_t num_src_rows, int64_t H, const int32_t*
 }  // namespace
 
 void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int num_threads) {
-  const char* op = "embedding";
+  embedding_shard(ids, table, -1, out, num_threads);
+}
+
+void embedding_shard(const Tensor& ids, const Tensor& table, int64_t first_id, Tensor& out,
+                     int num_threads) {
+  const bool shard = first_id >= 0;
+  const char* op = shard ? "embedding_shard" : "embedding";
   check_tensor(ids, op, "ids", DType::kI32, 1);
   check_tensor(table, op, "table", DType::kF32, 2);
   check_tensor(out, op, "out", DType::kF32, 2);
@@ -37,11 +44,29 @@ void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int num_thre
   check_dim(out, op, "out", 0, T, "T");
   check_dim(out, op, "out", 1, H, "hidden");
   const int32_t* id = ids.data_as<int32_t>();
-  copy_rows(table.data_as<float>(), V, H, id, T, out.data_as<float>(), num_threads,
-            [&](int64_t t) {
-              return fmt::format("{}: token id {} at row {} is outside the vocabulary of {}", op,
-                                 id[t], t, V);
-            });
+  if (!shard) {
+    copy_rows(table.data_as<float>(), V, H, id, T, out.data_as<float>(), num_threads,
+              [&](int64_t t) {
+                return fmt::format("{}: token id {} at row {} is outside the vocabulary of {}", op,
+                                   id[t], t, V);
+              });
+    return;
+  }
+  // An id below zero is a pending token, which only a backend with token feedback has.
+  for (int64_t t = 0; t < T; ++t) {
+    KS_CHECK(id[t] >= 0, "{}: token id {} at row {} is negative", op, id[t], t);
+  }
+  const float* src = table.data_as<float>();
+  float* dst = out.data_as<float>();
+#pragma omp parallel for num_threads(team_size(T* H, num_threads)) schedule(static)
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t row = id[t] - first_id;
+    if (row >= 0 && row < V) {
+      std::memcpy(dst + t * H, src + row * H, H * sizeof(float));
+    } else {
+      std::memset(dst + t * H, 0, H * sizeof(float));
+    }
+  }
 }
 
 void silu_mul(const Tensor& x, Tensor& out, int num_threads) {

@@ -21,6 +21,9 @@ inline int team_size(int64_t work, int num_threads) {
 
 // cpu_elementwise.cc
 void embedding(const Tensor& ids, const Tensor& table, Tensor& out, int num_threads);
+// first_id < 0: embedding() (an id outside the table throws); else embedding_shard().
+void embedding_shard(const Tensor& ids, const Tensor& table, int64_t first_id, Tensor& out,
+                     int num_threads);
 void silu_mul(const Tensor& x, Tensor& out, int num_threads);
 void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out, int num_threads);
 

@@ -12,15 +12,25 @@ namespace kestrel {
 using namespace cuda_ops;  // op_checks.h
 
 void CudaBackend::embedding(const Tensor& ids, const Tensor& table, Tensor& out) {
-  const char* op = "embedding";
+  embedding_rows("embedding", ids, table, 0, out);
+}
+
+void CudaBackend::embedding_shard(const Tensor& ids, const Tensor& table, int64_t first_id,
+                                  Tensor& out) {
+  KS_CHECK(first_id >= 0, "embedding_shard: first_id {} is negative", first_id);
+  embedding_rows("embedding_shard", ids, table, first_id, out);
+}
+
+void CudaBackend::embedding_rows(const char* op, const Tensor& ids, const Tensor& table,
+                                 int64_t first_id, Tensor& out) {
   check_tensor(op, "ids", ids, DType::kI32, 1);
   check_tensor(op, "table", table, DType::kBF16, 2);
   check_tensor(op, "out", out, DType::kBF16, 2);
-  KS_CHECK(out.dim(0) == ids.dim(0) && out.dim(1) == table.dim(1),
-           "embedding: out {} must be [{}, {}]", out.shape().str(), ids.dim(0), table.dim(1));
+  KS_CHECK(out.dim(0) == ids.dim(0) && out.dim(1) == table.dim(1), "{}: out {} must be [{}, {}]",
+           op, out.shape().str(), ids.dim(0), table.dim(1));
   kernels::gather_rows(table.data(), table.dim(0), table.dim(1) * 2, i32(ids), ids.dim(0),
                        out.data(), stream(),
-                       feedback_.defined() ? feedback_.data_as<int32_t>() : nullptr);
+                       feedback_.defined() ? feedback_.data_as<int32_t>() : nullptr, first_id);
 }
 
 void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {

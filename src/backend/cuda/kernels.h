@@ -18,13 +18,14 @@ namespace kestrel::kernels {
 
 using bf16 = __nv_bfloat16;
 
-// out[i] = table[rows[i]] for i < num_rows, each row `row_bytes` bytes. Rows outside
-// [0, num_table_rows) produce zeros (never an out-of-bounds read). Used for the embedding
-// lookup and gather_rows. With `pending` (token feedback), a row r < 0 is first replaced
-// by pending[-1 - r].
-void gather_rows(const void* table, int64_t num_table_rows, size_t row_bytes,
-                 const int32_t* rows, int64_t num_rows, void* out, cudaStream_t stream,
-                 const int32_t* pending = nullptr);
+// out[i] = table[rows[i] - row_offset] for i < num_rows, each row `row_bytes` bytes. Rows
+// that fall outside [0, num_table_rows) after the shift produce zeros (never an
+// out-of-bounds read). Used for the embedding lookup (row_offset: the first id of a
+// tensor-parallel rank's vocab shard) and gather_rows. With `pending` (token feedback), a
+// row r < 0 is first replaced by pending[-1 - r], and then shifted.
+void gather_rows(const void* table, int64_t num_table_rows, size_t row_bytes, const int32_t* rows,
+                 int64_t num_rows, void* out, cudaStream_t stream, const int32_t* pending = nullptr,
+                 int64_t row_offset = 0);
 
 // out[t] = bf16(w * bf16(x[t] / rms(x[t]))) over rows of h elements.
 void rms_norm(const bf16* x, const bf16* w, float eps, int64_t rows, int h, bf16* out,
