@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # GPU check: on a machine with an NVIDIA GPU, builds the engine with all cores, runs the GPU
-# tests (CUDA backend ops, then the whole engine against HF's fixtures), optionally the live
+# tests (CUDA backend ops and the NCCL communicator, then the whole engine against HF's
+# fixtures, then the multi-process tensor-parallel tests, parallel_tests), optionally the live
 # comparison with HF transformers and the benchmarks, and prints a summary table last.
 # Assumes only the CUDA toolkit (nvcc), cmake, a C++ compiler and python3 (torch and
 # transformers for --hf); Debian dev packages the build wants but the machine lacks come
@@ -11,7 +12,8 @@
 #       copies fmt, spdlog and nlohmann-json headers and GoogleTest's sources into .devcarry/,
 #       and into .devcarry/deps the headers and libraries of the tokenizer (pcre2, utf8proc),
 #       the engine (xxhash), the CPU backend (OpenBLAS, xz-compressed, with libgfortran) and
-#       the server (cpp-httplib, with OpenSSL/zlib/brotli headers and fallback libraries).
+#       the server (cpp-httplib, with OpenSSL/zlib/brotli headers and fallback libraries),
+#       and gloo (tensor-parallel process groups, with its runtime libraries as fallbacks).
 #       Carry .devcarry/include, .devcarry/googletest and .devcarry/deps (git-ignored).
 #   --bench     `kestrel bench` on a Qwen3-0.6B-shaped random model: single stream, nano-vLLM's
 #               bench, single stream on a short context, batched decode, prefill, single
@@ -78,7 +80,16 @@ prepare_carry() {
   for l in libssl.so.3 libcrypto.so.3 libz.so.1 libbrotlicommon.so.1 libbrotlidec.so.1 libbrotlienc.so.1; do
     xz -T0 -6 -c "$(realpath "$A/$l")" >"$D/fallback/$l.xz" || exit 1
   done
+  # gloo (Debian's libgloo-dev installs to /usr/lib) and, used only where the GPU machine
+  # lacks them, the libraries libgloo.so.0 loads (ldd /usr/lib/libgloo.so.0).
+  mkdir -p "$D/runtime"
+  cp -r /usr/include/gloo "$D/include/" && cp "$(realpath /usr/lib/libgloo.so.0)" "$D/lib/libgloo.so.0" || exit 1
+  for l in libhiredis.so.0.14 libibverbs.so.1 libnl-3.so.200 libnl-route-3.so.200; do
+    xz -T0 -6 -c "$(realpath "$A/$l")" >"$D/runtime/$l.xz" || exit 1
+  done
   du -sh "$CARRY/include" "$CARRY/googletest" "$D"
+  du -shc "$D/lib/libgloo.so.0" "$D/include/gloo" "$D/runtime" | sed 's/total$/gloo in all/'
+  du -sh "$CARRY"
 }
 
 while (($#)); do
@@ -203,7 +214,8 @@ fi
 FULL=1
 if ((FORCE_CARRY)) || ! command -v pkg-config >/dev/null ||
    ! pkg-config --exists libxxhash libpcre2-8 libutf8proc cpp-httplib 2>/dev/null ||
-   ! ls /usr/lib/x86_64-linux-gnu/libopenblas* /usr/lib/libopenblas* >/dev/null 2>&1; then
+   ! ls /usr/lib/x86_64-linux-gnu/libopenblas* /usr/lib/libopenblas* >/dev/null 2>&1 ||
+   [[ ! -e /usr/share/cmake/Gloo/GlooConfig.cmake ]]; then
   if [[ -d $CARRY/deps/lib ]]; then
     L=$DEPS/lib
     mkdir -p "$L"
@@ -219,12 +231,20 @@ if ((FORCE_CARRY)) || ! command -v pkg-config >/dev/null ||
       sys=$(ldconfig -p 2>/dev/null | awk -v l="$l" '$1 == l && /x86-64/ {print $NF; exit}')
       if [[ -n $sys ]]; then SYS_LIBS+=" $sys"; else unxz_to "$f" "$L/$l"; SYS_LIBS+=" $L/$l"; fi
     done
+    # libgloo.so.0's own needs: the machine's copies, else the carried ones in $L, which the
+    # linker (resolving libgloo's needs) and the tests find through LD_LIBRARY_PATH.
+    for f in "$CARRY"/deps/runtime/*.xz; do
+      [[ -e $f ]] || continue
+      l=$(basename "${f%.xz}")
+      ldconfig -p 2>/dev/null | grep -q "^[[:space:]]*$l (.*x86-64" || [[ -e $L/$l ]] || unxz_to "$f" "$L/$l"
+    done
     export LD_LIBRARY_PATH=$L${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
     EXTRA="$L/libpcre2-8.a $L/libutf8proc.a $L/libxxhash.a $L/libopenblas.so.0 $L/libcpp-httplib.so.0.11$SYS_LIBS"
+    [[ -e $CARRY/deps/lib/libgloo.so.0 ]] && CMAKE_ARGS+=("-DKESTREL_GLOO_ROOT=$CARRY/deps")
     CMAKE_ARGS+=(-DKESTREL_MINIMAL_DEPS=ON
                  "-DCMAKE_CXX_FLAGS=-I$CARRY/deps/include -DCPPHTTPLIB_OPENSSL_SUPPORT -DCPPHTTPLIB_ZLIB_SUPPORT -DCPPHTTPLIB_BROTLI_SUPPORT"
                  "-DCMAKE_CXX_STANDARD_LIBRARIES=$EXTRA")
-    say "deps: pcre2, utf8proc, xxhash, OpenBLAS, cpp-httplib from .devcarry/deps (system:$SYS_LIBS)"
+    say "deps: pcre2, utf8proc, xxhash, OpenBLAS, cpp-httplib, gloo from .devcarry/deps (system:$SYS_LIBS)"
   else
     FULL=0
     CMAKE_ARGS+=(-DKESTREL_MINIMAL_DEPS=ON)
@@ -232,10 +252,28 @@ if ((FORCE_CARRY)) || ! command -v pkg-config >/dev/null ||
   fi
 fi
 
+# NCCL (the CUDA tensor-parallel communicator): the toolkit's, else the nvidia-nccl wheel
+# that PyTorch brought (the lent machines have no nccl.h in /usr/local/cuda/include).
+if [[ -e /usr/local/cuda/include/nccl.h ]]; then
+  say "deps: NCCL from /usr/local/cuda"
+else
+  NCCL_DIR=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null)
+  if [[ -n $NCCL_DIR && -e $NCCL_DIR/include/nccl.h ]]; then
+    CMAKE_ARGS+=("-DKESTREL_NCCL_ROOT=$NCCL_DIR")
+    say "deps: NCCL from $NCCL_DIR ($(ls "$NCCL_DIR/lib" | tr '\n' ' '))"
+  else
+    say "deps: no NCCL found: the NCCL communicator tests will skip"
+  fi
+fi
+# NVLink multicast can put a shared host's GPUs out of service: never let NCCL use it.
+export NCCL_NVLS_ENABLE=0
+
 # --- build --------------------------------------------------------------------------
 TARGETS=(backend_cuda_tests)
 ((RUN_BENCH)) && TARGETS+=(cuda_ops_bench decode_layer_bench)
 ((FULL)) && TARGETS+=(runtime_gpu_tests kestrel)
+# Tensor parallelism's multi-process tests (CPU; those needing 2+ GPUs skip themselves).
+((FULL)) && compgen -G "$ROOT/tests/parallel/*_test.cc" >/dev/null && TARGETS+=(parallel_tests)
 t0=$SECONDS
 if ! cmake -S "$ROOT" -B "$BUILD" -G "$GEN" "${CMAKE_ARGS[@]}" >"$LOGS/build.log" 2>&1; then
   say "configure: FAILED (build.log):"; grep -E -m 40 "Error|error" "$LOGS/build.log" | tee -a "$SUMMARY"; exit 1
@@ -275,6 +313,7 @@ run_gtest() {  # name binary timeout [gtest filter]
 if ((RUN_TESTS)); then
   built backend_cuda_tests && run_gtest backend_cuda_tests "$BUILD/tests/backend_cuda_tests" 240 "$FILTER"
   built runtime_gpu_tests && run_gtest runtime_gpu_tests "$BUILD/tests/runtime_gpu_tests" 300
+  built parallel_tests && run_gtest parallel_tests "$BUILD/tests/parallel_tests" 300
 fi
 
 # --- HF comparison and benchmarks on a Qwen3-0.6B-shaped random model ----------------

@@ -49,6 +49,8 @@ class CudaBackend final : public Backend {
   std::unique_ptr<Graph> capture_graph(const std::function<void()>& record) override;
 
   void embedding(const Tensor& ids, const Tensor& table, Tensor& out) override;
+  void embedding_shard(const Tensor& ids, const Tensor& table, int64_t first_id,
+                       Tensor& out) override;
   void rms_norm(const Tensor& x, const Tensor& w, float eps, Tensor& out) override;
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) override;
@@ -82,9 +84,14 @@ class CudaBackend final : public Backend {
   const Tensor& token_feedback() const { return feedback_; }
 
   cudaStream_t stream() const { return holder_->stream; }
+  // The CUDA device index the backend runs on (for libraries that need it: NCCL).
+  int device_index() const { return holder_->device; }
   CudaKvLayout kv_layout() const { return kv_layout_; }
 
  private:
+  // embedding() and embedding_shard(): validates, then gathers ids - first_id (cuda_ops.cc).
+  void embedding_rows(const char* op, const Tensor& ids, const Tensor& table, int64_t first_id,
+                      Tensor& out);
   // Device scratch of at least `bytes`, reused across calls; grows (new address) only when a
   // call needs more, so a warm-up call before CUDA graph capture fixes its address.
   void* scratch(size_t bytes);

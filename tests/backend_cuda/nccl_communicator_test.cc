@@ -1,0 +1,323 @@
+// NcclCommunicator: at world size 1 (a LocalCommunicator host) the collectives are identities,
+// eagerly and inside a CUDA graph, and abort() breaks it; with two GPUs, two ranks in this
+// process (one thread each) sum and gather across devices.
+#include "backend/cuda/nccl_communicator.h"
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <exception>
+#include <functional>
+#include <mutex>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cuda_test_util.h"
+
+namespace kestrel {
+namespace {
+
+using cuda_test::fetch;
+using cuda_test::gpu;
+using cuda_test::poisoned;
+
+#define KS_REQUIRE_NCCL()                                                                \
+  do {                                                                                   \
+    KS_REQUIRE_GPU();                                                                    \
+    if (!nccl_available()) GTEST_SKIP() << "this build has no NCCL (KESTREL_NCCL_ROOT)"; \
+  } while (0)
+
+// Random non-zero values, exact in BF16, as a host tensor of `dtype`.
+Tensor random_host(DType dtype, Shape shape, std::mt19937& rng) {
+  Tensor t = Tensor::host(dtype, shape);
+  std::uniform_real_distribution<float> dist(0.25f, 2.0f);
+  std::bernoulli_distribution sign(0.5);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = bf16_to_f32(f32_to_bf16(sign(rng) ? dist(rng) : -dist(rng)));
+    if (dtype == DType::kBF16)
+      t.data_as<uint16_t>()[i] = f32_to_bf16(v);
+    else
+      t.data_as<float>()[i] = v;
+  }
+  return t;
+}
+
+std::vector<double> host_values(const Tensor& t) {
+  std::vector<double> v(static_cast<size_t>(t.numel()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] =
+        t.dtype() == DType::kBF16 ? bf16_to_f32(t.data_as<uint16_t>()[i]) : t.data_as<float>()[i];
+  }
+  return v;
+}
+
+// in[:, :width] of a row-major [rows, cols] host tensor.
+std::vector<double> first_columns(const Tensor& in, int64_t width) {
+  const std::vector<double> all = host_values(in);
+  std::vector<double> v;
+  for (int64_t r = 0; r < in.dim(0); ++r) {
+    for (int64_t c = 0; c < width; ++c) v.push_back(all[r * in.dim(1) + c]);
+  }
+  return v;
+}
+
+TEST(NcclCommunicator, WorldOneAllReduceKeepsValues) {
+  KS_REQUIRE_NCCL();
+  LocalCommunicator host;
+  auto comm = make_nccl_communicator(gpu(), host);
+  EXPECT_EQ(comm->rank(), 0);
+  EXPECT_EQ(comm->world_size(), 1);
+  EXPECT_EQ(comm->name(), "nccl");
+  std::mt19937 rng(1);
+  for (DType dtype : {DType::kBF16, DType::kF32}) {
+    SCOPED_TRACE(std::string(dtype_name(dtype)));
+    const Tensor h = random_host(dtype, Shape{7, 33}, rng);
+    Tensor t = gpu().upload(h, dtype);
+    comm->all_reduce_sum(t);
+    EXPECT_EQ(fetch(t), host_values(h)) << "eager";
+    // Inside a graph (after the eager call above, as the header asks), replayed twice.
+    auto graph = gpu().capture_graph([&] { comm->all_reduce_sum(t); });
+    ASSERT_NE(graph, nullptr);
+    graph->replay();
+    graph->replay();
+    EXPECT_EQ(fetch(t), host_values(h)) << "graph";
+  }
+}
+
+TEST(NcclCommunicator, WorldOneAllGatherColumnsCopies) {
+  KS_REQUIRE_NCCL();
+  LocalCommunicator host;
+  auto comm = make_nccl_communicator(gpu(), host);
+  std::mt19937 rng(2);
+  struct Case {
+    int64_t rows, cols, width;
+  };
+  // One row at full width gathers in place; the others go through the scratch, the last
+  // with the trailing padding columns dropped.
+  for (const Case c : {Case{1, 13, 13}, Case{5, 13, 13}, Case{9, 40, 37}, Case{1, 40, 33}}) {
+    for (DType dtype : {DType::kBF16, DType::kF32}) {
+      SCOPED_TRACE(
+          fmt::format("{} rows {} cols {} width {}", dtype_name(dtype), c.rows, c.cols, c.width));
+      const Tensor h = random_host(dtype, Shape{c.rows, c.cols}, rng);
+      const Tensor in = gpu().upload(h, dtype);
+      Tensor out = poisoned(dtype, Shape{c.rows, c.width});
+      comm->all_gather_columns(in, out);
+      EXPECT_EQ(fetch(out), first_columns(h, c.width)) << "eager";
+      Tensor graph_out = poisoned(dtype, Shape{c.rows, c.width});
+      auto graph = gpu().capture_graph([&] { comm->all_gather_columns(in, graph_out); });
+      ASSERT_NE(graph, nullptr);
+      graph->replay();
+      EXPECT_EQ(fetch(graph_out), first_columns(h, c.width)) << "graph";
+    }
+  }
+  // in == out, the only layout LocalCommunicator accepts, works here too.
+  const Tensor h = random_host(DType::kBF16, Shape{3, 8}, rng);
+  Tensor same = gpu().upload(h, DType::kBF16);
+  comm->all_gather_columns(same, same);
+  EXPECT_EQ(fetch(same), host_values(h));
+}
+
+TEST(NcclCommunicator, GatherScratchCannotGrowInsideCapture) {
+  KS_REQUIRE_NCCL();
+  LocalCommunicator host;
+  auto comm = make_nccl_communicator(gpu(), host);
+  const Tensor in = gpu().upload(Tensor::host(DType::kF32, Shape{4, 16}), DType::kF32);
+  Tensor out = gpu().empty(DType::kF32, Shape{4, 16});
+  try {
+    gpu().capture_graph([&] { comm->all_gather_columns(in, out); });
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("before capturing"), std::string::npos) << e.what();
+  }
+  // A shape-check error is the caller's, not the group's: the communicator still works.
+  comm->all_gather_columns(in, out);
+  gpu().synchronize();
+}
+
+TEST(NcclCommunicator, RejectsBadArguments) {
+  KS_REQUIRE_NCCL();
+  LocalCommunicator host;
+  auto comm = make_nccl_communicator(gpu(), host);
+  Tensor i32 = gpu().empty(DType::kI32, Shape{4});
+  EXPECT_THROW(comm->all_reduce_sum(i32), Error);
+  Tensor host_t = Tensor::host(DType::kF32, Shape{4});
+  EXPECT_THROW(comm->all_reduce_sum(host_t), Error);
+  const Tensor in = gpu().empty(DType::kF32, Shape{2, 8});
+  Tensor wide = gpu().empty(DType::kF32, Shape{2, 9});
+  EXPECT_THROW(comm->all_gather_columns(in, wide), Error);
+  Tensor other_type = gpu().empty(DType::kBF16, Shape{2, 8});
+  EXPECT_THROW(comm->all_gather_columns(in, other_type), Error);
+  EXPECT_NO_THROW(comm->barrier());
+}
+
+TEST(NcclCommunicator, AbortBreaksEveryLaterCall) {
+  KS_REQUIRE_NCCL();
+  LocalCommunicator host;
+  auto comm = make_nccl_communicator(gpu(), host);
+  Tensor t = gpu().upload(Tensor::host(DType::kF32, Shape{16}), DType::kF32);
+  comm->all_reduce_sum(t);
+  gpu().synchronize();
+  comm->abort("peer x went away");
+  comm->abort("a second abort is ignored");
+  auto expect_aborted = [](const std::function<void()>& call, const char* what) {
+    try {
+      call();
+      ADD_FAILURE() << what << ": no error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("peer x went away"), std::string::npos)
+          << what << ": " << e.what();
+    }
+  };
+  expect_aborted([&] { comm->all_reduce_sum(t); }, "all_reduce_sum");
+  expect_aborted([&] { comm->all_reduce_sum(t); }, "all_reduce_sum again");
+  Tensor out = gpu().empty(DType::kF32, Shape{1, 16});
+  expect_aborted(
+      [&] {
+        comm->all_gather_columns(t.view(Shape{1, 16}), out);
+      },
+      "all_gather_columns");
+  expect_aborted([&] { comm->barrier(); }, "barrier");
+  expect_aborted([&] { comm->all_reduce_min_host(3); }, "all_reduce_min_host");
+}
+
+// A host communicator for ranks that are threads of one process: enough for the unique id.
+class ThreadGroup {
+ public:
+  explicit ThreadGroup(int size) : size_(size) {}
+
+  void broadcast(int rank, void* data, size_t bytes, int root) {
+    if (rank == root) {
+      std::lock_guard lock(mu_);
+      buffer_.assign(static_cast<char*>(data), static_cast<char*>(data) + bytes);
+    }
+    arrive();
+    if (rank != root) std::memcpy(data, buffer_.data(), bytes);
+    arrive();  // nobody overwrites buffer_ before everyone has read it
+  }
+
+  void arrive() {
+    std::unique_lock lock(mu_);
+    const int gen = generation_;
+    if (++arrived_ == size_) {
+      arrived_ = 0;
+      ++generation_;
+      cv_.notify_all();
+    } else {
+      // A rank that failed never arrives: fail the others rather than hang the test.
+      if (!cv_.wait_for(lock, std::chrono::seconds(60), [&] { return generation_ != gen; })) {
+        throw_error("threads: a rank did not arrive within 60 s");
+      }
+    }
+  }
+
+ private:
+  const int size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  int generation_ = 0;
+  std::vector<char> buffer_;
+};
+
+class ThreadHost final : public Communicator {
+ public:
+  ThreadHost(ThreadGroup& group, int rank, int size) : group_(group), rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int world_size() const override { return size_; }
+  std::string name() const override { return "threads"; }
+  void all_reduce_sum(Tensor&) override { throw_error("threads: no tensor collectives"); }
+  void all_gather_columns(const Tensor&, Tensor&) override {
+    throw_error("threads: no tensor collectives");
+  }
+  void broadcast_host(void* data, size_t bytes, int root) override {
+    group_.broadcast(rank_, data, bytes, root);
+  }
+  int64_t all_reduce_min_host(int64_t) override { throw_error("threads: not needed here"); }
+  void barrier() override { group_.arrive(); }
+
+ private:
+  ThreadGroup& group_;
+  const int rank_, size_;
+};
+
+TEST(NcclCommunicator, TwoRanksInOneProcess) {
+  KS_REQUIRE_NCCL();
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  if (devices < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << devices;
+  constexpr int kRanks = 2;
+  constexpr int64_t kRows = 3, kCols = 8, kWidth = 13;  // rank 1 keeps 5 of its 8 columns
+  std::vector<Tensor> inputs_f32, inputs_bf16, gather_in;
+  std::mt19937 rng(3);
+  for (int r = 0; r < kRanks; ++r) {
+    inputs_f32.push_back(random_host(DType::kF32, Shape{5, 37}, rng));
+    inputs_bf16.push_back(random_host(DType::kBF16, Shape{5, 37}, rng));
+    gather_in.push_back(random_host(DType::kBF16, Shape{kRows, kCols}, rng));
+  }
+  struct Result {
+    std::vector<double> f32, bf16, bf16_graph, gathered;
+    std::string error;
+  };
+  std::vector<Result> results(kRanks);
+  ThreadGroup group(kRanks);
+  auto rank_main = [&](int r) {
+    try {
+      auto backend = make_cuda_backend(r);
+      ThreadHost host(group, r, kRanks);
+      auto comm = make_nccl_communicator(*backend, host);
+      Tensor f32 = backend->upload(inputs_f32[r], DType::kF32);
+      Tensor bf16 = backend->upload(inputs_bf16[r], DType::kBF16);
+      comm->all_reduce_sum(f32);
+      comm->all_reduce_sum(bf16);
+      results[r].f32 = fetch(f32, *backend);
+      results[r].bf16 = fetch(bf16, *backend);
+      // Once more inside a graph, on fresh copies of the inputs.
+      Tensor g = backend->upload(inputs_bf16[r], DType::kBF16);
+      auto graph = backend->capture_graph([&] { comm->all_reduce_sum(g); });
+      graph->replay();
+      results[r].bf16_graph = fetch(g, *backend);
+      const Tensor in = backend->upload(gather_in[r], DType::kBF16);
+      Tensor out = poisoned(DType::kBF16, Shape{kRows, kWidth}, *backend);
+      comm->all_gather_columns(in, out);
+      results[r].gathered = fetch(out, *backend);
+      comm->barrier();
+    } catch (const std::exception& e) {
+      results[r].error = e.what();
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kRanks; ++r) threads.emplace_back(rank_main, r);
+  for (auto& t : threads) t.join();
+
+  // The sums, rounded once as NCCL does: two addends, one addition, whatever the algorithm.
+  // (The bf16 inputs lie in [0.25, 2] in magnitude, so their sum is exact in float.)
+  std::vector<double> sum_f32, sum_bf16, gathered;
+  const auto a32 = host_values(inputs_f32[0]), b32 = host_values(inputs_f32[1]);
+  const auto a16 = host_values(inputs_bf16[0]), b16 = host_values(inputs_bf16[1]);
+  for (size_t i = 0; i < a32.size(); ++i) {
+    sum_f32.push_back(static_cast<float>(a32[i]) + static_cast<float>(b32[i]));
+    sum_bf16.push_back(bf16_to_f32(f32_to_bf16(static_cast<float>(a16[i] + b16[i]))));
+  }
+  const auto g0 = host_values(gather_in[0]), g1 = host_values(gather_in[1]);
+  for (int64_t row = 0; row < kRows; ++row) {
+    for (int64_t c = 0; c < kWidth; ++c) {
+      gathered.push_back(c < kCols ? g0[row * kCols + c] : g1[row * kCols + c - kCols]);
+    }
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_EQ(results[r].error, "");
+    EXPECT_EQ(results[r].f32, sum_f32);
+    EXPECT_EQ(results[r].bf16, sum_bf16);
+    EXPECT_EQ(results[r].bf16_graph, results[r].bf16);
+    EXPECT_EQ(results[r].gathered, gathered);
+  }
+}
+
+}  // namespace
+}  // namespace kestrel
