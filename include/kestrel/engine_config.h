@@ -36,6 +36,14 @@ struct EngineConfig {
   bool async_scheduling = true;
   // Seed for requests that bring none.
   uint64_t seed = 0;
+  // Ranks that hold one shard of the model each (docs/parallel.md). On one host the engine
+  // starts ranks 1..N-1 itself, as copies of this executable on GPUs 1..N-1 (or CPU
+  // processes); under a launcher (mpirun, srun) every process runs the same command with
+  // tp_rendezvous set. N must divide the model's query heads and MLP width.
+  int tensor_parallel_size = 1;
+  // A directory every rank can reach (a shared filesystem across hosts) where the ranks of
+  // a launcher-started group meet. Empty: one host, a private directory made per engine.
+  std::string tp_rendezvous;
 };
 
 }  // namespace kestrel

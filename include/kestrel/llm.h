@@ -41,6 +41,10 @@ class LLM {
  public:
   // Loads the model (config.json, safetensors, tokenizer when present) and sizes the KV
   // cache. Throws kestrel::Error naming the problem for bad files or configuration.
+  // With config.tensor_parallel_size N > 1 the model is split over N ranks (worker.h: the
+  // program's main() must start with run_worker_if_spawned()). With config.tp_rendezvous,
+  // the process is one a launcher started: on ranks >= 1 the constructor never returns (the
+  // process serves rank 0's steps, then exits).
   explicit LLM(const std::string& model_dir, const EngineConfig& config = {});
   ~LLM();
   LLM(const LLM&) = delete;

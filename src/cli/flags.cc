@@ -18,6 +18,8 @@ void add_engine_flags(CLI::App& app, EngineConfig& c) {
   app.add_option("--threads", c.num_threads, "CPU threads; 0 = all cores")->check(CLI::NonNegativeNumber);
   app.add_flag("--enforce-eager", c.enforce_eager, "CUDA: no CUDA graphs");
   app.add_flag("!--no-async-scheduling", c.async_scheduling, "wait for each step's tokens before scheduling the next (no host/device overlap)");
+  app.add_option("--tensor-parallel-size,--tp", c.tensor_parallel_size, "ranks that each hold a shard of the model (GPUs, or CPU processes)")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--tp-rendezvous", c.tp_rendezvous, "a shared directory where the ranks of a launcher-started group (mpirun, srun) meet; empty: one host, ranks started by the engine");
 }
 
 void add_sampling_flags(CLI::App& app, SamplingFlags& f) {

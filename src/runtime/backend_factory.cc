@@ -9,11 +9,12 @@
 
 namespace kestrel {
 
-std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads) {
+std::unique_ptr<Backend> make_backend(const std::string& device, int num_threads,
+                                      int device_index) {
 #if KESTREL_WITH_CUDA
   if (device == "cuda" || (device == "auto" && cuda_device_available())) {
     KS_CHECK(cuda_device_available(), "--device cuda: no CUDA device is available");
-    return make_cuda_backend(0);
+    return make_cuda_backend(device_index);
   }
 #else
   KS_CHECK(device != "cuda", "--device cuda: this build has no CUDA backend (nvcc was not found)");

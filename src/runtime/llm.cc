@@ -11,7 +11,10 @@
 #include "core/error.h"
 #include "engine/llm_engine.h"
 #include "io/model_config.h"
+#include "parallel/local_workers.h"
 #include "runtime/model_runner.h"
+#include "runtime/tp_executor.h"
+#include "runtime/tp_worker.h"
 #include "runtime/stop_strings.h"
 #include "chat/chat_template.h"
 #include "tokenizer/detokenizer.h"
@@ -70,7 +73,11 @@ class ProgressBar {
 
 struct LLM::Impl {
   EngineConfig config;
-  std::unique_ptr<ModelRunner> runner;
+  // One of the two: rank 0 of a tensor-parallel group, or a runner of its own.
+  std::unique_ptr<TensorParallelExecutor> tensor_parallel;
+  std::unique_ptr<ModelRunner> own_runner;
+  ModelRunner* runner = nullptr;
+  ModelExecutor* executor = nullptr;
   std::unique_ptr<LLMEngine> engine;
   std::unique_ptr<Tokenizer> tokenizer;
   std::optional<ChatTemplate> chat_template;  // parsed at load
@@ -80,7 +87,30 @@ struct LLM::Impl {
 
 LLM::LLM(const std::string& model_dir, const EngineConfig& config) : impl_(new Impl) {
   impl_->config = config;
-  impl_->runner = std::make_unique<ModelRunner>(model_dir, config);
+  KS_CHECK(config.tensor_parallel_size >= 1, "tensor_parallel_size must be >= 1, got {}",
+           config.tensor_parallel_size);
+  std::optional<RankInfo> role;
+  if (!config.tp_rendezvous.empty()) {
+    role = launched_rank_from_env(config.tp_rendezvous);
+    KS_CHECK(role.has_value(),
+             "--tp-rendezvous is for ranks a launcher starts (mpirun, srun: their rank variables, "
+             "or KESTREL_TP_RANK/KESTREL_TP_WORLD_SIZE), and none is set");
+    KS_CHECK(role->world_size == config.tensor_parallel_size,
+             "the launcher started {} processes for tensor_parallel_size {}", role->world_size,
+             config.tensor_parallel_size);
+    // Every process of a launcher runs the same program; ranks >= 1 serve rank 0's steps
+    // and end here.
+    if (role->rank != 0) std::exit(run_tensor_parallel_worker(*role));
+  }
+  if (config.tensor_parallel_size > 1) {
+    impl_->tensor_parallel = std::make_unique<TensorParallelExecutor>(model_dir, config, role);
+    impl_->runner = &impl_->tensor_parallel->runner();
+    impl_->executor = impl_->tensor_parallel.get();
+  } else {
+    impl_->own_runner = std::make_unique<ModelRunner>(model_dir, config);
+    impl_->runner = impl_->own_runner.get();
+    impl_->executor = impl_->runner;
+  }
   std::vector<int> eos = impl_->runner->eos_token_ids();
   if (std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json")) {
     impl_->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_dir(model_dir));
@@ -95,7 +125,7 @@ LLM::LLM(const std::string& model_dir, const EngineConfig& config) : impl_(new I
     }
   }
   impl_->engine =
-      std::make_unique<LLMEngine>(make_limits(config, *impl_->runner, eos), *impl_->runner);
+      std::make_unique<LLMEngine>(make_limits(config, *impl_->runner, eos), *impl_->executor);
 }
 
 LLM::~LLM() = default;

@@ -7,11 +7,17 @@
 #include "core/logging.h"
 #include "io/safetensors.h"
 #include "model/causal_lm.h"
+#include "parallel/communicator.h"
+#include "parallel/gloo_communicator.h"
+#include "parallel/process_group.h"
 #include "runtime/cuda_graph_runner.h"
 #include "runtime/device_sampling_batch.h"
 #include "runtime/kv_cache_sizing.h"
 #include "runtime/step_inputs.h"
 #include "sampling/sampler.h"
+#if KESTREL_WITH_CUDA
+#include "backend/cuda/nccl_communicator.h"
+#endif
 
 namespace kestrel {
 
@@ -38,14 +44,30 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-bool is_pure_decode(const ScheduledBatch& batch) {
-  return std::all_of(batch.seqs.begin(), batch.seqs.end(),
-                     [](const ScheduledSeq& s) { return s.num_new_tokens == 1 && s.sample; });
+// Every sequence computes one token and samples it (each sequence has at least one token,
+// so T == B means one each).
+bool is_pure_decode(const HostBatch& hb) {
+  return hb.input_ids.size() == hb.seq_lens.size() && hb.sample_rows.size() == hb.seq_lens.size();
+}
+
+// KESTREL_TP_ALWAYS=1: a runner outside any group still runs the sharded model through a
+// one-rank NCCL communicator, so that the collectives' path can be checked on one GPU.
+bool tp_always() {
+  const char* v = std::getenv("KESTREL_TP_ALWAYS");
+  return v != nullptr && std::string(v) == "1";
+}
+
+std::unique_ptr<Communicator> make_device_communicator(Backend& backend, Communicator& host) {
+#if KESTREL_WITH_CUDA
+  if (backend.device() == Device::kCuda) return make_nccl_communicator(backend, host);
+#endif
+  throw_error("{} backend: no tensor communicator for this device", backend.name());
 }
 
 }  // namespace
 
-ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& config)
+ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& config,
+                         const TensorParallelRank* tp)
     : block_size_(config.block_size),
       max_tokens_(config.max_num_batched_tokens),
       max_seqs_(config.max_num_seqs) {
@@ -54,7 +76,22 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
   KS_CHECK(max_tokens_ > 0 && max_seqs_ > 0,
            "max_num_batched_tokens ({}) and max_num_seqs ({}) must be positive", max_tokens_,
            max_seqs_);
-  backend_ = make_backend(config.device, config.num_threads);
+  backend_ = make_backend(config.device, config.num_threads, tp ? tp->device_index : 0);
+  if (tp != nullptr) {
+    host_comm_ = make_gloo_communicator(*tp->group);
+    // CPU ranks reduce through gloo itself; GPU ranks through NCCL on the backend's stream.
+    if (backend_->device() == Device::kCpu) {
+      model_comm_ = host_comm_.get();
+    } else {
+      comm_ = make_device_communicator(*backend_, *host_comm_);
+      model_comm_ = comm_.get();
+    }
+  } else if (tp_always() && backend_->device() == Device::kCuda) {
+    host_comm_ = std::make_unique<LocalCommunicator>();
+    comm_ = make_device_communicator(*backend_, *host_comm_);
+    model_comm_ = comm_.get();
+  }
+  const int world_size = model_comm_ ? model_comm_->world_size() : 1;
   const ModelConfig model_config = load_model_config(model_dir);
   max_model_len_ =
       config.max_model_len > 0 ? config.max_model_len : model_config.max_position_embeddings;
@@ -64,11 +101,13 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
   const bool on_device = backend_->memory_info().total > 0;
   if (on_device) {
     const MemoryInfo m = backend_->memory_info();
-    check_weights_fit(m.total, m.free,
-                      estimate_weight_bytes(model_dir, model_config, backend_->compute_dtype()),
-                      config.gpu_memory_utilization);
+    // A rank holds about 1/N of every tensor (norms are replicated, but they are tiny).
+    check_weights_fit(
+        m.total, m.free,
+        estimate_weight_bytes(model_dir, model_config, backend_->compute_dtype()) / world_size,
+        config.gpu_memory_utilization);
   }
-  model_ = CausalLM::load(model_dir, *backend_);
+  model_ = CausalLM::load(model_dir, *backend_, model_comm_);
   generation_ = load_generation_config(model_dir);
   eos_token_ids_ = generation_.eos_token_ids.empty() ? model_->config().eos_token_ids
                                                      : generation_.eos_token_ids;
@@ -93,6 +132,11 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
     num_kv_blocks_ = kv_blocks_for_host_budget(
         config.kv_cache_memory_bytes, model_->kv_cache_spec(1, block_size_).bytes_per_block(),
         max_seqs_, max_model_len_, block_size_);
+  }
+  // Every rank's cache holds the same blocks (one block table for all), so each takes the
+  // count the tightest rank can afford.
+  if (model_comm_ != nullptr) {
+    num_kv_blocks_ = static_cast<int>(model_comm_->all_reduce_min_host(num_kv_blocks_));
   }
   const KvCacheSpec spec = model_->kv_cache_spec(num_kv_blocks_, block_size_);
   kv_cache_bytes_ = spec.bytes_per_block() * static_cast<size_t>(num_kv_blocks_);
@@ -209,6 +253,8 @@ void ModelRunner::capture_graphs() {
           if (!graph_logits_.defined() || logits.dim(0) > graph_logits_.dim(0)) graph_logits_ = logits;
         });
   } catch (const Error& e) {
+    // A rank that falls back alone would run different collectives from the others.
+    if (model_comm_ != nullptr && model_comm_->world_size() > 1) throw;
     // Serving eagerly beats not serving; the log says why it is slow.
     KS_LOG_ERROR("CUDA graph capture failed, every step runs eagerly: {}", e.what());
     graphs_.reset();
@@ -251,11 +297,7 @@ void ModelRunner::launch(const ScheduledBatch& batch) {
       id = last_tokens_[pending_row(id)];
     }
   }
-  const int num_tokens = static_cast<int>(hb.input_ids.size());
-  const int num_seqs = static_cast<int>(batch.seqs.size());
   const int num_rows = static_cast<int>(hb.sample_rows.size());
-
-  const int graph_size = graphs_ && is_pure_decode(batch) ? graphs_->padded_size(num_seqs) : 0;
   // The device sampler's parameters go up before the forward, hidden behind it.
   const bool device_sampling = num_rows > 0 && backend_->supports_sampling();
   SamplingBatch sampling;
@@ -263,22 +305,9 @@ void ModelRunner::launch(const ScheduledBatch& batch) {
     sampling = make_sampling_batch(batch, hb.sample_seqs, eos_token_ids_, model_->config().vocab_size);
     backend_->stage_sample(sampling, model_->config().vocab_size);
   }
-  Tensor logits;
-  if (graph_size > 0) {
-    inputs_->upload(hb, graph_shape(graph_size));
-    stats_.prepare_seconds += seconds_since(t0);
-    t0 = Clock::now();
-    graphs_->replay(graph_size);
-    logits = graph_logits_.slice(0, num_seqs);  // row i: sequence i (all decode, all sampled)
-    ++stats_.graph_steps;
-  } else {
-    const StepShape shape{num_tokens, num_seqs, std::max(num_rows, 1), std::max(hb.max_blocks, 1)};
-    inputs_->upload(hb, shape);
-    stats_.prepare_seconds += seconds_since(t0);
-    t0 = Clock::now();
-    logits = forward(shape, hb.max_query_len, hb.max_seq_len);
-    ++stats_.eager_steps;
-  }
+  stats_.prepare_seconds += seconds_since(t0);
+  const Tensor logits = run_forward(hb);
+  t0 = Clock::now();
   Launched l;
   // Only prompt chunks (no rows): the layers ran for their K/V writes; nothing to sample.
   if (device_sampling) {
@@ -296,6 +325,33 @@ void ModelRunner::launch(const ScheduledBatch& batch) {
     for (const SampledToken& t : l.tokens) last_tokens_.push_back(t.token_id);
   }
   launched_.push_back(std::move(l));
+}
+
+Tensor ModelRunner::run_forward(const HostBatch& hb) {
+  auto t0 = Clock::now();
+  if (broadcast_ != nullptr) broadcast_->forward(hb);
+  const int num_tokens = static_cast<int>(hb.input_ids.size());
+  const int num_seqs = static_cast<int>(hb.seq_lens.size());
+  const int num_rows = static_cast<int>(hb.sample_rows.size());
+  const int graph_size = graphs_ && is_pure_decode(hb) ? graphs_->padded_size(num_seqs) : 0;
+  Tensor logits;
+  if (graph_size > 0) {
+    inputs_->upload(hb, graph_shape(graph_size));
+    stats_.prepare_seconds += seconds_since(t0);
+    t0 = Clock::now();
+    graphs_->replay(graph_size);
+    logits = graph_logits_.slice(0, num_seqs);  // row i: sequence i (all decode, all sampled)
+    ++stats_.graph_steps;
+  } else {
+    const StepShape shape{num_tokens, num_seqs, std::max(num_rows, 1), std::max(hb.max_blocks, 1)};
+    inputs_->upload(hb, shape);
+    stats_.prepare_seconds += seconds_since(t0);
+    t0 = Clock::now();
+    logits = forward(shape, hb.max_query_len, hb.max_seq_len);
+    ++stats_.eager_steps;
+  }
+  stats_.launch_seconds += seconds_since(t0);
+  return logits;
 }
 
 std::vector<SampledToken> ModelRunner::collect() {
@@ -322,6 +378,7 @@ double ModelRunner::time_decode_forward(int batch, int context_len, int iters) {
   KS_CHECK(context_len >= 1 && context_len <= max_model_len_,
            "time_decode_forward: context {} outside [1, {}]", context_len, max_model_len_);
   KS_CHECK(iters >= 1, "time_decode_forward: iters must be >= 1, got {}", iters);
+  if (broadcast_ != nullptr) broadcast_->time_decode(batch, context_len, iters);
   const int blocks = ceil_div(context_len, block_size_);
   HostBatch hb;
   hb.query_start_loc.push_back(0);

@@ -10,6 +10,13 @@
 // eagerly. Sampling runs on the device when the backend has a sampler (its inputs come from
 // device_sampling_batch.h), else on the host from the copied logits (src/sampling).
 //
+// Tensor parallelism (docs/parallel.md): a runner may be one rank of a group. It then
+// loads its shard, hands the model a Communicator (gloo on the CPU, NCCL on CUDA), agrees
+// with the other ranks on the KV block count, and captures its graphs with the collectives
+// inside. Rank 0's runner is the one the engine drives; before each device step it tells
+// the other ranks (StepBroadcast), whose runners run the same step through run_forward().
+// Only rank 0 samples.
+//
 // Not thread-safe: one thread drives a runner.
 #pragma once
 
@@ -28,7 +35,9 @@
 namespace kestrel {
 
 class CausalLM;
+class Communicator;
 class CudaGraphRunner;
+class ProcessGroup;
 class StepInputs;
 struct StepShape;
 
@@ -47,12 +56,29 @@ struct RunnerStats {
   double sample_seconds = 0.0;   // device sampler: wait for the tokens; else sample on the host
 };
 
+// This process's place in a tensor-parallel group.
+struct TensorParallelRank {
+  ProcessGroup* group = nullptr;  // outlives the runner
+  int device_index = 0;           // the GPU this rank runs on (its local rank)
+};
+
+// Rank 0's runner calls these before each device step that the other ranks must join.
+class StepBroadcast {
+ public:
+  virtual ~StepBroadcast() = default;
+  virtual void forward(const HostBatch& batch) = 0;
+  virtual void time_decode(int batch, int context_len, int iters) = 0;
+};
+
 class ModelRunner : public ModelExecutor {
  public:
   // Loads the model onto the configured device and allocates the KV cache. Throws
   // kestrel::Error for bad model files, an unavailable device or too little memory (the
-  // message says how much is missing).
-  ModelRunner(const std::string& model_dir, const EngineConfig& config);
+  // message says how much is missing). With `tp`, loads that rank's shard; every rank of
+  // the group must construct its runner at the same time (the constructor runs
+  // collectives).
+  ModelRunner(const std::string& model_dir, const EngineConfig& config,
+              const TensorParallelRank* tp = nullptr);
   ~ModelRunner() override;
 
   std::vector<SampledToken> execute(const ScheduledBatch& batch) override;
@@ -63,6 +89,16 @@ class ModelRunner : public ModelExecutor {
   void launch(const ScheduledBatch& batch) override;
   std::vector<SampledToken> collect() override;
   void discard() override;
+
+  // Rank 0 of a group: `broadcast` (which outlives the runner) hears of every device step
+  // before it runs. nullptr: none.
+  void set_step_broadcast(StepBroadcast* broadcast) { broadcast_ = broadcast; }
+  // The forward over an already built batch, without sampling: what the other ranks of a
+  // group run for each step rank 0 broadcasts. Returns the logits (valid until the next
+  // step): a graph replay for a pure-decode batch within the captured sizes, else op by op.
+  Tensor run_forward(const HostBatch& batch);
+  // The group's tensor communicator, or null when the model is not sharded.
+  Communicator* communicator() { return model_comm_; }
 
   const ModelConfig& model_config() const;
   Backend& backend() { return *backend_; }
@@ -95,6 +131,10 @@ class ModelRunner : public ModelExecutor {
                                            const HostBatch& host_batch);
 
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<Communicator> host_comm_;  // the group's host side (gloo, or local)
+  std::unique_ptr<Communicator> comm_;       // what the model's collectives run on
+  Communicator* model_comm_ = nullptr;       // comm_, host_comm_ (CPU ranks) or none
+  StepBroadcast* broadcast_ = nullptr;
   std::unique_ptr<CausalLM> model_;
   std::vector<LayerKvCache> kv_cache_;
   std::unique_ptr<StepInputs> inputs_;

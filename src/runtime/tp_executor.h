@@ -1,0 +1,76 @@
+// TensorParallelExecutor: rank 0 of a tensor-parallel group, in front of the per-rank
+// runners (docs/parallel.md). The engine drives it like any ModelExecutor; it drives rank
+// 0's ModelRunner, which tells the other ranks each device step (tp_protocol.h) before it
+// runs it, and samples from the gathered logits. The other ranks run tp_worker.h's loop.
+//
+// Start-up: on one host (config.tp_rendezvous empty) it starts ranks 1..N-1 itself
+// (LocalWorkers); under a launcher every process runs the same command and the group
+// meets in config.tp_rendezvous. Then rank 0 sends the model directory and config, and
+// all ranks load their shards together.
+//
+// Failure: a worker that exits (watched every 100 ms), a dead peer or a collective error
+// fails the step in flight and every later one with an Error naming the rank, and ends the
+// other workers; the group is not rebuilt. The destructor tells the workers to exit and
+// waits for them.
+//
+// Steps are synchronous (supports_overlap() is false): the other ranks cannot read rank
+// 0's sampled tokens from its device, so pending tokens would need a broadcast of their own.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "engine/model_executor.h"
+#include "kestrel/engine_config.h"
+#include "parallel/process_group.h"
+#include "runtime/model_runner.h"
+
+namespace kestrel {
+
+class Communicator;
+class LocalWorkers;
+
+class TensorParallelExecutor final : public ModelExecutor, private StepBroadcast {
+ public:
+  // `role`: this process's place when a launcher started it (rank 0); nullopt: start the
+  // workers here. Throws kestrel::Error when the group cannot be formed or a rank cannot
+  // load its shard (naming it).
+  TensorParallelExecutor(const std::string& model_dir, const EngineConfig& config,
+                         const std::optional<RankInfo>& role);
+  ~TensorParallelExecutor() override;
+
+  std::vector<SampledToken> execute(const ScheduledBatch& batch) override;
+  ModelRunner& runner() { return *runner_; }
+
+ private:
+  void forward(const HostBatch& batch) override;
+  void time_decode(int batch, int context_len, int iters) override;
+  // Runs `f`; an Error from it (or a dead worker) breaks the group for good.
+  template <typename F>
+  auto guarded(F&& f);
+  [[noreturn]] void fail(const std::string& what);
+  // The watchdog's report of a dead worker, waiting up to `ms` for one (an error may come
+  // before the watchdog's next look). Empty when none died.
+  std::string dead_worker(int ms);
+  void watch_workers();
+  void stop_watchdog();
+
+  std::unique_ptr<LocalWorkers> workers_;  // null when a launcher started the ranks
+  std::unique_ptr<ProcessGroup> group_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::string failure_;  // set once the group is broken
+
+  // Only the watchdog thread touches workers_ while it runs.
+  std::thread watchdog_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::string dead_worker_;                      // what the watchdog saw, under mutex_
+  std::atomic<Communicator*> abort_target_{nullptr};  // the runner's, once it exists
+};
+
+}  // namespace kestrel

@@ -1,0 +1,238 @@
+// Tensor parallelism end to end on the CPU backend, through the real multi-process path
+// (LocalWorkers starts copies of this binary as ranks; gloo carries the steps and the
+// collectives). The oracle is Hugging Face transformers' greedy continuations
+// (tests/data/hf/*/expected.json); the one-rank engine is the second reference, for
+// logprobs and for the engine invariants (batched == one at a time, chunked prefill,
+// prefix cache on/off, forced preemption), which must hold under tensor parallelism too.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/error.h"
+#include "kestrel/llm.h"
+#include "runtime/tp_worker.h"
+#include "worker_registry.h"
+
+namespace kestrel {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Ranks started by the LLMs below run the engine's worker loop.
+KS_TP_WORKER(engine) { return run_tensor_parallel_worker(self); }
+
+struct Fixture {
+  std::string dir;
+  std::vector<std::vector<int>> prompts;
+  std::vector<std::vector<int>> greedy;
+};
+
+Fixture load_fixture(const std::string& name) {
+  const fs::path dir = fs::path(KESTREL_SOURCE_DIR) / "tests/data/hf" / name;
+  std::ifstream in(dir / "expected.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  return {dir.string(), j["prompts"].get<std::vector<std::vector<int>>>(),
+          j["greedy"].get<std::vector<std::vector<int>>>()};
+}
+
+SamplingParams greedy_params(int max_tokens, int logprobs = 0) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  p.ignore_eos = true;
+  p.max_tokens = max_tokens;
+  if (logprobs > 0) p.logprobs = logprobs;
+  return p;
+}
+
+EngineConfig cpu_config(int tp) {
+  EngineConfig c;
+  c.device = "cpu";
+  c.num_kv_blocks = 256;
+  c.num_threads = 1;
+  c.tensor_parallel_size = tp;
+  return c;
+}
+
+class TensorParallel : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv(test::kWorkerEnv, "engine", 1); }
+};
+
+std::vector<std::vector<int>> tokens_of(const std::vector<RequestOutput>& outs) {
+  std::vector<std::vector<int>> t;
+  for (const RequestOutput& o : outs) t.push_back(o.outputs.at(0).token_ids);
+  return t;
+}
+
+// Logprobs of the one-rank engine and of N ranks differ only by the order of fp32 sums
+// (each rank sums its slice of every dot product; the all-reduce adds the slices): about
+// 1e-6 relative on these models. 2e-4 absolute on a logprob leaves room and still catches
+// a wrong shard (which moves logprobs by O(1)).
+constexpr float kLogprobTolerance = 2e-4f;
+
+void expect_same_logprobs(const std::vector<RequestOutput>& got,
+                          const std::vector<RequestOutput>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const auto& a = got[i].outputs.at(0).logprobs;
+    const auto& b = want[i].outputs.at(0).logprobs;
+    ASSERT_EQ(a.size(), b.size()) << what << " prompt " << i;
+    for (size_t t = 0; t < a.size(); ++t) {
+      EXPECT_NEAR(a[t].logprob, b[t].logprob, kLogprobTolerance)
+          << what << " prompt " << i << " token " << t;
+      ASSERT_EQ(a[t].top.size(), b[t].top.size());
+      for (size_t k = 0; k < a[t].top.size(); ++k) {
+        EXPECT_NEAR(a[t].top[k].second, b[t].top[k].second, kLogprobTolerance)
+            << what << " prompt " << i << " token " << t << " top " << k;
+      }
+    }
+  }
+}
+
+// Every fixture architecture at 2 and 4 ranks: HF's greedy tokens, and the one-rank
+// engine's logprobs. Qwen3 (4 query, 2 KV heads) splits its KV heads at 2 ranks and
+// replicates them at 4; Llama (1 KV head) replicates at both; Qwen2 has q/k/v biases.
+TEST_F(TensorParallel, GreedyTokensAndLogprobsMatchOneRank) {
+  for (const char* name : {"qwen3_tiny", "qwen2_tiny", "llama_tiny"}) {
+    const Fixture f = load_fixture(name);
+    LLM one(f.dir, cpu_config(1));
+    const auto want = one.generate(f.prompts, greedy_params(20, 5), false);
+    for (int tp : {2, 4}) {
+      const std::string what = std::string(name) + " at tensor_parallel_size " + std::to_string(tp);
+      LLM llm(f.dir, cpu_config(tp));
+      const auto got = llm.generate(f.prompts, greedy_params(20, 5), false);
+      EXPECT_EQ(tokens_of(got), f.greedy) << what;
+      expect_same_logprobs(got, want, what);
+    }
+  }
+}
+
+// The engine invariants of tests/runtime/llm_test.cc, at 2 ranks, against HF's tokens.
+TEST_F(TensorParallel, EngineInvariantsHold) {
+  const Fixture f = load_fixture("qwen3_tiny");
+  {
+    LLM llm(f.dir, cpu_config(2));
+    for (size_t i = 0; i < f.prompts.size(); ++i) {
+      EXPECT_EQ(tokens_of(llm.generate({f.prompts[i]}, greedy_params(20), false))[0], f.greedy[i])
+          << "one at a time, prompt " << i;
+    }
+    // Now every full prompt block is cached.
+    EXPECT_EQ(tokens_of(llm.generate(f.prompts, greedy_params(20), false)), f.greedy)
+        << "prefix hits";
+    EXPECT_GT(llm.metrics().prefix_cache_hit_rate, 0.2);
+  }
+  {
+    EngineConfig c = cpu_config(2);
+    c.max_num_batched_tokens = 7;
+    c.block_size = 4;
+    LLM llm(f.dir, c);
+    EXPECT_EQ(tokens_of(llm.generate(f.prompts, greedy_params(20), false)), f.greedy)
+        << "chunked prefill";
+  }
+  {
+    EngineConfig c = cpu_config(2);
+    c.enable_chunked_prefill = false;
+    c.enable_prefix_caching = false;
+    LLM llm(f.dir, c);
+    EXPECT_EQ(tokens_of(llm.generate(f.prompts, greedy_params(20), false)), f.greedy)
+        << "no chunking, no cache";
+  }
+  {
+    EngineConfig c = cpu_config(2);
+    c.block_size = 4;
+    c.num_kv_blocks = 24;
+    LLM llm(f.dir, c);
+    EXPECT_EQ(tokens_of(llm.generate(f.prompts, greedy_params(20), false)), f.greedy)
+        << "preemption";
+    EXPECT_GT(llm.metrics().num_preemptions, 0) << "the KV cache was meant to force preemption";
+  }
+}
+
+TEST_F(TensorParallel, SeededSamplingMatchesOneRank) {
+  const Fixture f = load_fixture("qwen2_tiny");
+  SamplingParams p;
+  p.temperature = 0.8f;
+  p.top_p = 0.9f;
+  p.seed = 77;
+  p.max_tokens = 12;
+  p.ignore_eos = true;
+  LLM one(f.dir, cpu_config(1));
+  LLM two(f.dir, cpu_config(2));
+  EXPECT_EQ(tokens_of(two.generate(f.prompts, p, false)),
+            tokens_of(one.generate(f.prompts, p, false)));
+}
+
+TEST_F(TensorParallel, SizeThatDoesNotDivideTheHeadsIsAClearError) {
+  const Fixture f = load_fixture("qwen3_tiny");
+  try {
+    LLM llm(f.dir, cpu_config(3));
+    FAIL() << "tensor_parallel_size 3 on 4 query heads was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("query heads"), std::string::npos) << e.what();
+  }
+}
+
+// This process's children: the ranks an LLM started.
+std::vector<pid_t> child_pids() {
+  std::vector<pid_t> pids;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream stat(entry.path() / "stat");
+    std::string line;
+    if (!std::getline(stat, line)) continue;
+    // pid (comm) state ppid ...: comm may hold spaces, so parse after the last ')'.
+    const size_t close = line.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream rest(line.substr(close + 2));
+    char state = 0;
+    pid_t ppid = 0;
+    rest >> state >> ppid;
+    if (ppid == getpid() && state != 'Z') pids.push_back(static_cast<pid_t>(std::stoi(name)));
+  }
+  return pids;
+}
+
+// A rank killed mid-run: the next step fails within seconds with an Error naming the rank,
+// and every other rank ends by itself.
+TEST_F(TensorParallel, KilledRankFailsTheGroupWithoutHanging) {
+  const Fixture f = load_fixture("qwen3_tiny");
+  auto llm = std::make_unique<LLM>(f.dir, cpu_config(4));
+  EXPECT_EQ(tokens_of(llm->generate({f.prompts[0]}, greedy_params(20), false))[0], f.greedy[0]);
+  const std::vector<pid_t> ranks = child_pids();
+  ASSERT_EQ(ranks.size(), 3u);
+  ASSERT_EQ(kill(ranks[1], SIGKILL), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    llm->generate(f.prompts, greedy_params(20), false);
+    FAIL() << "the group went on without a rank";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("killed by signal 9"), std::string::npos) << what;
+    EXPECT_NE(what.find("tensor-parallel rank"), std::string::npos) << what;
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(10));
+  // Later calls fail at once with the same error.
+  EXPECT_THROW(llm->generate({f.prompts[0]}, greedy_params(4), false), Error);
+  // The surviving ranks end without waiting for the LLM to go.
+  const auto t1 = std::chrono::steady_clock::now();
+  while (!child_pids().empty() &&
+         std::chrono::steady_clock::now() - t1 < std::chrono::seconds(10)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_TRUE(child_pids().empty()) << "ranks still running 10 s after the failure";
+  llm.reset();
+}
+
+}  // namespace
+}  // namespace kestrel
