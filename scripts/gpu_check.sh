@@ -26,7 +26,9 @@
 #                   still run whole: they take seconds)
 #   --only LIST     with --bench, run only these of the benchmarks: comma-separated workload
 #                   names (single, nano, single_short, decode256, prefill, single_eager,
-#                   single_sync, nano_sync: the first and second without overlap), and
+#                   single_sync, nano_sync: the first and second without overlap;
+#                   single_tp1, nano_tp1, decode256_tp1: through the tensor-parallel path at
+#                   world size 1), and
 #                   layer (decode_layer_bench) or ops (cuda_ops_bench)
 #   --force-carry   use .devcarry even where system packages exist (to test that path)
 #   --profile       ncu kernel-time summaries (tools/ncu_summary.py) of two decode steps of the
@@ -367,6 +369,11 @@ BENCHES=(
   "single_eager:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --enforce-eager"
   "single_sync:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --no-async-scheduling"
   "nano_sync:--num-seqs 256 --no-async-scheduling"
+  # The tensor-parallel path at world size 1 (a one-rank NCCL communicator, unfused layers,
+  # synchronous steps): what a rank pays for the collectives' seam.
+  "single_tp1:KESTREL_TP_ALWAYS=1 --num-seqs 1 --fixed-input-len 512 --fixed-output-len 256"
+  "nano_tp1:KESTREL_TP_ALWAYS=1 --num-seqs 256"
+  "decode256_tp1:KESTREL_TP_ALWAYS=1 --num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
 )
 # True when --only is not given or names $1.
 wanted() { [[ -z $ONLY || ",$ONLY," == *",$1,"* ]]; }
@@ -377,8 +384,10 @@ if ((RUN_BENCH)); then
       wanted "$name" || continue
       in_time "bench $name" || continue
       t0=$SECONDS
+      flags=${entry#*:} vars=()
+      while [[ $flags == [A-Z]*=* ]]; do vars+=("${flags%% *}"); flags=${flags#* }; done
       # shellcheck disable=SC2086
-      if timeout 240 "$BUILD/kestrel" bench --model "$MODEL" ${entry#*:} --json "$LOGS/bench_$name.json" \
+      if env "${vars[@]}" timeout 240 "$BUILD/kestrel" bench --model "$MODEL" $flags --json "$LOGS/bench_$name.json" \
            --log-level info >"$LOGS/bench_$name.log" 2>&1; then
         say "bench $name: ok in $((SECONDS - t0)) s"
       else
