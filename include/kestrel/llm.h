@@ -78,6 +78,9 @@ class LLM {
   SamplingParams default_sampling_params() const;
   // nullptr when the model directory has no tokenizer.
   const Tokenizer* tokenizer() const;
+  // Empty while the engine can run; otherwise why it never will again (a tensor-parallel
+  // rank died or a collective failed). Any thread: a server polls it and stops.
+  std::string fatal_error() const;
   LLMEngine& engine();
   // The model runner under the engine (benchmarks read its timers).
   ModelRunner& runner();

@@ -19,7 +19,7 @@ Runner add_make_model_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "make-model", "write a Qwen3-architecture model directory with deterministic random weights");
   cmd->add_option("--out", o->out, "output directory")->required();
-  cmd->add_option("--preset", o->spec.preset, "tiny or qwen3-0.6b")->capture_default_str();
+  cmd->add_option("--preset", o->spec.preset, "tiny, qwen3-0.6b, qwen3-8b or qwen3-32b")->capture_default_str();
   cmd->add_option("--tokenizer-dir", o->tokenizer_dir,
                   "copy tokenizer.json and tokenizer_config.json from here");
   cmd->add_option("--vocab-size", o->spec.vocab_size);

@@ -70,9 +70,18 @@ Runner add_serve_command(CLI::App& app) {
 
     const timespec poll{0, 200'000'000};
     int sig = -1;
+    std::string fatal;
     while (server.serving()) {
       sig = sigtimedwait(&signals, nullptr, &poll);
       if (sig == SIGINT || sig == SIGTERM) break;
+      // A tensor-parallel group that lost a rank serves nobody again: stop, and say why.
+      fatal = llm.fatal_error();
+      if (!fatal.empty()) break;
+    }
+    if (!fatal.empty()) {
+      std::fprintf(stderr, "error: %s\n", fatal.c_str());
+      server.shutdown();
+      return 1;
     }
     if (sig == SIGINT || sig == SIGTERM) {
       KS_LOG_INFO("signal {}: shutting down (in-flight requests get {} s)", sig,

@@ -49,8 +49,25 @@ RandomModelSpec preset(const std::string& name) {
     s.num_heads = 16;
     s.num_kv_heads = 8;
     s.head_dim = 128;
+  } else if (name == "qwen3-8b") {  // tensor-parallel scaling (docs/parallel.md)
+    s.hidden_size = 4096;
+    s.intermediate_size = 12288;
+    s.num_layers = 36;
+    s.num_heads = 32;
+    s.num_kv_heads = 8;
+    s.head_dim = 128;
+    s.tie_word_embeddings = false;
+  } else if (name == "qwen3-32b") {
+    s.hidden_size = 5120;
+    s.intermediate_size = 25600;
+    s.num_layers = 64;
+    s.num_heads = 64;
+    s.num_kv_heads = 8;
+    s.head_dim = 128;
+    s.tie_word_embeddings = false;
   } else {
-    throw_error("unknown random model preset '{}' (known: tiny, qwen3-0.6b)", name);
+    throw_error("unknown random model preset '{}' (known: tiny, qwen3-0.6b, qwen3-8b, qwen3-32b)",
+                name);
   }
   return s;
 }

@@ -15,7 +15,11 @@ namespace kestrel {
 //                 2 layers, 4 heads, 2 KV heads, head_dim 32, intermediate 192, tied, bf16.
 //   "qwen3-0.6b": the real Qwen3-0.6B shape: 28 layers, hidden 1024, 16 heads, 8 KV heads,
 //                 head_dim 128, intermediate 3072, vocab 151936, tied, bf16 (1.2 GB).
-// Both: max_position_embeddings 40960, rope_theta 1e6, rms_norm_eps 1e-6 (Qwen3's).
+//   "qwen3-8b":   Qwen3-8B's shape: 36 layers, hidden 4096, 32 heads, 8 KV heads of 128,
+//                 intermediate 12288, vocab 151936, untied, bf16 (16.4 GB).
+//   "qwen3-32b":  Qwen3-32B's shape: 64 layers, hidden 5120, 64 heads, 8 KV heads of 128,
+//                 intermediate 25600, vocab 151936, untied, bf16 (65.5 GB).
+// All: max_position_embeddings 40960, rope_theta 1e6, rms_norm_eps 1e-6 (Qwen3's).
 // A field left at 0 / unset takes the preset's value; any other value overrides it.
 struct RandomModelSpec {
   std::string preset = "tiny";

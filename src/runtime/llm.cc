@@ -297,6 +297,10 @@ const Tokenizer* LLM::tokenizer() const { return impl_->tokenizer.get(); }
 LLMEngine& LLM::engine() { return *impl_->engine; }
 ModelRunner& LLM::runner() { return *impl_->runner; }
 
+std::string LLM::fatal_error() const {
+  return impl_->tensor_parallel ? impl_->tensor_parallel->failure() : std::string();
+}
+
 EngineMetrics LLM::metrics() const {
   const EngineStats s = impl_->engine->stats();
   EngineMetrics m;

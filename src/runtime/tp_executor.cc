@@ -1,8 +1,12 @@
 #include "runtime/tp_executor.h"
 
 #include <chrono>
+#include <cstdlib>
 
 #include "core/error.h"
+#if KESTREL_WITH_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
 #include "core/logging.h"
 #include "io/model_config.h"
 #include "model/shard_plan.h"
@@ -12,6 +16,24 @@
 #include "runtime/tp_worker.h"
 
 namespace kestrel {
+namespace {
+
+// On one host rank r runs on GPU r: asking for more ranks than GPUs fails before any starts.
+void check_local_devices(const std::string& device, int n) {
+#if KESTREL_WITH_CUDA
+  const int gpus = cuda_device_count();
+  if (device == "cuda" || (device == "auto" && gpus > 0)) {
+    KS_CHECK(gpus >= n,
+             "tensor_parallel_size {} needs {} GPUs on this host, and {} {} visible{}", n, n,
+             gpus, gpus == 1 ? "is" : "are",
+             std::getenv("CUDA_VISIBLE_DEVICES")
+                 ? fmt::format(" (CUDA_VISIBLE_DEVICES={})", std::getenv("CUDA_VISIBLE_DEVICES"))
+                 : std::string());
+  }
+#endif
+}
+
+}  // namespace
 
 TensorParallelExecutor::TensorParallelExecutor(const std::string& model_dir,
                                                const EngineConfig& config,
@@ -27,6 +49,7 @@ TensorParallelExecutor::TensorParallelExecutor(const std::string& model_dir,
              role->rank, role->world_size);
     self = *role;
   } else {
+    check_local_devices(config.device, n);
     workers_ = std::make_unique<LocalWorkers>(n);
     self = workers_->rank0();
     watchdog_ = std::thread([this] { watch_workers(); });
@@ -49,7 +72,7 @@ TensorParallelExecutor::TensorParallelExecutor(const std::string& model_dir,
 }
 
 TensorParallelExecutor::~TensorParallelExecutor() {
-  if (failure_.empty()) {
+  if (failure().empty()) {
     try {
       StepHeader h;
       h.kind = StepKind::kShutdown;
@@ -80,12 +103,21 @@ auto TensorParallelExecutor::guarded(F&& f) {
 
 void TensorParallelExecutor::fail(const std::string& what) {
   const std::string dead = dead_worker(1000);
-  failure_ = "tensor-parallel group failed: " + (dead.empty() ? what : dead + " (rank 0: " + what + ")");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    failure_ = "tensor-parallel group failed: " + (dead.empty() ? what : dead + " (rank 0: " + what + ")");
+  }
   if (Communicator* comm = abort_target_.load()) comm->abort(failure_);
   // Closes rank 0's connections: workers waiting for the next step fail and exit now.
   group_->abort(failure_);
   KS_LOG_ERROR("{}", failure_);
   throw Error(failure_);
+}
+
+std::string TensorParallelExecutor::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!failure_.empty()) return failure_;
+  return dead_worker_.empty() ? std::string() : "tensor-parallel group failed: " + dead_worker_;
 }
 
 std::string TensorParallelExecutor::dead_worker(int ms) {

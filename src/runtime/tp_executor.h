@@ -45,6 +45,9 @@ class TensorParallelExecutor final : public ModelExecutor, private StepBroadcast
 
   std::vector<SampledToken> execute(const ScheduledBatch& batch) override;
   ModelRunner& runner() { return *runner_; }
+  // Empty while the group is whole; otherwise why it is not (a worker died, a collective
+  // failed), also before any step found out. Any thread.
+  std::string failure() const;
 
  private:
   void forward(const HostBatch& batch) override;
@@ -62,11 +65,12 @@ class TensorParallelExecutor final : public ModelExecutor, private StepBroadcast
   std::unique_ptr<LocalWorkers> workers_;  // null when a launcher started the ranks
   std::unique_ptr<ProcessGroup> group_;
   std::unique_ptr<ModelRunner> runner_;
-  std::string failure_;  // set once the group is broken
+  std::string failure_;  // set once the group is broken; written under mutex_ by the
+                         // thread that drives steps, which alone reads it unlocked
 
   // Only the watchdog thread touches workers_ while it runs.
   std::thread watchdog_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_ = false;
   std::string dead_worker_;                      // what the watchdog saw, under mutex_

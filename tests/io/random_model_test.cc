@@ -170,5 +170,29 @@ TEST(RandomModel, Errors) {
   EXPECT_EQ(*r.dtype, DType::kBF16);
 }
 
+// The tensor-parallel scaling presets carry the published Qwen3-8B and Qwen3-32B configs
+// (Hugging Face config.json: hidden_size, intermediate_size, layers, heads, untied).
+TEST(RandomModel, LargePresetsHaveTheRealShapes) {
+  RandomModelSpec spec;
+  spec.preset = "qwen3-8b";
+  RandomModelSpec r = resolve_random_model_spec(spec);
+  EXPECT_EQ(r.num_layers, 36);
+  EXPECT_EQ(r.hidden_size, 4096);
+  EXPECT_EQ(r.intermediate_size, 12288);
+  EXPECT_EQ(r.num_heads, 32);
+  EXPECT_EQ(r.num_kv_heads, 8);
+  EXPECT_EQ(r.head_dim, 128);
+  EXPECT_EQ(r.vocab_size, 151936);
+  EXPECT_FALSE(*r.tie_word_embeddings);
+  spec.preset = "qwen3-32b";
+  r = resolve_random_model_spec(spec);
+  EXPECT_EQ(r.num_layers, 64);
+  EXPECT_EQ(r.hidden_size, 5120);
+  EXPECT_EQ(r.intermediate_size, 25600);
+  EXPECT_EQ(r.num_heads, 64);
+  EXPECT_EQ(r.num_kv_heads, 8);
+  EXPECT_FALSE(*r.tie_word_embeddings);
+}
+
 }  // namespace
 }  // namespace kestrel

@@ -23,15 +23,17 @@ bool is_float(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DTy
 
 }  // namespace
 
-bool cuda_device_available() {
+int cuda_device_count() {
   int n = 0;
   const cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
     cudaGetLastError();  // clear it: "no driver" is an answer here, not a failure
-    return false;
+    return 0;
   }
-  return n > 0;
+  return n;
 }
+
+bool cuda_device_available() { return cuda_device_count() > 0; }
 
 std::unique_ptr<Backend> make_cuda_backend(int device_index, CudaKvLayout kv_layout) {
   int n = 0;

@@ -43,6 +43,8 @@ enum class CudaKvLayout {
 // True when the CUDA runtime loads and sees at least one device; false without a driver or
 // a GPU (never throws).
 bool cuda_device_available();
+// Devices the CUDA runtime sees (after CUDA_VISIBLE_DEVICES); 0 without a driver or a GPU.
+int cuda_device_count();
 
 // A backend on GPU `device_index`. Throws kestrel::Error when there is no such device.
 std::unique_ptr<Backend> make_cuda_backend(int device_index = 0,

@@ -1,0 +1,133 @@
+// Tensor parallelism on several GPUs (issue #13's correctness runs): N ranks, one GPU each,
+// NCCL inside the CUDA graphs, against HF's greedy tokens (on steps whose HF top-2 margin
+// is clear of the bf16 noise, gpu_test_util.h) and against the one-GPU engine's logprobs.
+// And a rank killed mid-run. Every test skips, saying so, with fewer GPUs than it needs.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "../runtime_gpu/gpu_test_util.h"
+#include "kestrel/llm.h"
+#include "runtime/tp_worker.h"
+#include "worker_registry.h"
+
+namespace kestrel::test {
+namespace {
+
+KS_TP_WORKER(gpu_engine) { return run_tensor_parallel_worker(self); }
+
+#define KS_SKIP_WITH_FEWER_GPUS(n)                                                          \
+  if (cuda_device_count() < (n))                                                            \
+  GTEST_SKIP() << (n) << " GPUs needed for tensor_parallel_size " << (n) << ", "            \
+               << cuda_device_count() << " visible"
+
+EngineConfig tp_gpu_config(int tp) {
+  EngineConfig c = gpu_config();
+  c.tensor_parallel_size = tp;
+  return c;
+}
+
+std::vector<CompletionOutput> run(LLM& llm, const HfFixture& f, const SamplingParams& p) {
+  std::vector<CompletionOutput> out;
+  for (RequestOutput& r : llm.generate(f.prompts, p, false)) out.push_back(r.outputs.at(0));
+  return out;
+}
+
+// bf16 activations reduced in another order (N partial sums): logprobs move by about the
+// bf16 rounding of the logits, which the fixtures' margin noise measures (~0.2-0.7 on
+// logits of these random models); 0.5 on a logprob still catches a wrong shard.
+constexpr double kLogprobTolerance = 0.5;
+
+void expect_matches_one_gpu(int tp) {
+  setenv(kWorkerEnv, "gpu_engine", 1);
+  for (const FixtureOracle& o : fixture_oracles()) {
+    const HfFixture& f = o.fixture;
+    LLM one(f.dir, gpu_config());
+    const auto want = run(one, f, greedy(20, 5));
+    LLM many(f.dir, tp_gpu_config(tp));
+    const auto got = run(many, f, greedy(20, 5));
+    double worst = 0;
+    for (size_t p = 0; p < f.prompts.size(); ++p) {
+      const GreedyMatch m = match_greedy(got[p].token_ids, f.greedy[p], o.margins[p], o.threshold());
+      EXPECT_TRUE(m.all_equal) << "tp " << tp << ": " << f.name << " prompt " << p << ": "
+                               << m.first_mismatch;
+      // Logprobs are comparable while both engines followed the same tokens.
+      for (size_t t = 0; t < got[p].logprobs.size() && t < want[p].logprobs.size(); ++t) {
+        if (got[p].token_ids[t] != want[p].token_ids[t]) break;
+        worst = std::max(worst, double(std::abs(got[p].logprobs[t].logprob - want[p].logprobs[t].logprob)));
+      }
+    }
+    std::printf("[ tp %d gpus ] %s: max |logprob - one GPU's| %.3g\n", tp, f.name.c_str(), worst);
+    EXPECT_LE(worst, kLogprobTolerance) << f.name;
+  }
+}
+
+TEST(TensorParallelGpu, TwoGpusMatchHfAndOneGpu) {
+  KS_SKIP_WITH_FEWER_GPUS(2);
+  expect_matches_one_gpu(2);
+}
+
+TEST(TensorParallelGpu, FourGpusMatchHfAndOneGpu) {
+  KS_SKIP_WITH_FEWER_GPUS(4);
+  expect_matches_one_gpu(4);
+}
+
+TEST(TensorParallelGpu, MoreRanksThanGpusIsAClearError) {
+  KS_SKIP_WITHOUT_GPU();
+  const int n = cuda_device_count() + 1;
+  const HfFixture f = load_hf_fixtures().front();
+  try {
+    LLM llm(f.dir, tp_gpu_config(n));
+    FAIL() << "tensor_parallel_size " << n << " started on " << n - 1 << " GPUs";
+  } catch (const Error& e) {
+    // A size the model cannot be split by fails first, as clearly.
+    const std::string what = e.what();
+    EXPECT_TRUE(what.find("GPUs on this host") != std::string::npos ||
+                what.find("does not divide") != std::string::npos)
+        << what;
+  }
+}
+
+// A rank's process killed while the group decodes: the step fails within seconds, naming it.
+TEST(TensorParallelGpu, KilledRankFailsTheGroup) {
+  KS_SKIP_WITH_FEWER_GPUS(2);
+  setenv(kWorkerEnv, "gpu_engine", 1);
+  const HfFixture f = load_hf_fixtures().front();
+  LLM llm(f.dir, tp_gpu_config(2));
+  run(llm, f, greedy(4));
+  const pid_t worker = [] {
+    // The only child: rank 1.
+    for (const auto& e : fs::directory_iterator("/proc")) {
+      std::ifstream stat(e.path() / "stat");
+      std::string line;
+      if (!std::getline(stat, line)) continue;
+      const size_t close = line.rfind(')');
+      if (close == std::string::npos) continue;
+      std::istringstream rest(line.substr(close + 2));
+      char state = 0;
+      pid_t ppid = 0;
+      rest >> state >> ppid;
+      if (ppid == getpid() && state != 'Z') return static_cast<pid_t>(std::stoi(e.path().filename()));
+    }
+    return pid_t{-1};
+  }();
+  ASSERT_GT(worker, 0);
+  ASSERT_EQ(kill(worker, SIGKILL), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    run(llm, f, greedy(200));
+    FAIL() << "the group went on without rank 1";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor-parallel rank 1"), std::string::npos) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(15));
+  EXPECT_FALSE(llm.fatal_error().empty());
+}
+
+}  // namespace
+}  // namespace kestrel::test
