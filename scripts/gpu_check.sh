@@ -28,7 +28,7 @@
 #                   names (single, nano, single_short, decode256, prefill, single_eager,
 #                   single_sync, nano_sync: the first and second without overlap;
 #                   single_tp1, nano_tp1, decode256_tp1: through the tensor-parallel path at
-#                   world size 1), and
+#                   world size 1), ttft (ttft_bench: one prompt's time to first token),
 #                   layer (decode_layer_bench) or ops (cuda_ops_bench)
 #   --force-carry   use .devcarry even where system packages exist (to test that path)
 #   --profile       ncu kernel-time summaries (tools/ncu_summary.py) of two decode steps of the
@@ -274,6 +274,7 @@ export NCCL_NVLS_ENABLE=0
 TARGETS=(backend_cuda_tests)
 ((RUN_BENCH)) && TARGETS+=(cuda_ops_bench decode_layer_bench)
 ((FULL)) && TARGETS+=(runtime_gpu_tests kestrel)
+((FULL && RUN_BENCH)) && TARGETS+=(ttft_bench)
 # Tensor parallelism's multi-process tests (CPU; those needing 2+ GPUs skip themselves).
 ((FULL)) && compgen -G "$ROOT/tests/parallel/*_test.cc" >/dev/null && TARGETS+=(parallel_tests)
 t0=$SECONDS
@@ -410,6 +411,14 @@ if ((RUN_BENCH)); then
       say "profile $name ($steps $kind step(s), kernel time per step; ncu serialises kernels):"
       python3 tools/ncu_summary.py "$LOGS/ncu_$name.csv" --per "$steps" 2>&1 | head -n 25 | tee -a "$SUMMARY"
     done
+  fi
+  if built ttft_bench && wanted ttft && make_model && in_time "ttft_bench"; then
+    say "bench: ttft_bench (one prompt alone, max_tokens 1; cold = first of its length):"
+    timeout 180 "$BUILD/bench/ttft_bench" "$MODEL" 2>&1 | grep -v "^\[" | tee -a "$SUMMARY"
+    say "bench: ttft_bench without the GEMM buckets (KESTREL_GEMM_BUCKETS=0):"
+    KESTREL_GEMM_BUCKETS=0 timeout 180 "$BUILD/bench/ttft_bench" "$MODEL" 2>&1 | grep -v "^\[" | tee -a "$SUMMARY"
+    say "bench: ttft_bench through the tensor-parallel path at world size 1:"
+    KESTREL_TP_ALWAYS=1 timeout 180 "$BUILD/bench/ttft_bench" "$MODEL" 512 512 8192 2>&1 | grep -v "^\[" | tee -a "$SUMMARY"
   fi
   if built decode_layer_bench && wanted layer && in_time "decode_layer_bench"; then
     for mode in fused unfused; do

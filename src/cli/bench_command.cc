@@ -237,6 +237,11 @@ Runner add_bench_command(CLI::App& app) {
     std::printf("%-24s %10.0f tok/s %8.0f tok/s %9s\n", "prefill (to 1st tokens)", prefill_tps,
                 prefill_floor > 0 ? cost.prompt_tokens / prefill_floor : 0.0,
                 ratio(prefill_floor, t.first_tokens).c_str());
+    if (o->num_seqs == 1) {
+      // One prompt alone: its prefill time is the latency a chat user waits.
+      std::printf("%-24s %12.2f ms %11.2f ms %9s\n", "time to first token", 1e3 * t.first_tokens,
+                  1e3 * prefill_floor, ratio(prefill_floor, t.first_tokens).c_str());
+    }
     std::printf("%-24s %10.0f tok/s %8.0f tok/s %9s\n", "decode (the rest)", decode_tps, decode_floor_tps,
                 decode_floor_tps > 0 && decode_tps > 0 ? fmt::format("{:.1f}%", 100 * decode_tps / decode_floor_tps).c_str() : "n/a");
     print_phases("decode steps", t.decode, double(t.decode_tokens));

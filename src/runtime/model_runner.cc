@@ -144,6 +144,7 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
   KS_LOG_INFO("{} backend: weights {:.1f} MiB, KV cache {} blocks x {} tokens ({:.1f} MiB)",
               backend_->name(), weight_bytes() / 1048576.0, num_kv_blocks_, block_size_,
               kv_cache_bytes_ / 1048576.0);
+  if (on_device) warm_up_prompt_sizes();
   if (on_device && !config.enforce_eager) capture_graphs();
 }
 
@@ -172,12 +173,9 @@ int ModelRunner::size_kv_cache(const EngineConfig& config, size_t free_after_wei
   return s.num_blocks;
 }
 
-// One forward at the largest step: max_num_batched_tokens tokens over max_num_seqs prompts
-// (no longer than max_model_len each), every prompt sampled, against a one-block cache that
-// nothing writes (slots -1) and every key reads. Peaks are what matter, not the values.
-void ModelRunner::profile_run() {
-  const int B = std::min(max_seqs_, max_tokens_);
-  const int T = static_cast<int>(std::min<int64_t>(max_tokens_, int64_t{B} * max_model_len_));
+// B prompts of T tokens in all (as even as can be, none longer than max_model_len), each
+// sampled at its last token, writing no KV (slots -1) and reading block 0.
+HostBatch ModelRunner::prompt_batch(int B, int T) const {
   const int vocab = model_->config().vocab_size;
   HostBatch hb;
   hb.query_start_loc.push_back(0);
@@ -196,6 +194,16 @@ void ModelRunner::profile_run() {
   }
   hb.max_blocks = ceil_div(hb.max_seq_len, block_size_);
   hb.block_tables.assign(static_cast<size_t>(B) * hb.max_blocks, 0);
+  return hb;
+}
+
+// One forward at the largest step: max_num_batched_tokens tokens over max_num_seqs prompts
+// (no longer than max_model_len each), every prompt sampled, against a one-block cache that
+// nothing writes (slots -1) and every key reads. Peaks are what matter, not the values.
+void ModelRunner::profile_run() {
+  const int B = std::min(max_seqs_, max_tokens_);
+  const int T = static_cast<int>(std::min<int64_t>(max_tokens_, int64_t{B} * max_model_len_));
+  const HostBatch hb = prompt_batch(B, T);
   const StepShape shape{T, B, B, hb.max_blocks};
   inputs_->upload(hb, shape);
   std::vector<LayerKvCache> one_block = backend_->allocate_kv_cache(model_->kv_cache_spec(1, block_size_));
@@ -224,6 +232,28 @@ void ModelRunner::profile_run() {
     backend_->sample(logits, sb);
   }
   backend_->synchronize();
+}
+
+// The first step of a size nobody ran before paid ~10 ms of host time on the H100 (a
+// 512-token prompt: 12.1 ms to its first token cold, 2.6 ms warm; docs/performance.md):
+// cuBLASLt loads the kernels its heuristic picks for new shapes on first use, and the
+// attention's split scratch grows. One eager prompt of each power-of-two size up to the step
+// budget loads them at start-up instead of in a user's first request. Every rank of a
+// tensor-parallel group runs the same sizes (the forwards hold collectives).
+void ModelRunner::warm_up_prompt_sizes() {
+  const auto t0 = Clock::now();
+  const int max_t = static_cast<int>(std::min<int64_t>(max_tokens_, max_model_len_));
+  int sizes = 0;
+  for (int T = std::min(16, max_t);; T = std::min(2 * T, max_t)) {
+    const HostBatch hb = prompt_batch(1, T);
+    inputs_->upload(hb, StepShape{T, 1, 1, hb.max_blocks});
+    forward(StepShape{T, 1, 1, hb.max_blocks}, hb.max_query_len, hb.max_seq_len);
+    ++sizes;
+    if (T == max_t) break;
+  }
+  backend_->synchronize();
+  KS_LOG_INFO("warmed up {} prompt sizes (up to {} tokens) in {:.2f} s", sizes, max_t,
+              seconds_since(t0));
 }
 
 StepShape ModelRunner::graph_shape(int size) const {

@@ -122,7 +122,9 @@ class ModelRunner : public ModelExecutor {
 
  private:
   int size_kv_cache(const EngineConfig& config, size_t free_after_weights);
+  HostBatch prompt_batch(int num_seqs, int num_tokens) const;
   void profile_run();
+  void warm_up_prompt_sizes();
   void capture_graphs();
   StepShape graph_shape(int size) const;
   Tensor forward(const StepShape& shape, int max_query_len, int max_seq_len);

@@ -97,5 +97,38 @@ TEST(CudaGemmRunner, PlansOncePerShape) {
   expect_close(fetch(out), linear_ref(x, w, nullptr, 8, 32, 64), "runner output");
 }
 
+// Prompt-sized rows take the algorithm of their power-of-two bucket (gemm.h): the product
+// must still be exact for the rows that exist, with and without a bias.
+TEST(CudaGemmRunner, PromptRowsUseTheirBucketsAlgorithm) {
+  KS_REQUIRE_GPU();
+  gpu();
+  GemmRunner runner(nullptr);
+  EXPECT_EQ(runner.bucket_rows(200), 200);
+  EXPECT_EQ(runner.bucket_rows(256), 256);
+  EXPECT_EQ(runner.bucket_rows(257), 512);
+  EXPECT_EQ(runner.bucket_rows(500), 512);
+  EXPECT_EQ(runner.bucket_rows(3000), 4096);
+  std::mt19937 rng(34);
+  const int k = 512, n = 192;
+  Bf16Data w = random_bf16(Shape{n, k}, rng);
+  Bf16Data bias = random_bf16(Shape{n}, rng);
+  Tensor wd = gpu().upload(w.host, DType::kBF16);
+  Tensor bd = gpu().upload(bias.host, DType::kBF16);
+  for (int t : {257, 500, 777, 3000}) {
+    for (bool with_bias : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "T " << t << " bias " << with_bias);
+      Bf16Data x = random_bf16(Shape{t, k}, rng);
+      Tensor xd = gpu().upload(x.host, DType::kBF16);
+      Tensor out = poisoned(DType::kBF16, Shape{t, n});
+      gpu().synchronize();
+      runner.run(xd.data(), wd.data(), with_bias ? bd.data() : nullptr, out.data(), CUDA_R_16BF,
+                 t, n, k);
+      ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+      expect_close(fetch(out), linear_ref(x, w, with_bias ? &bias : nullptr, t, n, k),
+                   "bucketed linear");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kestrel

@@ -53,6 +53,7 @@ GemmRunner::GemmRunner(cudaStream_t stream) : stream_(stream) {
   KS_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device));
   if (const char* env = std::getenv("KESTREL_GEMV_MAX_TOKENS")) set_gemv_max_tokens(std::atoi(env));
   if (const char* env = std::getenv("KESTREL_GEMM_TUNE")) tune_ = std::atoi(env) != 0;
+  if (const char* env = std::getenv("KESTREL_GEMM_BUCKETS")) buckets_ = std::atoi(env) != 0;
   KS_CUBLAS_CHECK(cublasLtCreate(&handle_));
   KS_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
   workspace_bytes_ = kWorkspaceBytes;
@@ -67,6 +68,13 @@ GemmRunner::~GemmRunner() {
   }
   cudaFree(workspace_);  // no throw from a destructor; errors here are at process teardown
   cublasLtDestroy(handle_);
+}
+
+int64_t GemmRunner::bucket_rows(int64_t t) const {
+  if (!buckets_ || t <= kBucketMinTokens) return t;
+  int64_t b = kBucketMinTokens;
+  while (b < t) b *= 2;
+  return b;
 }
 
 void GemmRunner::set_gemv_max_tokens(int t) {
@@ -106,8 +114,29 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
   const bool tune = tune_ && t <= kTuneMaxTokens;
   cublasLtMatmulHeuristicResult_t results[kTuneAlgos] = {};
   int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(
-      handle_, p.desc, p.a, p.b, p.d, p.d, pref, tune ? kTuneAlgos : 1, results, &found);
+  // A prompt-sized t asks for the algorithm of its bucket (the next power of two), whose
+  // kernels the runner's start-up warm-up has loaded; the actual t must accept it.
+  const int64_t bucket = bucket_rows(t);
+  if (bucket != t && !tune) {
+    cublasLtMatrixLayout_t bb = nullptr, bd = nullptr;
+    KS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&bb, CUDA_R_16BF, k, bucket, k));
+    KS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&bd, out_type, n, bucket, n));
+    const cublasStatus_t bst =
+        cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, bb, bd, bd, pref, 1, results, &found);
+    cublasLtMatrixLayoutDestroy(bb);
+    cublasLtMatrixLayoutDestroy(bd);
+    cublasLtMatmulHeuristicResult_t check{};
+    if (bst != CUBLAS_STATUS_SUCCESS || found == 0 ||
+        cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.d, p.d, &results[0].algo, &check) !=
+            CUBLAS_STATUS_SUCCESS ||
+        check.workspaceSize > workspace_bytes_) {
+      found = 0;  // the bucket's algorithm does not fit this t: ask for t itself
+    }
+  }
+  const cublasStatus_t st =
+      found > 0 ? CUBLAS_STATUS_SUCCESS
+                : cublasLtMatmulAlgoGetHeuristic(handle_, p.desc, p.a, p.b, p.d, p.d, pref,
+                                                 tune ? kTuneAlgos : 1, results, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
     cublasLtMatrixLayoutDestroy(p.a);

@@ -63,6 +63,14 @@ class GemmRunner {
   // Number of shapes whose algorithm was chosen by timing (tests).
   size_t num_tuned() const { return num_tuned_; }
 
+  // Rows beyond kBucketMinTokens (prompt-sized steps, of any length the scheduler makes)
+  // take the algorithm cuBLASLt picks for the next power of two, when it accepts their own
+  // shape: the first step of a new length then loads no new kernels. On the H100 a
+  // 500-token prompt's first step paid ~8 ms of host time without it. Off when the
+  // environment variable KESTREL_GEMM_BUCKETS is 0 (for A/B measurements).
+  static constexpr int64_t kBucketMinTokens = 256;
+  int64_t bucket_rows(int64_t t) const;
+
  private:
   struct Plan {
     cublasLtMatmulDesc_t desc = nullptr;
@@ -81,6 +89,7 @@ class GemmRunner {
   int num_sms_ = 1;
   int gemv_max_tokens_ = kDefaultGemvMaxTokens;
   bool tune_ = false;
+  bool buckets_ = true;
   size_t num_tuned_ = 0;
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
