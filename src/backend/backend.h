@@ -165,6 +165,9 @@ class Backend {
   // pending_token(r) (< 0) from slot r, the token the last sampling launched wrote there.
   // False when the backend has none: the caller then resolves such ids on the host.
   virtual bool enable_token_feedback(int max_rows) { return false; }
+  // The token-feedback buffer, i32 [max_rows]; undefined while feedback is off. Tensor
+  // parallelism copies rank 0's into the other ranks' (their steps read pending tokens too).
+  virtual Tensor token_feedback_buffer() { return {}; }
 
   // Ops. Shapes: T tokens, H hidden, V vocab, S sampled rows.
 

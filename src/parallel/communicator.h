@@ -44,6 +44,10 @@ class Communicator {
   // dropped: padding of a vocabulary that N does not divide). Same dtype.
   virtual void all_gather_columns(const Tensor& in, Tensor& out) = 0;
 
+  // t on rank `root` to t on every rank, in place, in stream order (rank 0's sampled tokens to
+  // the other ranks' token-feedback buffers). Any dtype; the same shape on every rank.
+  virtual void broadcast(Tensor& t, int root) = 0;
+
   // Host memory: copies `bytes` bytes at `data` on rank `root` to `data` on every rank.
   virtual void broadcast_host(void* data, size_t bytes, int root) = 0;
   // The smallest `value` over all ranks, on every rank.
@@ -64,6 +68,9 @@ class LocalCommunicator final : public Communicator {
   int world_size() const override { return 1; }
   std::string name() const override { return "local"; }
   void all_reduce_sum(Tensor&) override {}
+  void broadcast(Tensor&, int root) override {
+    KS_CHECK(root == 0, "local communicator: broadcast from rank {} of 1", root);
+  }
   void all_gather_columns(const Tensor& in, Tensor& out) override {
     KS_CHECK(in.data() == out.data() && in.shape() == out.shape(),
              "local communicator: all_gather_columns of one rank needs out to be in itself");

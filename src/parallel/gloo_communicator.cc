@@ -25,6 +25,12 @@ void GlooCommunicator::all_reduce_sum(Tensor& t) {
   group_.all_reduce_sum(t.data_as<float>(), static_cast<size_t>(t.numel()));
 }
 
+void GlooCommunicator::broadcast(Tensor& t, int root) {
+  KS_CHECK(t.defined() && t.device() == Device::kCpu,
+           "gloo communicator (rank {}): broadcast needs a tensor in host memory", rank());
+  group_.broadcast(t.data(), t.nbytes(), root);
+}
+
 void GlooCommunicator::all_gather_columns(const Tensor& in, Tensor& out) {
   check_host_f32(in, rank(), "all_gather_columns", "input");
   check_host_f32(out, rank(), "all_gather_columns", "output");

@@ -28,6 +28,8 @@ class GlooCommunicator final : public Communicator {
   void all_reduce_sum(Tensor& t) override;
   // in [R, C], out [R, W]: F32 on the CPU, (world_size - 1) * C < W <= world_size * C.
   void all_gather_columns(const Tensor& in, Tensor& out) override;
+  // t: any dtype on the CPU.
+  void broadcast(Tensor& t, int root) override;
 
   void broadcast_host(void* data, size_t bytes, int root) override {
     group_.broadcast(data, bytes, root);

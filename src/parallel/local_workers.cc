@@ -126,7 +126,7 @@ RankInfo checked(RankInfo info, const char* source) {
 }  // namespace
 
 LocalWorkers::LocalWorkers(int world_size) : world_size_(world_size) {
-  KS_CHECK(world_size >= 2, "tensor parallel: LocalWorkers needs world_size >= 2, got {}",
+  KS_CHECK(world_size >= 1, "tensor parallel: LocalWorkers needs world_size >= 1, got {}",
            world_size);
   const std::string exe = own_executable();
   dir_ = make_rendezvous_dir();

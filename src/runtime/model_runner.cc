@@ -342,6 +342,7 @@ void ModelRunner::launch(const ScheduledBatch& batch) {
   // Only prompt chunks (no rows): the layers ran for their K/V writes; nothing to sample.
   if (device_sampling) {
     backend_->launch_sample(logits, sampling);
+    share_sampled_tokens();
     l.on_device = true;
   }
   stats_.launch_seconds += seconds_since(t0);
@@ -382,6 +383,12 @@ Tensor ModelRunner::run_forward(const HostBatch& hb) {
   }
   stats_.launch_seconds += seconds_since(t0);
   return logits;
+}
+
+void ModelRunner::share_sampled_tokens() {
+  if (model_comm_ == nullptr || !token_feedback_) return;
+  Tensor feedback = backend_->token_feedback_buffer();
+  model_comm_->broadcast(feedback, 0);
 }
 
 std::vector<SampledToken> ModelRunner::collect() {

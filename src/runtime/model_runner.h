@@ -97,6 +97,11 @@ class ModelRunner : public ModelExecutor {
   // group run for each step rank 0 broadcasts. Returns the logits (valid until the next
   // step): a graph replay for a pure-decode batch within the captured sizes, else op by op.
   Tensor run_forward(const HostBatch& batch);
+  // Rank 0's sampled tokens of the last launch into every rank's token-feedback buffer, so
+  // that the next step's pending tokens read the same ids everywhere. Every rank calls it
+  // after each step with sampled rows (rank 0 from launch()); a no-op outside a group or
+  // without token feedback.
+  void share_sampled_tokens();
   // The group's tensor communicator, or null when the model is not sharded.
   Communicator* communicator() { return model_comm_; }
 

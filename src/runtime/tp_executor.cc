@@ -39,7 +39,9 @@ TensorParallelExecutor::TensorParallelExecutor(const std::string& model_dir,
                                                const EngineConfig& config,
                                                const std::optional<RankInfo>& role) {
   const int n = config.tensor_parallel_size;
-  KS_CHECK(n >= 2, "a tensor-parallel executor needs tensor_parallel_size >= 2, got {}", n);
+  // n == 1: a group of rank 0 alone, so that one device runs every part of this path
+  // (KESTREL_TP_ALWAYS=1; llm.cc).
+  KS_CHECK(n >= 1, "a tensor-parallel executor needs tensor_parallel_size >= 1, got {}", n);
   // Before any process starts: a model that cannot be split this way fails here, clearly.
   ShardPlan::make(load_model_config(model_dir), 0, n);
   RankInfo self;
@@ -130,6 +132,19 @@ std::string TensorParallelExecutor::dead_worker(int ms) {
 
 std::vector<SampledToken> TensorParallelExecutor::execute(const ScheduledBatch& batch) {
   return guarded([&] { return runner_->execute(batch); });
+}
+
+void TensorParallelExecutor::launch(const ScheduledBatch& batch) {
+  guarded([&] { runner_->launch(batch); });
+}
+
+std::vector<SampledToken> TensorParallelExecutor::collect() {
+  return guarded([&] { return runner_->collect(); });
+}
+
+void TensorParallelExecutor::discard() {
+  if (!failure_.empty()) return;  // the group is gone; nothing of it to wait for
+  guarded([&] { runner_->discard(); });
 }
 
 void TensorParallelExecutor::forward(const HostBatch& batch) { send_forward(*group_, batch); }

@@ -13,8 +13,8 @@
 // other workers; the group is not rebuilt. The destructor tells the workers to exit and
 // waits for them.
 //
-// Steps are synchronous (supports_overlap() is false): the other ranks cannot read rank
-// 0's sampled tokens from its device, so pending tokens would need a broadcast of their own.
+// Steps overlap as on one device (async scheduling): pending tokens reach the other ranks
+// through a broadcast of rank 0's token-feedback buffer after each sampling.
 #pragma once
 
 #include <atomic>
@@ -37,13 +37,21 @@ class LocalWorkers;
 class TensorParallelExecutor final : public ModelExecutor, private StepBroadcast {
  public:
   // `role`: this process's place when a launcher started it (rank 0); nullopt: start the
-  // workers here. Throws kestrel::Error when the group cannot be formed or a rank cannot
+  // workers here. tensor_parallel_size 1 makes a group of rank 0 alone (for measurements
+  // and tests of this path on one device). Throws kestrel::Error when the group cannot be formed or a rank cannot
   // load its shard (naming it).
   TensorParallelExecutor(const std::string& model_dir, const EngineConfig& config,
                          const std::optional<RankInfo>& role);
   ~TensorParallelExecutor() override;
 
   std::vector<SampledToken> execute(const ScheduledBatch& batch) override;
+  // The overlap (model_executor.h) of rank 0's runner: the other ranks read the pending
+  // tokens from their token-feedback buffers, which rank 0 fills after each sampling
+  // (ModelRunner::share_sampled_tokens), or get them resolved in the batch (CPU ranks).
+  bool supports_overlap() const override { return runner_->supports_overlap(); }
+  void launch(const ScheduledBatch& batch) override;
+  std::vector<SampledToken> collect() override;
+  void discard() override;
   ModelRunner& runner() { return *runner_; }
   // Empty while the group is whole; otherwise why it is not (a worker died, a collective
   // failed), also before any step found out. Any thread.

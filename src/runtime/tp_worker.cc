@@ -26,6 +26,7 @@ int run_tensor_parallel_worker(const RankInfo& role) {
       switch (h.kind) {
         case StepKind::kForward:
           runner.run_forward(hb);
+          if (!hb.sample_rows.empty()) runner.share_sampled_tokens();
           break;
         case StepKind::kTimeDecode:
           runner.time_decode_forward(h.args[0], h.args[1], h.args[2]);

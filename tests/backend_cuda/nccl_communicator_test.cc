@@ -89,6 +89,18 @@ TEST(NcclCommunicator, WorldOneAllReduceKeepsValues) {
   }
 }
 
+TEST(NcclCommunicator, WorldOneBroadcastKeepsValues) {
+  KS_REQUIRE_NCCL();
+  LocalCommunicator host;
+  auto comm = make_nccl_communicator(gpu(), host);
+  std::mt19937 rng(5);
+  const Tensor h = random_host(DType::kBF16, Shape{3, 11}, rng);
+  Tensor t = gpu().upload(h, DType::kBF16);
+  comm->broadcast(t, 0);
+  EXPECT_EQ(fetch(t), host_values(h));
+  EXPECT_THROW(comm->broadcast(t, 1), Error);
+}
+
 TEST(NcclCommunicator, WorldOneAllGatherColumnsCopies) {
   KS_REQUIRE_NCCL();
   LocalCommunicator host;
@@ -234,6 +246,7 @@ class ThreadHost final : public Communicator {
   void all_gather_columns(const Tensor&, Tensor&) override {
     throw_error("threads: no tensor collectives");
   }
+  void broadcast(Tensor&, int) override { throw_error("threads: no tensor collectives"); }
   void broadcast_host(void* data, size_t bytes, int root) override {
     group_.broadcast(rank_, data, bytes, root);
   }

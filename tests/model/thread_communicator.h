@@ -125,6 +125,8 @@ class ThreadCommunicator final : public Communicator {
     group_->arrive_and_wait();
   }
 
+  void broadcast(Tensor& t, int root) override { broadcast_host(t.data(), t.nbytes(), root); }
+
   void broadcast_host(void* data, size_t bytes, int root) override {
     KS_CHECK(root >= 0 && root < world_size(), "thread communicator: broadcast from rank {}", root);
     post(data, Shape{static_cast<int64_t>(bytes)});

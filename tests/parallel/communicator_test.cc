@@ -118,6 +118,13 @@ std::string check_communicator(ProcessGroup& g) {
   int64_t word = me == 0 ? 4242 : 0;
   comm->broadcast_host(&word, sizeof(word), 0);
   if (word != 4242) return "broadcast_host";
+  // A tensor from the last rank (as rank 0's sampled tokens go to every rank, any root works).
+  Tensor ids = Tensor::host(DType::kI32, {5});
+  for (int i = 0; i < 5; ++i) ids.data_as<int32_t>()[i] = me == n - 1 ? 1000 + i : -1;
+  comm->broadcast(ids, n - 1);
+  for (int i = 0; i < 5; ++i) {
+    if (ids.data_as<int32_t>()[i] != 1000 + i) return fmt::format("broadcast [{}]", i);
+  }
   comm->barrier();
   return "";
 }

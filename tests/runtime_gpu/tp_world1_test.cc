@@ -8,6 +8,7 @@
 
 #include "backend/cuda/nccl_communicator.h"
 #include "gpu_test_util.h"
+#include "kestrel/llm.h"
 #include "parallel/communicator.h"
 
 namespace kestrel::test {
@@ -68,6 +69,39 @@ TEST(TensorParallelWorld1, EagerMatchesThePlainRunner) {
   EngineConfig c = gpu_config();
   c.enforce_eager = true;
   expect_same_outputs(c, "eager");
+}
+
+// Through LLM, KESTREL_TP_ALWAYS=1 runs the whole tensor-parallel executor with a group of
+// rank 0 alone: the step broadcast, the overlap (async scheduling) with pending tokens
+// shared through the token-feedback broadcast, graphs with NCCL inside. Same outputs.
+TEST(TensorParallelWorld1, ExecutorMatchesThePlainEngine) {
+  KS_SKIP_WITHOUT_GPU();
+  if (!nccl_available()) GTEST_SKIP() << "this build has no NCCL";
+  for (const FixtureOracle& o : fixture_oracles()) {
+    const HfFixture& f = o.fixture;
+    std::vector<RequestOutput> want, got;
+    {
+      LLM plain(f.dir, gpu_config());
+      want = plain.generate(f.prompts, greedy(20, 5), false);
+    }
+    {
+      TpAlways on;
+      LLM tp(f.dir, gpu_config());
+      ASSERT_NE(tp.runner().communicator(), nullptr);
+      got = tp.generate(f.prompts, greedy(20, 5), false);
+      EXPECT_GT(tp.runner().stats().graph_steps, 0);
+      EXPECT_TRUE(tp.fatal_error().empty());
+    }
+    for (size_t p = 0; p < f.prompts.size(); ++p) {
+      const CompletionOutput& a = got[p].outputs.at(0);
+      const CompletionOutput& b = want[p].outputs.at(0);
+      EXPECT_EQ(a.token_ids, b.token_ids) << f.name << " prompt " << p;
+      ASSERT_EQ(a.logprobs.size(), b.logprobs.size());
+      for (size_t t = 0; t < a.logprobs.size(); ++t) {
+        EXPECT_EQ(a.logprobs[t].logprob, b.logprobs[t].logprob) << f.name << " prompt " << p << " token " << t;
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -82,6 +82,7 @@ class CudaBackend final : public Backend {
   bool enable_token_feedback(int max_rows) override;
   // The token feedback buffer, i32 [max_rows]; undefined while feedback is off.
   const Tensor& token_feedback() const { return feedback_; }
+  Tensor token_feedback_buffer() override { return feedback_; }
 
   cudaStream_t stream() const { return holder_->stream; }
   // The CUDA device index the backend runs on (for libraries that need it: NCCL).

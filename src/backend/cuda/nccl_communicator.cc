@@ -61,6 +61,7 @@ class NcclCommunicator final : public Communicator {
 
   void all_reduce_sum(Tensor& t) override;
   void all_gather_columns(const Tensor& in, Tensor& out) override;
+  void broadcast(Tensor& t, int root) override;
 
   void broadcast_host(void* data, size_t bytes, int root) override;
   int64_t all_reduce_min_host(int64_t value) override;
@@ -219,6 +220,17 @@ void NcclCommunicator::all_reduce_sum(Tensor& t) {
   guarded([&] {
     KS_NCCL_CHECK(ncclAllReduce(t.data(), t.data(), static_cast<size_t>(t.numel()), type, ncclSum,
                                 comm_, stream_));
+  });
+}
+
+void NcclCommunicator::broadcast(Tensor& t, int root) {
+  KS_CHECK(t.defined() && t.device() == Device::kCuda,
+           "nccl communicator: broadcast needs a CUDA tensor");
+  KS_CHECK(root >= 0 && root < world_size_, "nccl communicator: broadcast from rank {} of {}", root,
+           world_size_);
+  if (t.nbytes() == 0) return;
+  guarded([&] {
+    KS_NCCL_CHECK(ncclBroadcast(t.data(), t.data(), t.nbytes(), ncclChar, root, comm_, stream_));
   });
 }
 
