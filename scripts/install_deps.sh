@@ -11,6 +11,7 @@ APT_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgloo-dev
   python3 python3-jinja2 python3-numpy
+  python3-dev pybind11-dev python3-pybind11 python3-pytest
   nodejs npm
 )
 

@@ -1,0 +1,46 @@
+// EngineHandle: one kestrel::LLM as the Python module holds it.
+//
+// The Python layer runs generation step by step (a session, batch_session.h or
+// stream_session.h, drives LLM::engine()) so that Python gets control back between steps:
+// Ctrl-C lands there, streams yield there, and the GIL is free while a step runs. One
+// session at a time owns the engine (claim()): the outputs of a step belong to whoever
+// added the requests, and two sessions stepping one engine would steal each other's.
+//
+// Thread safety: every use of llm() after construction happens under mutex(), which the
+// sessions take with the GIL released; claim()/release() are atomic.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <string>
+
+#include "kestrel/llm.h"
+
+namespace kestrel::python {
+
+class EngineHandle {
+ public:
+  // Throws kestrel::Error as the LLM constructor does.
+  EngineHandle(const std::string& model_dir, const EngineConfig& config)
+      : llm_(model_dir, config) {}
+
+  LLM& llm() { return llm_; }
+  std::mutex& mutex() { return mutex_; }
+
+  // Takes the engine for one session. Throws kestrel::Error when another session holds it
+  // (an unfinished stream, or generate() on another thread).
+  void claim();
+  void release() { busy_.store(false); }
+
+  // A request id no other request of this engine uses.
+  std::string next_request_id() { return "py-" + std::to_string(next_request_++); }
+
+ private:
+  LLM llm_;
+  std::mutex mutex_;
+  std::atomic<bool> busy_{false};
+  std::atomic<uint64_t> next_request_{0};
+};
+
+}  // namespace kestrel::python

@@ -1,0 +1,171 @@
+"""LLM: the offline API, as nano-vLLM and vLLM spell it, over the C++ engine.
+
+Generation runs one engine step per call into C++ (a session, python/batch_session.h),
+with the GIL released during the step. Python thus regains control between steps: Ctrl-C
+raises KeyboardInterrupt there and the unfinished requests are aborted, leaving the LLM
+usable; the progress bar is drawn there; streams yield there.
+
+Not thread-safe, like the C++ LLM: one generate() or stream at a time per LLM (another one
+meanwhile raises RuntimeError).
+"""
+
+import numbers
+import os
+from typing import Any, Dict, List, Optional, Sequence, Union
+
+from . import _kestrel
+from .outputs import CompletionOutput, Logprob, RequestOutput
+from .progress import ProgressBar
+from .sampling_params import SamplingParams
+from .stream import TextStream
+from .tokenizer import Messages, Tokenizer
+
+Prompt = Union[str, List[int], Dict[str, Any]]
+Params = Union[None, SamplingParams, Sequence[SamplingParams]]
+
+
+def _check_model_dir(path: str):
+    if not os.path.isdir(path):
+        raise FileNotFoundError(f"model directory not found: {path}")
+    for name in ("config.json",):
+        if not os.path.isfile(os.path.join(path, name)):
+            raise FileNotFoundError(f"{name} not found in the model directory {path}")
+    if not any(os.path.isfile(os.path.join(path, n))
+               for n in ("model.safetensors", "model.safetensors.index.json")):
+        raise FileNotFoundError(
+            f"no model.safetensors or model.safetensors.index.json in {path}")
+
+
+class LLM:
+    def __init__(self, model: Union[str, os.PathLike], enforce_eager: bool = False,
+                 tensor_parallel_size: int = 1, **kwargs):
+        """Loads a Hugging Face model directory. Keyword arguments are EngineConfig's fields
+        (include/kestrel/engine_config.h): device ("auto", "cpu", "cuda"), max_num_seqs,
+        max_num_batched_tokens, max_model_len, gpu_memory_utilization, ...
+
+        FileNotFoundError: no such directory, or no config.json or weights in it.
+        TypeError: an unknown keyword or a value of the wrong type.
+        ValueError: tensor_parallel_size > 1 (not yet from Python).
+        RuntimeError: the engine could not load the model (its message says why)."""
+        path = os.fspath(model)
+        _check_model_dir(path)
+        if tensor_parallel_size != 1:
+            raise ValueError(
+                "tensor_parallel_size > 1 is not supported from Python yet: the engine starts "
+                "its ranks as copies of the running executable, which here is the Python "
+                "interpreter; use the kestrel CLI or the C++ API for tensor parallelism")
+        config = _kestrel.EngineConfig()
+        config.enforce_eager = enforce_eager
+        config.tensor_parallel_size = tensor_parallel_size
+        for key, value in kwargs.items():
+            if key.startswith("_") or not hasattr(config, key):
+                known = sorted(k for k in dir(config) if not k.startswith("_"))
+                raise TypeError(f"LLM() got an unexpected keyword argument {key!r} "
+                                f"(EngineConfig fields: {', '.join(known)})")
+            setattr(config, key, value)
+        self._engine = _kestrel.Engine(path, config)
+
+    @property
+    def device(self) -> str:
+        return self._engine.device
+
+    def get_tokenizer(self) -> Tokenizer:
+        """ValueError from its methods when the model directory has no tokenizer.json."""
+        return Tokenizer(self._engine)
+
+    def get_default_sampling_params(self) -> SamplingParams:
+        """SamplingParams with generation_config.json's values (vLLM's default)."""
+        return SamplingParams._from_cpp(self._engine.default_sampling_params())
+
+    def generate(self, prompts: Union[Prompt, Sequence[Prompt]], sampling_params: Params = None,
+                 use_tqdm: bool = True) -> List[RequestOutput]:
+        """One RequestOutput per prompt, in order. A prompt is text, a list of token ids, or
+        vLLM's {"prompt": text} / {"prompt_token_ids": ids}; one prompt alone is a list of one.
+        sampling_params: one for all, one per prompt, or None for the model's defaults.
+        ValueError (nothing runs) for a bad prompt or parameter; KeyboardInterrupt aborts."""
+        if isinstance(prompts, (str, dict)) or (
+                isinstance(prompts, (list, tuple)) and prompts and isinstance(prompts[0], numbers.Integral)):
+            prompts = [prompts]
+        texts, ids = [], []
+        for p in prompts:
+            text, token_ids = self._prompt(p)
+            texts.append(text)
+            ids.append(token_ids)
+        return self._run(texts, ids, sampling_params, use_tqdm)
+
+    def chat(self, messages: Union[Messages, Sequence[Messages]], sampling_params: Params = None,
+             use_tqdm: bool = True, add_generation_prompt: bool = True,
+             chat_template_kwargs: Optional[Dict[str, Any]] = None) -> List[RequestOutput]:
+        """Generates replies to one conversation ([{"role": ..., "content": ...}, ...]) or a
+        list of them, rendered with the model's chat template. chat_template_kwargs become
+        template variables (enable_thinking=False, ...)."""
+        conversations = [messages] if messages and isinstance(messages[0], dict) else messages
+        tokenizer = self.get_tokenizer()
+        texts = [tokenizer.apply_chat_template(c, add_generation_prompt=add_generation_prompt,
+                                               **(chat_template_kwargs or {}))
+                 for c in conversations]
+        ids = [tokenizer.encode(t, add_special_tokens=False) for t in texts]
+        return self._run(texts, ids, sampling_params, use_tqdm)
+
+    def stream(self, prompt: Prompt, sampling_params: Optional[SamplingParams] = None) -> TextStream:
+        """Text of one request piece by piece: `for piece in llm.stream("Hi", sp): print(piece,
+        end="")`. The pieces join to the text generate() returns; the iterator's .output is
+        the full RequestOutput once it is exhausted. Needs a tokenizer; n must be 1."""
+        text, ids = self._prompt(prompt)
+        params = sampling_params if sampling_params is not None else self.get_default_sampling_params()
+        session = self._engine.start_stream(ids, params._to_cpp())
+        return TextStream(session, self._wrap, text)
+
+    def _prompt(self, prompt: Prompt):
+        if isinstance(prompt, dict):
+            if "prompt_token_ids" in prompt:
+                return prompt.get("prompt"), list(prompt["prompt_token_ids"])
+            prompt = prompt["prompt"]
+        if isinstance(prompt, str):
+            if not self._engine.has_tokenizer:
+                raise ValueError("text prompts need tokenizer.json in the model directory; "
+                                 "pass token ids instead")
+            return prompt, self._engine.encode(prompt, True)
+        return None, list(prompt)
+
+    def _run(self, texts, ids, sampling_params: Params, use_tqdm: bool) -> List[RequestOutput]:
+        if sampling_params is None:
+            sampling_params = self.get_default_sampling_params()
+        if isinstance(sampling_params, SamplingParams):
+            sampling_params = [sampling_params]
+        session = self._engine.start(ids, [p._to_cpp() for p in sampling_params])
+        results: List[Optional[RequestOutput]] = [None] * len(ids)
+        bar = ProgressBar(len(ids), use_tqdm)
+        done = 0
+        try:
+            while not session.done:
+                for index, out in session.step():
+                    results[index] = self._wrap(out, texts[index])
+                    done += 1
+                bar.update(done, session.prefill_tps, session.decode_tps)
+        finally:
+            session.abort()  # after Ctrl-C or an error: nothing of this call stays queued
+            bar.close()
+        return results
+
+    def _wrap(self, out, prompt: Optional[str]) -> RequestOutput:
+        return RequestOutput(
+            request_id=out.request_id, prompt=prompt, prompt_token_ids=out.prompt_token_ids,
+            outputs=[CompletionOutput(c.index, c.text, c.token_ids, c.finish_reason or None,
+                                      self._logprobs(c.logprobs) if c.logprobs else None)
+                     for c in out.outputs],
+            finished=out.finished, num_cached_tokens=out.num_cached_tokens)
+
+    def _logprobs(self, positions) -> List[Dict[int, Logprob]]:
+        def piece(token_id):
+            if not self._engine.has_tokenizer:
+                return None
+            return self._engine.decode([token_id], False)
+
+        result = []
+        for pos in positions:
+            entry = {tid: Logprob(lp, rank + 1, piece(tid)) for rank, (tid, lp) in enumerate(pos.top)}
+            if pos.token_id not in entry:
+                entry[pos.token_id] = Logprob(pos.logprob, pos.rank, piece(pos.token_id))
+            result.append(entry)
+        return result

@@ -1,0 +1,87 @@
+"""Text prompts, streaming, chat and the tokenizer, on a tiny model with the Qwen3 tokenizer."""
+
+import subprocess
+
+import pytest
+
+from kestrel import SamplingParams
+
+PROMPT = "The capital of France is"
+# Random weights: sampling with a seed gives varied, reproducible text.
+SAMPLED = SamplingParams(temperature=1.0, seed=7, max_tokens=30, ignore_eos=True)
+
+
+def test_text_prompt_same_as_cli(text_llm, text_model, kestrel_bin):
+    [out] = text_llm.generate([PROMPT], SamplingParams(temperature=0, max_tokens=12), use_tqdm=False)
+    tokenizer = text_llm.get_tokenizer()
+    assert out.prompt == PROMPT and out.prompt_token_ids == tokenizer.encode(PROMPT)
+    assert out["text"] == tokenizer.decode(out["token_ids"])
+    stdout = subprocess.run(
+        [str(kestrel_bin), "generate", "--model", str(text_model), "--device", "cpu",
+         "--temperature", "0", "--max-tokens", "12", "--prompt", PROMPT],
+        check=True, capture_output=True, text=True).stdout
+    line = next(l for l in stdout.splitlines() if "token ids:" in l)
+    assert out["token_ids"] == [int(t) for t in line.split("token ids:")[1].split()]
+
+
+def test_stream_yields_the_text_of_generate(text_llm):
+    [expected] = text_llm.generate(PROMPT, SAMPLED, use_tqdm=False)
+    stream = text_llm.stream(PROMPT, SAMPLED)
+    pieces = list(stream)
+    assert len(pieces) > 1
+    assert "".join(pieces) == expected["text"]
+    assert stream.output["token_ids"] == expected["token_ids"]
+    assert stream.output.outputs[0].finish_reason == "length"
+
+
+def test_stream_left_early_frees_the_llm(text_llm):
+    for piece in text_llm.stream(PROMPT, SAMPLED):
+        break
+    stream = text_llm.stream(PROMPT, SAMPLED)
+    next(stream)
+    with pytest.raises(RuntimeError, match="already generating"):
+        text_llm.generate([PROMPT], SAMPLED, use_tqdm=False)
+    stream.close()
+    assert text_llm.generate([PROMPT], SAMPLED, use_tqdm=False)[0].finished
+
+
+def test_stop_strings_same_in_stream_and_generate(text_llm):
+    [full] = text_llm.generate(PROMPT, SAMPLED, use_tqdm=False)
+    stop = full["text"][10:14]
+    params = SamplingParams(temperature=1.0, seed=7, max_tokens=30, ignore_eos=True, stop=stop)
+    [cut] = text_llm.generate(PROMPT, params, use_tqdm=False)
+    assert cut.outputs[0].finish_reason == "stop"
+    assert cut["text"] == full["text"][:full["text"].index(stop)]
+    assert "".join(text_llm.stream(PROMPT, params)) == cut["text"]
+
+
+def test_chat_applies_the_template(text_llm):
+    messages = [{"role": "user", "content": "Hello"}]
+    tokenizer = text_llm.get_tokenizer()
+    rendered = tokenizer.apply_chat_template(messages)
+    assert rendered.startswith("<|im_start|>user\nHello<|im_end|>\n<|im_start|>assistant\n")
+    [out] = text_llm.chat(messages, SamplingParams(temperature=0, max_tokens=8), use_tqdm=False)
+    assert out.prompt == rendered
+    assert out.prompt_token_ids == tokenizer.apply_chat_template(messages, tokenize=True)
+    [direct] = text_llm.generate({"prompt_token_ids": out.prompt_token_ids},
+                                 SamplingParams(temperature=0, max_tokens=8), use_tqdm=False)
+    assert out["token_ids"] == direct["token_ids"]
+    two = text_llm.chat([messages, messages + [{"role": "assistant", "content": "Hi"},
+                                               {"role": "user", "content": "More"}]],
+                        SamplingParams(max_tokens=4), use_tqdm=False,
+                        chat_template_kwargs={"enable_thinking": False})
+    assert len(two) == 2 and "<think>" in two[0].prompt
+
+
+def test_tokenizer_round_trip(text_llm):
+    tokenizer = text_llm.get_tokenizer()
+    ids = tokenizer.encode("héllo wörld 🙂")
+    assert tokenizer.decode(ids) == "héllo wörld 🙂"
+    assert tokenizer.decode(tokenizer.encode("<|im_end|>"), skip_special_tokens=False) == "<|im_end|>"
+
+
+def test_no_tokenizer_is_a_value_error(tiny_llm):
+    with pytest.raises(ValueError, match="tokenizer"):
+        tiny_llm.get_tokenizer().encode("hi")
+    with pytest.raises(ValueError, match="tokenizer"):
+        tiny_llm.stream([1, 2, 3], SamplingParams())
