@@ -22,6 +22,7 @@
 #include "core/error.h"
 #include "engine_handle.h"
 #include "kestrel/llm.h"
+#include "kestrel/worker.h"
 #include "stream_session.h"
 #include "tokenizer/tokenizer.h"
 
@@ -64,7 +65,8 @@ void bind_config(py::module_& m) {
       .def_readwrite("async_scheduling", &EngineConfig::async_scheduling)
       .def_readwrite("seed", &EngineConfig::seed)
       .def_readwrite("tensor_parallel_size", &EngineConfig::tensor_parallel_size)
-      .def_readwrite("tp_rendezvous", &EngineConfig::tp_rendezvous);
+      .def_readwrite("tp_rendezvous", &EngineConfig::tp_rendezvous)
+      .def_readwrite("tp_worker_command", &EngineConfig::tp_worker_command);
 
   py::class_<SamplingParams>(m, "SamplingParams")
       .def(py::init<>())
@@ -176,6 +178,17 @@ PYBIND11_MODULE(_kestrel, m) {
   kestrel::python::bind_outputs(m);
   kestrel::python::bind_sessions(m);
   kestrel::python::bind_engine(m);
+  // A tensor-parallel rank this package started (kestrel/_worker.py): `args` stands for the
+  // argv the C++ hook expects. Runs the rank to its end; None when this is no such process.
+  m.def(
+      "run_worker_if_spawned",
+      [](std::vector<std::string> args) -> std::optional<int> {
+        std::vector<char*> argv;
+        for (std::string& a : args) argv.push_back(a.data());
+        py::gil_scoped_release release;
+        return kestrel::run_worker_if_spawned(static_cast<int>(argv.size()), argv.data());
+      },
+      py::arg("args"));
   // The CLI's default: loading a model logs its sizes at info, which a script's output
   // should not carry unasked.
   spdlog::set_level(spdlog::level::warn);

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kestrel {
 
@@ -44,6 +45,10 @@ struct EngineConfig {
   // A directory every rank can reach (a shared filesystem across hosts) where the ranks of
   // a launcher-started group meet. Empty: one host, a private directory made per engine.
   std::string tp_rendezvous;
+  // The program (argv, looked up on PATH) that ranks 1..N-1 on this host are started as,
+  // followed by --kestrel-tp-worker. Empty: this executable (/proc/self/exe). The Python
+  // package sets it to its interpreter and `-m kestrel._worker`.
+  std::vector<std::string> tp_worker_command;
 };
 
 }  // namespace kestrel

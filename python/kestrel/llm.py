@@ -11,6 +11,7 @@ meanwhile raises RuntimeError).
 
 import numbers
 import os
+import sys
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _kestrel
@@ -45,16 +46,13 @@ class LLM:
 
         FileNotFoundError: no such directory, or no config.json or weights in it.
         TypeError: an unknown keyword or a value of the wrong type.
-        ValueError: tensor_parallel_size > 1 (not yet from Python).
+        tensor_parallel_size > 1 starts ranks 1..N-1 as `python -m kestrel._worker`.
         RuntimeError: the engine could not load the model (its message says why)."""
         path = os.fspath(model)
         _check_model_dir(path)
-        if tensor_parallel_size != 1:
-            raise ValueError(
-                "tensor_parallel_size > 1 is not supported from Python yet: the engine starts "
-                "its ranks as copies of the running executable, which here is the Python "
-                "interpreter; use the kestrel CLI or the C++ API for tensor parallelism")
         config = _kestrel.EngineConfig()
+        # The engine starts its other ranks as this interpreter running kestrel._worker.
+        config.tp_worker_command = [sys.executable, "-m", "kestrel._worker"]
         config.enforce_eager = enforce_eager
         config.tensor_parallel_size = tensor_parallel_size
         for key, value in kwargs.items():

@@ -43,7 +43,8 @@ std::string own_executable() {
   return std::string(buf, static_cast<size_t>(n));
 }
 
-pid_t spawn_rank(const std::string& exe, const std::string& dir, int rank, int world_size) {
+pid_t spawn_rank(const std::string& exe, const std::vector<std::string>& command,
+                 const std::string& dir, int rank, int world_size) {
   // The parent's environment (model paths, thread counts, test settings) minus any
   // KESTREL_TP_* it carries itself, which would contradict this rank's.
   std::vector<std::string> env;
@@ -60,8 +61,11 @@ pid_t spawn_rank(const std::string& exe, const std::string& dir, int rank, int w
   for (std::string& s : env) envp.push_back(s.data());
   envp.push_back(nullptr);
 
-  std::string arg0 = exe, arg1 = kWorkerFlag;
-  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  std::vector<std::string> args = command.empty() ? std::vector<std::string>{exe} : command;
+  args.push_back(kWorkerFlag);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
 
   // A thread of the parent may block signals (a server's signal thread); the worker
   // starts with none blocked.
@@ -74,9 +78,11 @@ pid_t spawn_rank(const std::string& exe, const std::string& dir, int rank, int w
   // /proc/self/exe rather than the resolved path: the very image rank 0 runs, even if the
   // file was rebuilt or replaced since it started.
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, "/proc/self/exe", nullptr, &attr, argv, envp.data());
+  const int rc = command.empty()
+                     ? posix_spawn(&pid, "/proc/self/exe", nullptr, &attr, argv.data(), envp.data())
+                     : posix_spawnp(&pid, args[0].c_str(), nullptr, &attr, argv.data(), envp.data());
   posix_spawnattr_destroy(&attr);
-  KS_CHECK(rc == 0, "tensor parallel: cannot start rank {} ({} {}): {}", rank, exe, kWorkerFlag,
+  KS_CHECK(rc == 0, "tensor parallel: cannot start rank {} ({} {}): {}", rank, args[0], kWorkerFlag,
            std::strerror(rc));
   return pid;
 }
@@ -125,14 +131,15 @@ RankInfo checked(RankInfo info, const char* source) {
 
 }  // namespace
 
-LocalWorkers::LocalWorkers(int world_size) : world_size_(world_size) {
+LocalWorkers::LocalWorkers(int world_size, std::vector<std::string> command)
+    : world_size_(world_size) {
   KS_CHECK(world_size >= 1, "tensor parallel: LocalWorkers needs world_size >= 1, got {}",
            world_size);
   const std::string exe = own_executable();
   dir_ = make_rendezvous_dir();
   try {
     for (int r = 1; r < world_size; ++r) {
-      pids_.push_back(spawn_rank(exe, dir_, r, world_size));
+      pids_.push_back(spawn_rank(exe, command, dir_, r, world_size));
       exit_status_.push_back(kNotReaped);
     }
   } catch (...) {

@@ -35,7 +35,9 @@ class LocalWorkers {
   // Makes a private rendezvous directory (mkdtemp under $TMPDIR or /tmp) and starts ranks
   // 1..world_size-1 (local_rank = rank). Throws kestrel::Error when a process cannot be
   // started. world_size >= 1 (1: only the directory, for a group of rank 0 alone).
-  explicit LocalWorkers(int world_size);
+  // `command`: the program and its first arguments (looked up on PATH) that each worker runs
+  // with --kestrel-tp-worker after them; empty: this executable.
+  explicit LocalWorkers(int world_size, std::vector<std::string> command = {});
   // Waits up to kShutdownGraceMs for workers to exit by themselves, kills (SIGKILL) and
   // reaps the rest, and removes the rendezvous directory.
   ~LocalWorkers();

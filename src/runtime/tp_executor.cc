@@ -52,7 +52,7 @@ TensorParallelExecutor::TensorParallelExecutor(const std::string& model_dir,
     self = *role;
   } else {
     check_local_devices(config.device, n);
-    workers_ = std::make_unique<LocalWorkers>(n);
+    workers_ = std::make_unique<LocalWorkers>(n, config.tp_worker_command);
     self = workers_->rank0();
     watchdog_ = std::thread([this] { watch_workers(); });
   }

@@ -37,8 +37,8 @@ def test_engine_config_keywords():
         LLM(HF_TINY, max_num_seq=4, **CPU)
     with pytest.raises(TypeError):
         LLM(HF_TINY, device="cpu", max_num_seqs="four")
-    with pytest.raises(ValueError, match="tensor_parallel_size"):
-        LLM(HF_TINY, tensor_parallel_size=2, **CPU)
+    with pytest.raises(RuntimeError, match="does not divide the 4 query heads"):
+        LLM(HF_TINY, tensor_parallel_size=3, **CPU)
     llm = LLM(HF_TINY, max_num_seqs=4, block_size=32, enable_prefix_caching=False, **CPU)
     assert llm.device == "cpu"
 

@@ -19,6 +19,15 @@ def test_nano_vllm_script_matches_transformers(hf_tiny):
     assert dict(outputs[0]) == {"text": "", "token_ids": greedy[0]}
 
 
+def test_tensor_parallel_matches_transformers(hf_tiny):
+    path, prompts, greedy = hf_tiny
+    # Ranks 1 and 2.. are this interpreter running kestrel._worker (CPU processes here).
+    for tp in (2, 4):
+        llm = LLM(str(path), tensor_parallel_size=tp, num_threads=1, **CPU)
+        assert [out["token_ids"] for out in llm.generate(prompts, GREEDY, use_tqdm=False)] == greedy
+        del llm
+
+
 def test_vllm_attributes(tiny_llm, hf_tiny):
     _, prompts, greedy = hf_tiny
     outputs = tiny_llm.generate([{"prompt_token_ids": p} for p in prompts], GREEDY, use_tqdm=False)
