@@ -103,10 +103,7 @@ LLM::LLM(const std::string& model_dir, const EngineConfig& config) : impl_(new I
     // and end here.
     if (role->rank != 0) std::exit(run_tensor_parallel_worker(*role));
   }
-  // KESTREL_TP_ALWAYS=1 runs even one rank through the tensor-parallel executor (a group of
-  // one, NCCL on a GPU): what the path costs, measured on one device.
-  const char* tp_always = std::getenv("KESTREL_TP_ALWAYS");
-  if (config.tensor_parallel_size > 1 || (tp_always != nullptr && std::string(tp_always) == "1")) {
+  if (config.tensor_parallel_size > 1 || tp_always_requested()) {
     impl_->tensor_parallel = std::make_unique<TensorParallelExecutor>(model_dir, config, role);
     impl_->runner = &impl_->tensor_parallel->runner();
     impl_->executor = impl_->tensor_parallel.get();

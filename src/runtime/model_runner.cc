@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -50,12 +51,14 @@ bool is_pure_decode(const HostBatch& hb) {
   return hb.input_ids.size() == hb.seq_lens.size() && hb.sample_rows.size() == hb.seq_lens.size();
 }
 
-// KESTREL_TP_ALWAYS=1: a runner outside any group still runs the sharded model through a
-// one-rank NCCL communicator, so that the collectives' path can be checked on one GPU.
-bool tp_always() {
+}  // namespace
+
+bool tp_always_requested() {
   const char* v = std::getenv("KESTREL_TP_ALWAYS");
   return v != nullptr && std::string(v) == "1";
 }
+
+namespace {
 
 std::unique_ptr<Communicator> make_device_communicator(Backend& backend, Communicator& host) {
 #if KESTREL_WITH_CUDA
@@ -86,7 +89,7 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
       comm_ = make_device_communicator(*backend_, *host_comm_);
       model_comm_ = comm_.get();
     }
-  } else if (tp_always() && backend_->device() == Device::kCuda) {
+  } else if (tp_always_requested() && backend_->device() == Device::kCuda) {
     host_comm_ = std::make_unique<LocalCommunicator>();
     comm_ = make_device_communicator(*backend_, *host_comm_);
     model_comm_ = comm_.get();
@@ -236,8 +239,8 @@ void ModelRunner::profile_run() {
 
 // The first step of a size nobody ran before paid ~10 ms of host time on the H100 (a
 // 512-token prompt: 12.1 ms to its first token cold, 2.6 ms warm; docs/performance.md):
-// cuBLASLt loads the kernels its heuristic picks for new shapes on first use, and the
-// attention's split scratch grows. One eager prompt of each power-of-two size up to the step
+// cuBLASLt loads the kernels its heuristic picks for new shapes on first use (GemmRunner's
+// buckets map every prompt length onto these sizes' kernels). One eager prompt of each power-of-two size up to the step
 // budget loads them at start-up instead of in a user's first request. Every rank of a
 // tensor-parallel group runs the same sizes (the forwards hold collectives).
 void ModelRunner::warm_up_prompt_sizes() {

@@ -56,6 +56,11 @@ struct RunnerStats {
   double sample_seconds = 0.0;   // device sampler: wait for the tokens; else sample on the host
 };
 
+// KESTREL_TP_ALWAYS=1: one device runs the tensor-parallel path anyway (LLM through the
+// executor with a group of one; a runner outside any group through a one-rank NCCL
+// communicator), so that the collectives' path is measured and tested on one GPU.
+bool tp_always_requested();
+
 // This process's place in a tensor-parallel group.
 struct TensorParallelRank {
   ProcessGroup* group = nullptr;  // outlives the runner

@@ -21,6 +21,7 @@
 #include "core/error.h"
 #include "kestrel/llm.h"
 #include "runtime/tp_worker.h"
+#include "child_processes.h"
 #include "worker_registry.h"
 
 namespace kestrel {
@@ -182,26 +183,7 @@ TEST_F(TensorParallel, SizeThatDoesNotDivideTheHeadsIsAClearError) {
   }
 }
 
-// This process's children: the ranks an LLM started.
-std::vector<pid_t> child_pids() {
-  std::vector<pid_t> pids;
-  for (const auto& entry : fs::directory_iterator("/proc")) {
-    const std::string name = entry.path().filename();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream stat(entry.path() / "stat");
-    std::string line;
-    if (!std::getline(stat, line)) continue;
-    // pid (comm) state ppid ...: comm may hold spaces, so parse after the last ')'.
-    const size_t close = line.rfind(')');
-    if (close == std::string::npos) continue;
-    std::istringstream rest(line.substr(close + 2));
-    char state = 0;
-    pid_t ppid = 0;
-    rest >> state >> ppid;
-    if (ppid == getpid() && state != 'Z') pids.push_back(static_cast<pid_t>(std::stoi(name)));
-  }
-  return pids;
-}
+using test::child_pids;
 
 // A rank killed mid-run: the next step fails within seconds with an Error naming the rank,
 // and every other rank ends by itself.

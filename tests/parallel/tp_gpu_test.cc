@@ -14,6 +14,7 @@
 #include "../runtime_gpu/gpu_test_util.h"
 #include "kestrel/llm.h"
 #include "runtime/tp_worker.h"
+#include "child_processes.h"
 #include "worker_registry.h"
 
 namespace kestrel::test {
@@ -100,22 +101,9 @@ TEST(TensorParallelGpu, KilledRankFailsTheGroup) {
   const HfFixture f = load_hf_fixtures().front();
   LLM llm(f.dir, tp_gpu_config(2));
   run(llm, f, greedy(4));
-  const pid_t worker = [] {
-    // The only child: rank 1.
-    for (const auto& e : fs::directory_iterator("/proc")) {
-      std::ifstream stat(e.path() / "stat");
-      std::string line;
-      if (!std::getline(stat, line)) continue;
-      const size_t close = line.rfind(')');
-      if (close == std::string::npos) continue;
-      std::istringstream rest(line.substr(close + 2));
-      char state = 0;
-      pid_t ppid = 0;
-      rest >> state >> ppid;
-      if (ppid == getpid() && state != 'Z') return static_cast<pid_t>(std::stoi(e.path().filename()));
-    }
-    return pid_t{-1};
-  }();
+  const std::vector<pid_t> ranks = child_pids();  // the only child: rank 1
+  ASSERT_EQ(ranks.size(), 1u);
+  const pid_t worker = ranks[0];
   ASSERT_GT(worker, 0);
   ASSERT_EQ(kill(worker, SIGKILL), 0);
   const auto t0 = std::chrono::steady_clock::now();
