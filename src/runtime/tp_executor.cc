@@ -96,6 +96,9 @@ TensorParallelExecutor::~TensorParallelExecutor() {
 template <typename F>
 auto TensorParallelExecutor::guarded(F&& f) {
   if (!failure_.empty()) throw Error(failure_);
+  // A worker known dead: its collectives were aborted, and a CUDA graph replayed now would
+  // run them against the aborted communicator. Fail before enqueuing anything.
+  if (const std::string dead = dead_worker(0); !dead.empty()) fail(dead);
   try {
     return f();
   } catch (const Error& e) {
@@ -107,7 +110,8 @@ void TensorParallelExecutor::fail(const std::string& what) {
   const std::string dead = dead_worker(1000);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    failure_ = "tensor-parallel group failed: " + (dead.empty() ? what : dead + " (rank 0: " + what + ")");
+    failure_ = "tensor-parallel group failed: " +
+               (dead.empty() || dead == what ? what : dead + " (rank 0: " + what + ")");
   }
   if (Communicator* comm = abort_target_.load()) comm->abort(failure_);
   // Closes rank 0's connections: workers waiting for the next step fail and exit now.

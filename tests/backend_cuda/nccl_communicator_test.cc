@@ -258,6 +258,29 @@ class ThreadHost final : public Communicator {
   const int rank_, size_;
 };
 
+// Runs body(rank, backend, comm) on `ranks` threads, rank r on GPU r with an NCCL
+// communicator over a ThreadGroup. Returns each rank's error message ("" for none).
+std::vector<std::string> run_ranks(int ranks,
+                                   const std::function<void(int, Backend&, Communicator&)>& body) {
+  std::vector<std::string> errors(static_cast<size_t>(ranks));
+  ThreadGroup group(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto backend = make_cuda_backend(r);
+        ThreadHost host(group, r, ranks);
+        auto comm = make_nccl_communicator(*backend, host);
+        body(r, *backend, *comm);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
 TEST(NcclCommunicator, TwoRanksInOneProcess) {
   KS_REQUIRE_NCCL();
   int devices = 0;
@@ -277,35 +300,26 @@ TEST(NcclCommunicator, TwoRanksInOneProcess) {
     std::string error;
   };
   std::vector<Result> results(kRanks);
-  ThreadGroup group(kRanks);
-  auto rank_main = [&](int r) {
-    try {
-      auto backend = make_cuda_backend(r);
-      ThreadHost host(group, r, kRanks);
-      auto comm = make_nccl_communicator(*backend, host);
-      Tensor f32 = backend->upload(inputs_f32[r], DType::kF32);
-      Tensor bf16 = backend->upload(inputs_bf16[r], DType::kBF16);
-      comm->all_reduce_sum(f32);
-      comm->all_reduce_sum(bf16);
-      results[r].f32 = fetch(f32, *backend);
-      results[r].bf16 = fetch(bf16, *backend);
-      // Once more inside a graph, on fresh copies of the inputs.
-      Tensor g = backend->upload(inputs_bf16[r], DType::kBF16);
-      auto graph = backend->capture_graph([&] { comm->all_reduce_sum(g); });
-      graph->replay();
-      results[r].bf16_graph = fetch(g, *backend);
-      const Tensor in = backend->upload(gather_in[r], DType::kBF16);
-      Tensor out = poisoned(DType::kBF16, Shape{kRows, kWidth}, *backend);
-      comm->all_gather_columns(in, out);
-      results[r].gathered = fetch(out, *backend);
-      comm->barrier();
-    } catch (const std::exception& e) {
-      results[r].error = e.what();
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kRanks; ++r) threads.emplace_back(rank_main, r);
-  for (auto& t : threads) t.join();
+  const std::vector<std::string> errors =
+      run_ranks(kRanks, [&](int r, Backend& backend, Communicator& comm) {
+        Tensor f32 = backend.upload(inputs_f32[r], DType::kF32);
+        Tensor bf16 = backend.upload(inputs_bf16[r], DType::kBF16);
+        comm.all_reduce_sum(f32);
+        comm.all_reduce_sum(bf16);
+        results[r].f32 = fetch(f32, backend);
+        results[r].bf16 = fetch(bf16, backend);
+        // Once more inside a graph, on fresh copies of the inputs.
+        Tensor g = backend.upload(inputs_bf16[r], DType::kBF16);
+        auto graph = backend.capture_graph([&] { comm.all_reduce_sum(g); });
+        graph->replay();
+        results[r].bf16_graph = fetch(g, backend);
+        const Tensor in = backend.upload(gather_in[r], DType::kBF16);
+        Tensor out = poisoned(DType::kBF16, Shape{kRows, kWidth}, backend);
+        comm.all_gather_columns(in, out);
+        results[r].gathered = fetch(out, backend);
+        comm.barrier();
+      });
+  for (int r = 0; r < kRanks; ++r) results[r].error = errors[r];
 
   // The sums, rounded once as NCCL does: two addends, one addition, whatever the algorithm.
   // (The bf16 inputs lie in [0.25, 2] in magnitude, so their sum is exact in float.)
@@ -329,6 +343,85 @@ TEST(NcclCommunicator, TwoRanksInOneProcess) {
     EXPECT_EQ(results[r].bf16, sum_bf16);
     EXPECT_EQ(results[r].bf16_graph, results[r].bf16);
     EXPECT_EQ(results[r].gathered, gathered);
+  }
+}
+
+}  // namespace
+}  // namespace kestrel
+
+namespace kestrel {
+namespace {
+
+// The peer-mapped one-shot all-reduce that NcclCommunicator takes for small tensors (at most
+// PeerAllReduce::kCapacity bytes, 16-byte multiples), on two GPUs with ranks as threads:
+// decode-sized and odd shapes, the largest it takes and one beyond (NCCL's), many calls in a
+// row (its call numbers and alternating buffers) and replays of a captured graph, each
+// against the exact sum (two bf16 addends: one rounding, whatever the algorithm).
+TEST(NcclCommunicator, PeerAllReduceSumsExactly) {
+  KS_REQUIRE_NCCL();
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  if (devices < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << devices;
+  constexpr int kRanks = 2, kRounds = 3, kReplays = 4;
+  const std::vector<std::pair<DType, Shape>> cases = {
+      {DType::kBF16, Shape{1, 8}},      {DType::kBF16, Shape{1, 4096}},
+      {DType::kBF16, Shape{7, 4096}},   {DType::kBF16, Shape{256, 4096}},
+      {DType::kBF16, Shape{512, 4096}},                                 // = kCapacity
+      {DType::kBF16, Shape{600, 4096}},                                 // NCCL's
+      {DType::kF32, Shape{3, 1000}},    {DType::kBF16, Shape{5, 37}}};  // 370 bytes: NCCL's
+  // inputs[rank][round][case]; the graph's inputs [rank][replay].
+  std::vector<std::vector<std::vector<Tensor>>> inputs(kRanks);
+  std::vector<std::vector<Tensor>> graph_inputs(kRanks);
+  std::mt19937 rng(11);
+  for (int r = 0; r < kRanks; ++r) {
+    for (int k = 0; k < kRounds; ++k) {
+      inputs[r].emplace_back();
+      for (const auto& [dtype, shape] : cases)
+        inputs[r][k].push_back(random_host(dtype, shape, rng));
+    }
+    for (int k = 0; k < kReplays; ++k)
+      graph_inputs[r].push_back(random_host(DType::kBF16, Shape{3, 4096}, rng));
+  }
+  std::vector<std::vector<std::vector<double>>> got(kRanks);
+  const std::vector<std::string> errors =
+      run_ranks(kRanks, [&](int r, Backend& backend, Communicator& comm) {
+        for (int k = 0; k < kRounds; ++k) {
+          for (const Tensor& in : inputs[r][k]) {
+            Tensor t = backend.upload(in, in.dtype());
+            comm.all_reduce_sum(t);
+            got[r].push_back(fetch(t, backend));
+          }
+        }
+        Tensor g = backend.empty(DType::kBF16, Shape{3, 4096});
+        backend.copy_from_host(graph_inputs[r][0], g);
+        auto graph = backend.capture_graph([&] { comm.all_reduce_sum(g); });
+        for (int k = 0; k < kReplays; ++k) {
+          backend.copy_from_host(graph_inputs[r][k], g);
+          graph->replay();
+          got[r].push_back(fetch(g, backend));
+        }
+        comm.barrier();
+      });
+
+  auto sum = [](const Tensor& a, const Tensor& b) {
+    std::vector<double> s;
+    const auto x = host_values(a), y = host_values(b);
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float f = static_cast<float>(x[i]) + static_cast<float>(y[i]);
+      s.push_back(a.dtype() == DType::kBF16 ? bf16_to_f32(f32_to_bf16(f)) : f);
+    }
+    return s;
+  };
+  std::vector<std::vector<double>> want;
+  for (int k = 0; k < kRounds; ++k) {
+    for (size_t c = 0; c < cases.size(); ++c) want.push_back(sum(inputs[0][k][c], inputs[1][k][c]));
+  }
+  for (int k = 0; k < kReplays; ++k) want.push_back(sum(graph_inputs[0][k], graph_inputs[1][k]));
+  for (int r = 0; r < kRanks; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_EQ(errors[r], "");
+    ASSERT_EQ(got[r].size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(got[r][i] == want[i]) << "call " << i;
   }
 }
 

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "backend/cuda/collectives/peer_all_reduce.h"
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/logging.h"
@@ -44,6 +45,20 @@ namespace {
 constexpr auto kWatchdogPeriod = std::chrono::milliseconds(50);
 // How long an abort waits for an enqueue in flight before aborting under it (see fail()).
 constexpr auto kAbortWait = std::chrono::milliseconds(500);
+// How often a call waiting for the communicator's lock looks whether it broke meanwhile.
+constexpr auto kLockPoll = std::chrono::milliseconds(10);
+
+// The NCCL communicator and the lock around it, shared with the thread that aborts it.
+// ncclCommAbort can block for good when a peer process on the same node died (it waits for
+// every local rank to abort; seen on two H100s, and NVIDIA/nccl#863), so the abort runs on a
+// detached thread that owns a reference to this, and no caller ever waits for it: NCCL sets
+// its abort flag first, so kernels spinning on the dead peer still return.
+struct CommHandle {
+  ncclComm_t comm = nullptr;
+  // Shared by calls that use comm (enqueues, the watchdog's poll); exclusive for the abort
+  // that frees it.
+  std::shared_timed_mutex mu;
+};
 
 bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
   const auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
@@ -89,17 +104,18 @@ class NcclCommunicator final : public Communicator {
   const int device_;
   const int rank_;
   const int world_size_;
-  ncclComm_t comm_ = nullptr;
+  const std::shared_ptr<CommHandle> handle_ = std::make_shared<CommHandle>();
+  ncclComm_t& comm_ = handle_->comm;
 
-  // Shared by calls that use comm_ (enqueues, the watchdog's poll); exclusive for the abort
-  // that frees it.
-  std::shared_timed_mutex comm_mu_;
   mutable std::mutex state_mu_;
   std::atomic<bool> broken_{false};
   std::string error_;  // guarded by state_mu_; set once, with broken_
   bool stop_ = false;  // guarded by state_mu_
   std::condition_variable stop_cv_;
 
+  // Small all-reduces (decode steps) over peer-mapped memory; null where the GPUs cannot
+  // map each other's memory (then NCCL does every all-reduce).
+  std::unique_ptr<PeerAllReduce> peer_;
   Tensor scratch_;
   std::vector<Tensor> retired_scratch_;
   std::thread watchdog_;
@@ -126,6 +142,7 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, Communicator& host)
     const ncclResult_t res = ncclCommInitRankConfig(&comm_, world_size_, id, rank_, &config);
     if (res != ncclSuccess && comm_ != nullptr) ncclCommAbort(comm_);
     KS_NCCL_CHECK(res);
+    peer_ = PeerAllReduce::create(device_, host_);
   } catch (const Error& e) {
     throw_error("tensor-parallel rank {}: {}", rank_, e.what());
   }
@@ -139,6 +156,16 @@ NcclCommunicator::~NcclCommunicator() {
   }
   stop_cv_.notify_all();
   watchdog_.join();
+  if (peer_ && !broken_) {
+    // Peers may still read this rank's buffer in their last all-reduce: free it only once
+    // every rank is here. A failure means the group is gone, and nobody reads it any more.
+    try {
+      backend_.synchronize();
+      host_.barrier();
+    } catch (const std::exception&) {
+    }
+  }
+  peer_.reset();
   // Results ignored: a destructor has no one to tell. A broken communicator was aborted,
   // which freed it already.
   if (!broken_) ncclCommDestroy(comm_);
@@ -152,7 +179,9 @@ void NcclCommunicator::throw_if_broken() const {
 
 template <typename F>
 void NcclCommunicator::guarded(F&& enqueue) {
-  std::shared_lock lock(comm_mu_);
+  // Never blocks behind an abort: that holds the lock for as long as NCCL takes.
+  std::shared_lock lock(handle_->mu, std::defer_lock);
+  while (!lock.try_lock_for(kLockPoll)) throw_if_broken();
   throw_if_broken();
   try {
     enqueue();
@@ -171,11 +200,15 @@ void NcclCommunicator::fail(const std::string& message) {
     error_ = message;
     broken_ = true;
   }
-  // An enqueue that holds comm_mu_ longer than kAbortWait is blocked inside NCCL on a dead
-  // peer (lazy connection setup), and only the abort frees it: abort without the lock then.
-  std::unique_lock lock(comm_mu_, std::defer_lock);
-  (void)lock.try_lock_for(kAbortWait);
-  ncclCommAbort(comm_);  // result ignored: the communicator is unusable either way
+  if (peer_) peer_->abort();
+  std::thread([handle = handle_, device = device_] {
+    cudaSetDevice(device);  // result ignored: NCCL sets the device itself where it must
+    // An enqueue that holds the lock longer than kAbortWait is blocked inside NCCL on a dead
+    // peer (lazy connection setup), and only the abort frees it: abort without the lock then.
+    std::unique_lock lock(handle->mu, std::defer_lock);
+    (void)lock.try_lock_for(kAbortWait);
+    ncclCommAbort(handle->comm);  // result ignored: the communicator is unusable either way
+  }).detach();
   host_.abort(message);
 }
 
@@ -190,8 +223,8 @@ void NcclCommunicator::watch() {
     ncclResult_t async = ncclSuccess;
     ncclResult_t res;
     {
-      std::shared_lock lock(comm_mu_);
-      if (broken_) return;  // comm_ may be freed
+      std::shared_lock lock(handle_->mu, std::defer_lock);
+      if (!lock.try_lock_for(kWatchdogPeriod) || broken_) return;  // comm_ may be freed
       res = ncclCommGetAsyncError(comm_, &async);
     }
     if (res == ncclSuccess && async != ncclSuccess && async != ncclInProgress) {
@@ -216,6 +249,10 @@ void NcclCommunicator::all_reduce_sum(Tensor& t) {
   KS_CHECK(t.dtype() == DType::kBF16 || t.dtype() == DType::kF32,
            "nccl communicator: all_reduce_sum takes BF16 or F32, not {}", dtype_name(t.dtype()));
   if (t.numel() == 0) return;
+  if (peer_ && PeerAllReduce::supports(t.nbytes(), t.data())) {
+    guarded([&] { peer_->run(t.data(), t.numel(), t.dtype(), stream_); });
+    return;
+  }
   const ncclDataType_t type = t.dtype() == DType::kBF16 ? ncclBfloat16 : ncclFloat32;
   guarded([&] {
     KS_NCCL_CHECK(ncclAllReduce(t.data(), t.data(), static_cast<size_t>(t.numel()), type, ncclSum,

@@ -6,7 +6,10 @@
 // - rank() and world_size() are the host communicator's; rank r's GPU is the backend's.
 // - Tensor collectives are enqueued on the backend's stream and return at once; they may be
 //   recorded in a CUDA graph (Backend::capture_graph). all_reduce_sum takes BF16 or F32;
-//   all_gather_columns any dtype.
+//   all_gather_columns any dtype. All-reduces of at most PeerAllReduce::kCapacity bytes
+//   (16-byte multiples: the decode steps') go through the one-shot kernel over peer-mapped
+//   memory of collectives/peer_all_reduce.h where every rank's GPU can map every other's
+//   (KESTREL_CUSTOM_ALLREDUCE=0 turns it off); larger ones, and all others, through NCCL.
 // - all_gather_columns gathers through a device scratch [world_size, R, C] that grows (new
 //   address) only when a call needs more, so a warm-up call before CUDA graph capture fixes
 //   its address: run each captured shape once before capturing, as the backend's attention
@@ -21,6 +24,10 @@
 //   does the same from any thread, and also aborts the host communicator. From then on every
 //   call throws the recorded error; graphs that recorded its collectives must not be
 //   replayed again.
+// - Destruction is collective when the peer all-reduce is in use: each rank waits at a host
+//   barrier for the others before freeing the memory they read (skipped once broken).
+//   ncclCommAbort runs on a thread of its own that nobody waits for, since it can block for
+//   good when a peer process died.
 // - Thread safety: as communicator.h; the calling thread's current CUDA device must be the
 //   backend's (the backend's own rule).
 #pragma once

@@ -1,0 +1,73 @@
+// PeerAllReduce: a one-shot all-reduce over peer-mapped device memory, for the small tensors of
+// tensor parallelism's decode steps (two [T, H] all-reduces per layer, T <= a few hundred),
+// where NCCL's ring pays ~20 us of latency for a few kilobytes (docs/parallel.md).
+//
+// How: every rank owns one device allocation, mapped into every other rank's address space
+// (CUDA IPC between processes; the raw pointer with peer access between threads of one
+// process). It holds two data buffers (alternating by call parity) and a flag per (source
+// rank, block). A call is one kernel of kBlocks blocks: block b copies its share of the
+// input into this rank's buffer, posts its call number to block b's flag on every peer,
+// waits for every peer's flag, then sums block b's share over ranks, in rank order, from the
+// peers' buffers into the tensor. Same order on every rank: every rank gets the same bits.
+// Why two buffers suffice: a rank writes a buffer again two calls later, by when every peer
+// has posted the call in between, which it does only after it has finished reading.
+//
+// Contract:
+// - create() is collective (every rank of `host` calls it together, with its own device).
+//   Every rank gets an instance, or every rank gets null: when a GPU cannot map a peer's
+//   memory, IPC fails, the world size is 1 or above kMaxRanks, or KESTREL_CUSTOM_ALLREDUCE=0
+//   on any rank. The ranks agree through `host`, so none waits on a kernel the others skip.
+// - run(): data[0..n) of dtype BF16 or F32, summed over ranks in place, enqueued on `stream`
+//   and capturable in a CUDA graph. REQUIRES: supports(bytes, data); every rank calls run
+//   with the same n and dtype in the same order (the kernels pair up by call number).
+// - abort() (any thread): kernels waiting for a peer return, leaving garbage in the tensor;
+//   later calls return at once. For a group that is failing.
+// - The destructor frees this rank's memory: the caller makes sure no peer still reads it
+//   (a barrier after the last call), or that the group is broken.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backend/cuda/collectives/peer_all_reduce_kernel.h"
+#include "core/dtype.h"
+#include "parallel/communicator.h"
+
+namespace kestrel {
+
+class PeerAllReduce {
+ public:
+  static constexpr int kMaxRanks = kernels::kPeerMaxRanks;
+  // Bytes of one data buffer: covers decode batches up to 512 rows of hidden size 4096.
+  static constexpr size_t kCapacity = size_t{4} << 20;
+
+  static std::unique_ptr<PeerAllReduce> create(int device, Communicator& host);
+  ~PeerAllReduce();
+  PeerAllReduce(const PeerAllReduce&) = delete;
+  PeerAllReduce& operator=(const PeerAllReduce&) = delete;
+
+  // True when run() takes these bytes at this address (16-byte multiples, at most kCapacity).
+  static bool supports(size_t bytes, const void* data) {
+    return bytes > 0 && bytes <= kCapacity && bytes % 16 == 0 &&
+           reinterpret_cast<uintptr_t>(data) % 16 == 0;
+  }
+  void run(void* data, int64_t n, DType dtype, cudaStream_t stream);
+  void abort();
+
+ private:
+  PeerAllReduce(int device, int rank, int world_size);
+
+  const int device_, rank_, world_size_;
+  void* local_ = nullptr;        // this rank's mapped allocation
+  uint32_t* counter_ = nullptr;  // [kBlocks] call numbers, this rank's alone
+  volatile int* abort_host_ = nullptr;  // mapped pinned memory the kernels poll
+  int* abort_device_ = nullptr;
+  std::vector<void*> peers_;     // [world_size] every rank's allocation (this rank's too)
+  std::vector<bool> opened_;     // which peers_ came from cudaIpcOpenMemHandle
+};
+
+}  // namespace kestrel
