@@ -233,11 +233,6 @@ class Backend {
   virtual void silu_mul_linear_add(const Tensor& gate_up, const Tensor& w, Tensor& residual) {
     throw_error("{} backend: no fused silu_mul_linear_add", name());
   }
-  // out = linear(silu_mul(gate_up), w), overwriting out [T, N] (tensor-parallel ranks other
-  // than 0, whose partial product must not carry the residual; causal_lm.cc).
-  virtual void silu_mul_linear(const Tensor& gate_up, const Tensor& w, Tensor& out) {
-    throw_error("{} backend: no fused silu_mul_linear", name());
-  }
 };
 
 // "cpu", "cuda" or "auto", on GPU `device_index` for CUDA. Throws kestrel::Error if the

@@ -70,14 +70,17 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
 
   if (comm_ == nullptr) {
     be.embedding(input_ids, weights_.embed, residual);
+    if (T <= be.fused_linear_max_rows()) {
+      return forward_fused(meta, kv, sample_rows, T, S, eps, scale, shape);
+    }
   } else {
     // Each rank embeds the ids of its vocab shard (zeros elsewhere); the sum is the lookup.
     be.embedding_shard(input_ids, weights_.embed, plan_.vocab_start, residual);
     all_reduce(residual);
   }
-  if (T <= be.fused_linear_max_rows()) {
-    return forward_fused(meta, kv, sample_rows, T, S, eps, scale, shape);
-  }
+  // Under tensor parallelism the fused linear_add / silu_mul_linear_add are not used: they
+  // add a rank's partial product into the residual, across the all-reduce that must come
+  // first. The planned replacement is a fused all-reduce + residual add + RMSNorm kernel.
   // Without a communicator all_reduce() does nothing: the single-device sequence.
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
@@ -116,10 +119,6 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
 
 // The same layers with the fused ops: the residual stream takes each block's output as it
 // is produced (linear_add), and every RMSNorm happens inside the product that reads it.
-// Under tensor parallelism rank 0 adds its partial product into the residual and every other
-// rank writes its partial product over its copy of the residual, so the all-reduce of the
-// residual completes both the sum and the residual add (the residual counted once): two
-// collectives a layer, and no kernel more than on one device.
 Tensor CausalLM::forward_fused(const AttentionMetadata& meta, std::vector<LayerKvCache>& kv,
                                const Tensor& sample_rows, int64_t T, int64_t S, float eps,
                                float scale, const AttentionShape& shape) {
@@ -129,36 +128,19 @@ Tensor CausalLM::forward_fused(const AttentionMetadata& meta, std::vector<LayerK
   Tensor q = ws_.q.slice(0, T);
   Tensor attn = ws_.attn.slice(0, T);
   Tensor gate_up = ws_.gate_up.slice(0, T);
-  const bool holds_residual = comm_ == nullptr || comm_->rank() == 0;
   for (int l = 0; l < config_.num_hidden_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
     be.norm_linear(residual, w.input_norm, eps, w.qkv, w.qkv_bias, qkv);
     be.qk_norm_rope_attention(qkv, w.q_norm, w.k_norm, eps, cos_sin_, shape, meta, kv[l], scale,
                               q, attn);
-    if (holds_residual) {
-      be.linear_add(attn, w.o_proj, w.o_bias, residual);
-    } else {
-      be.linear(attn, w.o_proj, w.o_bias, residual);  // o_bias: rank 0's only
-    }
-    all_reduce(residual);
+    be.linear_add(attn, w.o_proj, w.o_bias, residual);
     be.norm_linear(residual, w.post_norm, eps, w.gate_up, Tensor(), gate_up);
-    if (holds_residual) {
-      be.silu_mul_linear_add(gate_up, w.down, residual);
-    } else {
-      be.silu_mul_linear(gate_up, w.down, residual);
-    }
-    all_reduce(residual);
+    be.silu_mul_linear_add(gate_up, w.down, residual);
   }
   Tensor sampled = ws_.sampled.slice(0, S);
   be.gather_rows(residual, sample_rows, sampled);
   Tensor logits = ws_.logits.slice(0, S);
-  if (comm_ == nullptr) {
-    be.norm_linear(sampled, weights_.final_norm, eps, weights_.lm_head, Tensor(), logits);
-  } else {
-    Tensor local = ws_.logits_local.defined() ? ws_.logits_local.slice(0, S) : logits;
-    be.norm_linear(sampled, weights_.final_norm, eps, weights_.lm_head, Tensor(), local);
-    comm_->all_gather_columns(local, logits);
-  }
+  be.norm_linear(sampled, weights_.final_norm, eps, weights_.lm_head, Tensor(), logits);
   return logits;
 }
 

@@ -68,22 +68,6 @@ void CudaBackend::linear_add(const Tensor& x, const Tensor& w, const Tensor& bia
   kernels::add_into(bf_mut(residual), bf(product), residual.numel(), stream());
 }
 
-void CudaBackend::silu_mul_linear(const Tensor& gate_up, const Tensor& w, Tensor& out) {
-  const char* op = "silu_mul_linear";
-  const Dims d = check_product(op, gate_up, 2, w, Tensor(), out, false);
-  kernels::GemvFusion f;
-  f.prologue = kernels::GemvPrologue::kSiluMul;
-  if (kernels::fused_gemv_supported(d.t, d.n, d.k, gate_up.data(), w.data(), f)) {
-    kernels::fused_gemv(gate_up.data(), w.data(), nullptr, out.data(), false, d.t, d.n, d.k, f,
-                        num_sms_, stream());
-    return;
-  }
-  Tensor act(scratch(static_cast<size_t>(d.t * d.k) * 2), DType::kBF16, Shape{d.t, d.k},
-             Device::kCuda);
-  silu_mul(gate_up, act);
-  linear(act, w, Tensor(), out);
-}
-
 void CudaBackend::silu_mul_linear_add(const Tensor& gate_up, const Tensor& w, Tensor& residual) {
   const char* op = "silu_mul_linear_add";
   const Dims d = check_product(op, gate_up, 2, w, Tensor(), residual, false);

@@ -10,7 +10,7 @@
 namespace kestrel::kernels {
 
 constexpr int kPeerMaxRanks = 8;
-constexpr int kPeerBlocks = 128;
+constexpr int kPeerBlocks = 32;
 // The flags at the start of each rank's allocation: [kPeerMaxRanks][kPeerBlocks] u32.
 constexpr size_t kPeerFlagsBytes = 4096;
 static_assert(kPeerMaxRanks * kPeerBlocks * 4 <= kPeerFlagsBytes);
