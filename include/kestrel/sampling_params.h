@@ -50,6 +50,7 @@ struct SamplingParams {
   // Return the log-probabilities of this many most likely tokens (plus the sampled one)
   // for each generated token. nullopt: none. 0..20.
   std::optional<int> logprobs;
+  static constexpr int kMaxLogprobs = 20;  // the most `logprobs` may ask for
   // How the engine reports progress; LLM::generate chooses its own.
   OutputKind output_kind = OutputKind::kCumulative;
 

@@ -107,13 +107,13 @@ Runner add_bench_command(CLI::App& app) {
                "uniform in 100..max as Python's random.seed(seed)/randint draw them), printed "
                "beside the floor of the workload on this device");
   cmd->add_option("--model", o->model, "Hugging Face model directory")->required();
-  cmd->add_option("--num-seqs", o->num_seqs)->check(CLI::PositiveNumber)->capture_default_str();
+  cmd->add_option("--num-seqs", o->num_seqs)->check(at_least(1))->capture_default_str();
   cmd->add_option("--max-input-len", o->max_input_len)->check(CLI::Range(100, 1 << 20))->capture_default_str();
   cmd->add_option("--max-output-len", o->max_output_len)->check(CLI::Range(100, 1 << 20))->capture_default_str();
-  cmd->add_option("--fixed-input-len", o->fixed_input_len, "every prompt this long (with --fixed-output-len)")->check(CLI::PositiveNumber);
-  cmd->add_option("--fixed-output-len", o->fixed_output_len, "every output this long")->check(CLI::PositiveNumber);
+  cmd->add_option("--fixed-input-len", o->fixed_input_len, "every prompt this long (with --fixed-output-len)")->check(at_least(1));
+  cmd->add_option("--fixed-output-len", o->fixed_output_len, "every output this long")->check(at_least(1));
   cmd->add_option("--temperature", o->temperature, "sampling temperature (0 = greedy)")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Python random seed of the workload")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Python random seed of the workload")->check(at_least(0))->capture_default_str();
   cmd->add_option("--json", o->json_path, "also write the results to this JSON file");
   cmd->add_flag("!--no-ceilings", o->measure_ceilings, "skip measuring the device's copy bandwidth and GEMM rate");
   cmd->add_option("--profile-steps", o->profile_steps,

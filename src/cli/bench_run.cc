@@ -1,4 +1,5 @@
 #include "cli/bench_run.h"
+#include "runtime/progress_bar.h"
 
 #include <chrono>
 #include <string>
@@ -38,6 +39,8 @@ Timings run_workload(LLM& llm, const BenchWorkload& w, const std::vector<Samplin
   Backend& backend = llm.runner().backend();
   int64_t step_index = 0, steps_since_first = -1;  // -1: some sequence has no token yet
   bool capturing = false;
+  ProgressBar bar(w.prompt_token_ids.size(), true);  // on a terminal only
+  size_t finished = 0;
   const auto start = std::chrono::steady_clock::now();
   while (engine.has_unfinished()) {
     const bool capture = (profile == ProfileSteps::kPrompt && step_index == 0) ||
@@ -60,6 +63,7 @@ Timings run_workload(LLM& llm, const BenchWorkload& w, const std::vector<Samplin
     if (pure_decode) t.decode_tokens += sampled;
     add_step(pure_decode ? t.decode : t.mixed, dt, runner_before, runner.stats());
     for (const RequestOutput& o : outs) {
+      finished += o.finished && index.count(o.request_id) ? 1 : 0;
       auto it = index.find(o.request_id);
       if (it == index.end() || has_first[it->second] || o.outputs.empty() ||
           o.outputs[0].token_ids.empty()) {
@@ -72,6 +76,7 @@ Timings run_workload(LLM& llm, const BenchWorkload& w, const std::vector<Samplin
         steps_since_first = 0;
       }
     }
+    bar.update(finished, dt > 0 ? double(computed - sampled) / dt : 0, dt > 0 ? sampled / dt : 0);
   }
   t.total = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (capturing) backend.set_profiler_capture(false);

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cli/flags.h"
 #include "core/error.h"
 
 namespace kestrel::cli {
@@ -286,13 +287,13 @@ Runner add_bench_serve_command(CLI::App& app) {
   cmd->add_option("--model", o->model, "model name (default: the first of /v1/models)");
   cmd->add_option("--api-key", o->api_key);
   cmd->add_option("--num-prompts", o->num_prompts)
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   cmd->add_option("--input-len", o->input_len, "prompt tokens")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   cmd->add_option("--output-len", o->output_len, "tokens to generate")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   cmd->add_option("--range-ratio", o->range_ratio, "lengths uniform in len*(1-r)..len*(1+r)")
       ->check(CLI::Range(0.0, 1.0))
@@ -301,11 +302,11 @@ Runner add_bench_serve_command(CLI::App& app) {
                   "requests per second (Poisson); inf = all at once")
       ->capture_default_str();
   cmd->add_option("--max-concurrency", o->max_concurrency, "most requests in flight; 0 = no limit")
-      ->check(CLI::NonNegativeNumber);
+      ->check(at_least(0));
   cmd->add_option("--vocab-size", o->vocab_size, "prompt token ids are drawn from [0, vocab-size)")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed)->capture_default_str();
+  cmd->add_option("--seed", o->seed)->check(at_least(0))->capture_default_str();
   cmd->add_option("--output-json", o->output_json, "also write the results here");
   return [o] {
     KS_CHECK(o->request_rate > 0, "--request-rate must be > 0 (or inf)");

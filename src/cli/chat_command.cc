@@ -1,3 +1,6 @@
+#include <signal.h>
+
+#include <atomic>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -9,6 +12,39 @@
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel::cli {
+namespace {
+
+constexpr const char* kHelp =
+    "/reset  clear the conversation (the system message stays)\n"
+    "/exit   quit (also /quit, or end of input: Ctrl-D)\n"
+    "/help   this list\n"
+    "Ctrl-C during a reply stops that reply; the part already shown stays in the conversation.\n";
+
+std::atomic<bool> g_interrupted{false};
+void on_sigint(int) { g_interrupted = true; }
+
+// SIGINT sets g_interrupted while this lives (a reply is streaming); before and after, Ctrl-C
+// ends the program as usual.
+class InterruptScope {
+ public:
+  InterruptScope() {
+    g_interrupted = false;
+    struct sigaction sa {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &previous_);
+  }
+  ~InterruptScope() { sigaction(SIGINT, &previous_, nullptr); }
+  InterruptScope(const InterruptScope&) = delete;
+  InterruptScope& operator=(const InterruptScope&) = delete;
+
+ private:
+  struct sigaction previous_ {};
+};
+
+struct ReplyInterrupted {};
+
+}  // namespace
 
 // An interactive multi-turn chat on the terminal: each user line goes through the model's
 // chat template with the conversation so far, and the reply streams as it is generated.
@@ -23,7 +59,8 @@ Runner add_chat_command(CLI::App& app) {
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand(
-      "chat", "interactive multi-turn chat that streams tokens (/reset clears, /exit quits)");
+      "chat", "interactive multi-turn chat that streams tokens (/help lists the commands; Ctrl-C "
+              "stops a reply)");
   cmd->add_option("--model", o->model, "Hugging Face model directory")->required();
   cmd->add_option("--system", o->system, "system message");
   cmd->add_flag("--enable-thinking", o->enable_thinking, "let Qwen3 think before answering");
@@ -49,9 +86,20 @@ Runner add_chat_command(CLI::App& app) {
     while (true) {
       std::printf("> ");
       std::fflush(stdout);
-      if (!std::getline(std::cin, line) || line == "/exit") break;
+      if (!std::getline(std::cin, line) || line == "/exit" || line == "/quit") break;
       if (line == "/reset") {
         reset();
+        std::printf("(conversation cleared)\n");
+        continue;
+      }
+      if (line == "/help") {
+        std::printf("%s", kHelp);
+        continue;
+      }
+      // A lone unknown "/word" is a mistyped command, not a message for the model.
+      if (line.size() > 1 && line[0] == '/' && line.find(' ') == std::string::npos &&
+          line.find('/', 1) == std::string::npos) {
+        std::printf("unknown command %s; /help lists them\n", line.c_str());
         continue;
       }
       if (line.empty()) continue;
@@ -59,12 +107,21 @@ Runner add_chat_command(CLI::App& app) {
       const std::string prompt = llm.apply_chat_template(messages, true, extra);
       // The template already holds the special tokens: do not add BOS again.
       const std::vector<int> ids = llm.tokenizer()->encode(prompt, false);
-      const RequestOutput out = llm.generate_streaming(ids, params, [](const std::string& text) {
-        std::fwrite(text.data(), 1, text.size(), stdout);
-        std::fflush(stdout);
-      });
-      std::printf("\n");
-      messages.push_back({{"role", "assistant"}, {"content", out.outputs[0].text}});
+      std::string reply;
+      try {
+        InterruptScope interrupt;
+        const RequestOutput out = llm.generate_streaming(ids, params, [&](const std::string& text) {
+          if (g_interrupted) throw ReplyInterrupted{};  // aborts the request, then lands below
+          std::fwrite(text.data(), 1, text.size(), stdout);
+          std::fflush(stdout);
+          reply += text;
+        });
+        reply = out.outputs[0].text;
+        std::printf("\n");
+      } catch (const ReplyInterrupted&) {
+        std::printf(" [stopped]\n");
+      }
+      messages.push_back({{"role", "assistant"}, {"content", reply}});
     }
     return 0;
   };

@@ -1,24 +1,52 @@
 #include "cli/flags.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
 namespace kestrel::cli {
+namespace {
+
+// The value as a number, or nullopt.
+std::optional<double> number(const std::string& text) {
+  double v = 0;
+  if (!CLI::detail::lexical_cast(text, v)) return std::nullopt;
+  return v;
+}
+
+// "1" for 1.0, "0.05" for 0.05.
+std::string plain(double v) { return fmt::format("{}", v); }
+
+}  // namespace
+
+CLI::Validator at_least(double min) {
+  return CLI::Validator(
+      [min](std::string& text) -> std::string {
+        const std::optional<double> v = number(text);
+        if (!v) return "must be a number, got '" + text + "'";
+        if (*v < min) return "must be at least " + plain(min) + ", got " + text;
+        return "";
+      },
+      ">=" + plain(min));
+}
 
 void add_engine_flags(CLI::App& app, EngineConfig& c) {
   app.add_option("--device", c.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
-  app.add_option("--max-num-seqs", c.max_num_seqs, "most sequences per step")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "token budget per step")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--max-model-len", c.max_model_len, "longest sequence; 0 = the model's")->check(CLI::NonNegativeNumber);
-  app.add_option("--block-size", c.block_size, "tokens per KV block (a power of two)")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--num-kv-blocks", c.num_kv_blocks, "KV blocks; 0 = size from memory")->check(CLI::NonNegativeNumber);
-  app.add_option("--kv-cache-memory", c.kv_cache_memory_bytes, "CPU: KV cache bytes when --num-kv-blocks is 0")->check(CLI::PositiveNumber);
+  app.add_option("--max-num-seqs", c.max_num_seqs, "most sequences per step")->check(at_least(1))->capture_default_str();
+  app.add_option("--max-num-batched-tokens", c.max_num_batched_tokens, "token budget per step")->check(at_least(1))->capture_default_str();
+  app.add_option("--max-model-len", c.max_model_len, "longest sequence; 0 = the model's")->check(at_least(0));
+  app.add_option("--block-size", c.block_size, "tokens per KV block (a power of two)")->check(at_least(1))->capture_default_str();
+  app.add_option("--num-kv-blocks", c.num_kv_blocks, "KV blocks; 0 = size from memory")->check(at_least(0));
+  app.add_option("--kv-cache-memory", c.kv_cache_memory_bytes, "CPU: KV cache bytes when --num-kv-blocks is 0")->check(at_least(1));
   app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization, "CUDA: fraction of GPU memory to use")->check(CLI::Range(0.05f, 1.0f))->capture_default_str();
   app.add_flag("!--no-prefix-caching", c.enable_prefix_caching, "disable prefix caching");
   app.add_flag("!--no-chunked-prefill", c.enable_chunked_prefill, "never split a prompt across steps");
-  app.add_option("--threads", c.num_threads, "CPU threads; 0 = all cores")->check(CLI::NonNegativeNumber);
+  // The upper bound (a few times the cores) is the CPU backend's check.
+  app.add_option("--threads", c.num_threads, "CPU threads; 0 = all cores")->check(at_least(0));
   app.add_flag("--enforce-eager", c.enforce_eager, "CUDA: no CUDA graphs");
   app.add_flag("!--no-async-scheduling", c.async_scheduling, "wait for each step's tokens before scheduling the next (no host/device overlap)");
-  app.add_option("--tensor-parallel-size,--tp", c.tensor_parallel_size, "ranks that each hold a shard of the model (GPUs, or CPU processes)")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--tensor-parallel-size,--tp", c.tensor_parallel_size, "ranks that each hold a shard of the model (GPUs, or CPU processes)")->check(at_least(1))->capture_default_str();
   app.add_option("--tp-rendezvous", c.tp_rendezvous, "a shared directory where the ranks of a launcher-started group (mpirun, srun) meet; empty: one host, ranks started by the engine");
 }
 
@@ -27,12 +55,12 @@ void add_sampling_flags(CLI::App& app, SamplingFlags& f) {
   app.add_option("--top-k", f.top_k, "-1 or 0 = off");
   app.add_option("--top-p", f.top_p);
   app.add_option("--min-p", f.min_p);
-  app.add_option("--seed", f.seed, "per-request seed (reproducible sampling)");
+  app.add_option("--seed", f.seed, "per-request seed (reproducible sampling)")->check(at_least(0));
   app.add_option("--max-tokens", f.max_tokens, "tokens to generate (default 64)");
   app.add_option("--min-tokens", f.min_tokens);
   app.add_flag("--ignore-eos", f.ignore_eos);
   app.add_option("--stop-token-ids", f.stop_token_ids)->delimiter(',');
-  app.add_option("--stop", f.stop, "text that ends the output (repeatable)");
+  app.add_option("--stop", f.stop, "text that ends the output (repeatable)")->allow_extra_args(false);
   app.add_option("--repetition-penalty", f.repetition_penalty);
   app.add_option("--presence-penalty", f.presence_penalty);
   app.add_option("--frequency-penalty", f.frequency_penalty);

@@ -11,6 +11,11 @@
 
 namespace kestrel::cli {
 
+// Validators with plain messages ("must be at least 1, got 0"; CLI11's PositiveNumber and
+// NonNegativeNumber print the largest double). Numbers only; the option's own type still
+// decides whether a fraction is accepted.
+CLI::Validator at_least(double min);
+
 // Engine sizing flags (--device, --max-num-seqs, ...), written into `config`.
 void add_engine_flags(CLI::App& app, EngineConfig& config);
 

@@ -65,11 +65,15 @@ Runner add_generate_command(CLI::App& app) {
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("generate", "generate from text or token-id prompts");
   cmd->add_option("--model", o->model, "Hugging Face model directory")->required();
-  cmd->add_option("-p,--prompt", o->prompts, "text prompt (repeatable)");
-  cmd->add_option("--prompt-ids", o->prompt_ids, "comma-separated token ids (repeatable)");
+  // One value per flag (allow_extra_args off): CLI11 would otherwise read a bracketed value
+  // ("[a,b]", a JSON array of messages) as a list of several.
+  cmd->add_option("-p,--prompt", o->prompts, "text prompt (repeatable)")->allow_extra_args(false);
+  cmd->add_option("--prompt-ids", o->prompt_ids, "comma-separated token ids (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("--messages", o->messages,
                   "chat messages as a JSON array of {role, content} (repeatable); rendered "
-                  "with the model's chat template");
+                  "with the model's chat template")
+      ->allow_extra_args(false);
   cmd->add_flag("--chat", o->chat, "send each --prompt as one user message through the chat template");
   cmd->add_flag("--enable-thinking", o->enable_thinking, "chat template variable enable_thinking");
   add_engine_flags(*cmd, o->engine);

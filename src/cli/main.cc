@@ -6,12 +6,14 @@
 
 #include "cli/commands.h"
 #include "core/error.h"
+#include "kestrel/version.h"
 #include "kestrel/worker.h"
 
 int main(int argc, char** argv) {
   // A tensor-parallel rank this program started on its own host (worker.h).
   if (std::optional<int> rc = kestrel::run_worker_if_spawned(argc, argv)) return *rc;
   CLI::App app{"kestrel: an LLM inference engine (Qwen3, Qwen2, Llama) for CPU and CUDA"};
+  app.set_version_flag("--version", std::string("kestrel ") + kestrel::kVersion);
   app.require_subcommand(1);
   std::vector<std::pair<CLI::App*, kestrel::cli::Runner>> commands;
   auto add = [&](kestrel::cli::Runner (*make)(CLI::App&)) {

@@ -19,33 +19,53 @@ Runner add_serve_command(CLI::App& app) {
     server::ServerConfig server;
     EngineConfig engine;
     std::string log_level = "info";
+    bool auto_tool_choice = false;  // vLLM's flag; implied here
   };
   auto o = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("serve",
                                      "OpenAI-compatible HTTP server (/v1/completions, "
                                      "/v1/chat/completions, /v1/models, /metrics)");
   cmd->add_option("--model", o->model, "Hugging Face model directory")->required();
-  cmd->add_option("--host", o->server.host, "address to listen on")->capture_default_str();
+  cmd->add_option("--host", o->server.host,
+                  "address to listen on; the default answers this machine only (0.0.0.0: every "
+                  "interface, so other machines can connect)")
+      ->capture_default_str();
   cmd->add_option("--port", o->server.port, "port; 0 = any free port (printed at start)")
       ->check(CLI::Range(0, 65535))
       ->capture_default_str();
   cmd->add_option("--served-model-name", o->server.served_model_name,
                   "model name in the API (default: the model directory's name)");
   cmd->add_option("--api-key", o->server.api_key, "require 'Authorization: Bearer <key>' on /v1/*");
+  cmd->add_option("--reasoning-parser", o->server.reasoning_parser,
+                  "qwen3: chat responses put the <think>...</think> part in reasoning_content "
+                  "(vLLM's field), streamed too; default: thinking stays in content")
+      ->check(CLI::IsMember({"qwen3"}));
+  cmd->add_option("--tool-call-parser", o->server.tool_call_parser,
+                  "hermes: chat requests with tools get <tool_call>{json}</tool_call> markup "
+                  "(Qwen2.5, Qwen3, Hermes) as message.tool_calls, streamed too")
+      ->check(CLI::IsMember({"hermes"}));
+  // vLLM needs this beside --tool-call-parser; here the parser alone turns it on.
+  cmd->add_flag("--enable-auto-tool-choice", o->auto_tool_choice,
+                "accepted for vLLM compatibility (implied by --tool-call-parser)");
+  cmd->add_option("--allowed-origins", o->server.allowed_origins,
+                  "CORS: browser origins allowed to call the API (repeatable, or comma-separated; "
+                  "'*' for any); default none")
+      ->delimiter(',')
+      ->allow_extra_args(false);
   cmd->add_option("--max-body-bytes", o->server.max_body_bytes, "larger request bodies get 413")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   cmd->add_option("--http-threads", o->server.http_threads,
                   "HTTP worker threads = most connections served at once")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   cmd->add_option("--shutdown-timeout", o->server.shutdown_timeout_s,
                   "seconds in-flight requests may run after SIGINT/SIGTERM before they are aborted")
-      ->check(CLI::NonNegativeNumber)
+      ->check(at_least(0))
       ->capture_default_str();
   cmd->add_option("--keep-alive-timeout", o->server.keep_alive_timeout_s,
                   "idle connection timeout (s)")
-      ->check(CLI::PositiveNumber)
+      ->check(at_least(1))
       ->capture_default_str();
   add_engine_flags(*cmd, o->engine);
   add_log_flag(*cmd, o->log_level);

@@ -8,7 +8,7 @@ namespace kestrel {
 namespace {
 
 constexpr int kMaxN = 128;
-constexpr int kMaxLogprobs = 20;
+constexpr int kMaxLogprobs = SamplingParams::kMaxLogprobs;
 
 }  // namespace
 

@@ -14,6 +14,7 @@
 #include "io/model_config.h"
 #include "parallel/local_workers.h"
 #include "runtime/model_runner.h"
+#include "runtime/progress_bar.h"
 #include "runtime/tp_executor.h"
 #include "runtime/tp_worker.h"
 #include "runtime/stop_strings.h"
@@ -46,29 +47,6 @@ EngineLimits make_limits(const EngineConfig& config, const ModelRunner& runner,
   limits.async_scheduling = config.async_scheduling;
   return limits;
 }
-
-// A one-line progress bar on stderr, redrawn at most every 100 ms, like nano-vLLM's tqdm.
-class ProgressBar {
- public:
-  ProgressBar(size_t total, bool enabled) : total_(total), enabled_(enabled && isatty(2)) {}
-  void update(size_t done, double prefill_tps, double decode_tps) {
-    if (!enabled_) return;
-    auto now = std::chrono::steady_clock::now();
-    if (done < total_ && now - last_ < std::chrono::milliseconds(100)) return;
-    last_ = now;
-    const int width = 30;
-    int filled = total_ ? static_cast<int>(width * done / total_) : width;
-    std::fprintf(stderr, "\rGenerating [%.*s%*s] %zu/%zu  prefill %.0f tok/s  decode %.0f tok/s",
-                 filled, "==============================", width - filled, "", done, total_,
-                 prefill_tps, decode_tps);
-    if (done == total_) std::fputc('\n', stderr);
-  }
-
- private:
-  size_t total_;
-  bool enabled_;
-  std::chrono::steady_clock::time_point last_{};
-};
 
 }  // namespace
 

@@ -105,6 +105,10 @@ GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const Ser
   if (top_logprobs && !req.logprobs) {
     throw_bad_request("top_logprobs", "'top_logprobs' needs 'logprobs' to be true");
   }
+  if (top_logprobs && (*top_logprobs < 0 || *top_logprobs > SamplingParams::kMaxLogprobs)) {
+    throw_bad_request("top_logprobs", "'top_logprobs' must be in [0, {}], got {}",
+                      SamplingParams::kMaxLogprobs, *top_logprobs);
+  }
   if (req.logprobs) req.params.logprobs = top_logprobs.value_or(0);
   (void)f.boolean("parallel_tool_calls");
   (void)f.boolean("store");
@@ -130,7 +134,9 @@ GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const Ser
       if (!t.is_object()) throw_bad_request("tools", "each tool must be an object");
     }
     extra["tools"] = *tools;
+    req.tools = !tools->empty();
   }
+  if (auto choice = f.string("tool_choice"); choice && *choice == "none") req.tools = false;
   if (const ojson* documents = f.find("documents")) extra["documents"] = *documents;
   if (const ojson* kwargs = f.find("chat_template_kwargs")) {
     if (!kwargs->is_object()) {

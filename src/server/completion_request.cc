@@ -111,7 +111,9 @@ GenerateRequest parse_completion_request(const nlohmann::ordered_json& body,
       if (req.prompt_texts[i].empty()) req.prompt_texts[i] = ctx.tokenizer->decode(req.prompts[i]);
     }
   }
-  finish_request(ctx, max_tokens, "prompt", req);
+  // Unset: 16 tokens (fewer where the context ends first), OpenAI's and vLLM's default for
+  // completions; chat completions run to the context's end, as vLLM's do (docs/server.md).
+  finish_request(ctx, max_tokens, "prompt", req, kDefaultCompletionMaxTokens);
   return req;
 }
 

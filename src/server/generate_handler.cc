@@ -8,8 +8,10 @@
 
 #include "core/logging.h"
 #include "server/api_error.h"
+#include "server/connections.h"
 #include "server/generation.h"
 #include "server/openai_format.h"
+#include "server/reasoning.h"
 #include "server/server_state.h"
 
 namespace kestrel::server {
@@ -38,19 +40,62 @@ ResponseMeta make_meta(const ServerState& state, const GenerateRequest& req, std
   meta.chat = req.chat;
   meta.logprobs = req.logprobs;
   meta.include_usage = req.include_usage;
+  meta.reasoning = req.chat && !state.config.reasoning_parser.empty();
+  meta.tool_calls = req.chat && req.tools && !state.config.tool_call_parser.empty();
   meta.tokenizer = state.ctx.tokenizer;
   return meta;
+}
+
+// Moves the thinking in d.text into d.reasoning; the held-back rest comes with the last delta.
+void split_reasoning(ReasoningSplitter& splitter, ChoiceDelta& d, bool last) {
+  ReasoningPiece piece = splitter.feed(d.text);
+  if (last) {
+    ReasoningPiece rest = splitter.finish();
+    piece.reasoning += rest.reasoning;
+    piece.content += rest.content;
+  }
+  d.reasoning = std::move(piece.reasoning);
+  d.text = std::move(piece.content);
+}
+
+// The answer's text after the reasoning split, per choice: moves completed tool calls out of
+// d.text (with ids) and turns a "stop" with calls into "tool_calls". `seen` counts the choice's
+// calls so far.
+void split_tool_calls(ServerState& state, ToolCallParser& parser, int& seen, ChoiceDelta& d,
+                      bool last) {
+  ToolCallPiece piece = parser.feed(d.text);
+  if (last) {
+    ToolCallPiece rest = parser.finish();
+    piece.content += rest.content;
+    for (ToolCall& c : rest.calls) piece.calls.push_back(std::move(c));
+  }
+  d.text = std::move(piece.content);
+  d.first_tool_call = seen;
+  d.tool_calls = std::move(piece.calls);
+  for (size_t i = 0; i < d.tool_calls.size(); ++i) {
+    d.tool_call_ids.push_back(state.new_request_id("chatcmpl-tool-"));
+  }
+  seen += static_cast<int>(d.tool_calls.size());
+  if (last && seen > 0 && d.finish_reason == "stop") d.finish_reason = "tool_calls";
 }
 
 struct StreamSession {
   StreamSession(ServerState& state, std::string id, GenerateRequest req, Clock::time_point arrival)
       : guard(state),
         meta(make_meta(state, req, id)),
-        gen(*state.loop, state.ctx, std::move(id), std::move(req), arrival) {}
+        gen(*state.loop, state.ctx, std::move(id), std::move(req), arrival),
+        splitters(meta.reasoning ? gen.num_choices() : 0),
+        tool_parsers(meta.tool_calls ? gen.num_choices() : 0),
+        tool_calls_seen(tool_parsers.size(), 0),
+        state(state) {}
 
   InflightGuard guard;
   ResponseMeta meta;
   Generation gen;
+  std::vector<ReasoningSplitter> splitters;  // per choice, with a reasoning parser
+  std::vector<ToolCallParser> tool_parsers;  // per choice, with a tool-call parser and tools
+  std::vector<int> tool_calls_seen;
+  ServerState& state;
   bool opened = false;
   Clock::time_point last_write = Clock::now();
 
@@ -85,12 +130,19 @@ struct StreamSession {
       sink.done();
       return true;
     }
-    for (const ChoiceDelta& d : gen.poll(kPollInterval)) {
+    for (ChoiceDelta& d : gen.poll(kPollInterval)) {
       if (d.finish_reason == "error") {
         out += sse_event(error_body(gen.error(), "server_error"));
         continue;
       }
-      if (d.text.empty() && d.finish_reason.empty() && d.logprobs.empty()) continue;
+      if (meta.reasoning) split_reasoning(splitters[d.index], d, !d.finish_reason.empty());
+      if (meta.tool_calls) {
+        split_tool_calls(state, tool_parsers[d.index], tool_calls_seen[d.index], d,
+                         !d.finish_reason.empty());
+      }
+      if (d.text.empty() && d.reasoning.empty() && d.tool_calls.empty() &&
+          d.finish_reason.empty() && d.logprobs.empty())
+        continue;
       out += sse_event(stream_chunk(meta, d));
     }
     if (out.empty() && Clock::now() - last_write >= kPingInterval) out = ": ping\n\n";
@@ -114,15 +166,37 @@ void set_json_body(httplib::Response& res, const json& body, std::shared_ptr<Inf
 }
 
 void answer_whole(ServerState& state, GenerateRequest req, std::string id,
-                  Clock::time_point arrival, httplib::Response& res) {
+                  Clock::time_point arrival, const httplib::Request& http_req,
+                  httplib::Response& res) {
   auto guard = std::make_shared<InflightGuard>(state);
   const ResponseMeta meta = make_meta(state, req, id);
   Generation gen(*state.loop, state.ctx, std::move(id), std::move(req), arrival);
   std::vector<ChoiceDelta> choices(gen.num_choices());
   for (int i = 0; i < gen.num_choices(); ++i) choices[i].index = i;
   gen.start();
+  // A client that hangs up stops its generation (streams see it when a write fails; this
+  // response writes nothing until the end, so it looks at the socket between polls).
+  const int connection = find_connection(http_req.local_port, http_req.remote_port);
   while (!gen.done()) {
     for (const ChoiceDelta& d : gen.poll(kPollInterval)) append_delta(choices[d.index], d);
+    if (connection >= 0 && !gen.done() && !peer_open(connection)) {
+      KS_LOG_DEBUG("{}: the client closed the connection; aborted", gen.id());
+      res.status = 499;  // nobody reads it; gen's destructor aborts the engine requests
+      return;
+    }
+  }
+  if (meta.reasoning) {
+    for (ChoiceDelta& c : choices) {
+      ReasoningSplitter splitter;
+      split_reasoning(splitter, c, true);
+    }
+  }
+  if (meta.tool_calls) {
+    for (ChoiceDelta& c : choices) {
+      ToolCallParser parser;
+      int seen = 0;
+      split_tool_calls(state, parser, seen, c, true);
+    }
   }
   if (!gen.error().empty()) {
     res.status = state.draining ? 503 : 500;
@@ -205,7 +279,7 @@ void handle_generate(ServerState& state, const httplib::Request& http_req, httpl
   if (req.stream) {
     answer_stream(state, std::move(req), std::move(id), arrival, res);
   } else {
-    answer_whole(state, std::move(req), std::move(id), arrival, res);
+    answer_whole(state, std::move(req), std::move(id), arrival, http_req, res);
   }
 }
 

@@ -20,6 +20,7 @@
 
 #include "server/engine_loop.h"
 #include "server/request_parser.h"
+#include "server/tool_calls.h"
 #include "tokenizer/detokenizer.h"
 
 namespace kestrel::server {
@@ -28,6 +29,13 @@ namespace kestrel::server {
 struct ChoiceDelta {
   int index = 0;
   std::string text;
+  // With a reasoning parser (reasoning.h): the thinking, taken out of `text`.
+  std::string reasoning;
+  // With a tool-call parser (tool_calls.h): the calls completed in this delta, taken out of
+  // `text`; the first is the choice's call number first_tool_call (0, 1, ...).
+  std::vector<ToolCall> tool_calls;
+  std::vector<std::string> tool_call_ids;  // one per call: "chatcmpl-tool-..."
+  int first_tool_call = 0;
   std::vector<int> token_ids;
   std::vector<TokenLogprobs> logprobs;  // per token in token_ids, when asked for
   // Per token: where its text starts in the choice's whole text, in characters.

@@ -13,6 +13,10 @@
 #include "server/api_error.h"
 #include "server/connections.h"
 #include "server/server_state.h"
+#include "kestrel/version.h"
+#include "server/reasoning.h"
+#include "server/tokenize_handler.h"
+#include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel::server {
@@ -29,6 +33,27 @@ constexpr auto kAbortGrace = std::chrono::seconds(6);
 void send_error(httplib::Response& res, int status, const json& body) {
   res.status = status;
   res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
+}
+
+// The methods a route takes, or null for a path that is no route: another method on a route
+// is a 405, not a 404.
+const char* allowed_methods(const std::string& path) {
+  if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" ||
+      path == "/detokenize") {
+    return "POST";
+  }
+  if (path == "/health" || path == "/metrics" || path == "/version" || path == "/v1/models" ||
+      path.rfind("/v1/models/", 0) == 0) {
+    return "GET";
+  }
+  return nullptr;
+}
+
+bool origin_allowed(const std::vector<std::string>& allowed, const std::string& origin) {
+  for (const std::string& a : allowed) {
+    if (a == "*" || a == origin) return true;
+  }
+  return false;
 }
 
 std::string default_model_name(const std::string& dir) {
@@ -77,6 +102,10 @@ HttpServer::HttpServer(LLM& llm, ServerConfig config) : impl_(new Impl(llm)) {
            config.port);
   KS_CHECK(config.http_threads >= 1, "http_threads must be >= 1, got {}", config.http_threads);
   KS_CHECK(config.max_body_bytes >= 1, "max_body_bytes must be >= 1");
+  KS_CHECK(config.reasoning_parser.empty() || known_reasoning_parser(config.reasoning_parser),
+           "unknown reasoning parser '{}' (known: qwen3)", config.reasoning_parser);
+  KS_CHECK(config.tool_call_parser.empty() || known_tool_call_parser(config.tool_call_parser),
+           "unknown tool-call parser '{}' (known: hermes)", config.tool_call_parser);
   KS_CHECK(config.shutdown_timeout_s >= 0, "shutdown_timeout must be >= 0, got {}",
            config.shutdown_timeout_s);
   if (config.served_model_name.empty())
@@ -114,6 +143,20 @@ bool HttpServer::serving() const { return impl_->serving; }
 void HttpServer::Impl::install_routes() {
   ServerState& s = state;
   http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
+    if (const std::string origin = req.get_header_value("Origin");
+        !origin.empty() && origin_allowed(s.config.allowed_origins, origin)) {
+      res.set_header("Access-Control-Allow-Origin", origin);
+      res.set_header("Vary", "Origin");
+      if (req.method == "OPTIONS") {  // a browser's preflight: before any API key check
+        const std::string asked = req.get_header_value("Access-Control-Request-Headers");
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        res.set_header("Access-Control-Allow-Headers",
+                       asked.empty() ? "Authorization, Content-Type, x-request-id" : asked);
+        res.set_header("Access-Control-Max-Age", "600");
+        res.status = 204;
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
     const bool api = req.path.rfind("/v1/", 0) == 0;
     if (api && !s.config.api_key.empty() &&
         req.get_header_value("Authorization") != "Bearer " + s.config.api_key) {
@@ -122,6 +165,8 @@ void HttpServer::Impl::install_routes() {
                             "invalid_api_key"));
       return httplib::Server::HandlerResponse::Handled;
     }
+    // vLLM's: a client's request id comes back on the response, whatever it is.
+    if (req.has_header("x-request-id")) res.set_header("x-request-id", req.get_header_value("x-request-id"));
     if (s.draining && req.path != "/metrics") {
       res.set_header("Connection", "close");
       send_error(res, 503, error_body("The server is shutting down.", "server_error"));
@@ -135,6 +180,12 @@ void HttpServer::Impl::install_routes() {
     std::string message;
     switch (res.status) {
       case 404:
+        if (const char* allow = allowed_methods(req.path)) {  // a route, another method
+          res.status = 405;
+          res.set_header("Allow", allow);
+          message = fmt::format("Method Not Allowed: {} {} (allowed: {})", req.method, req.path, allow);
+          break;
+        }
         message = fmt::format("Not found: {} {}", req.method, req.path);
         break;
       case 413:
@@ -162,17 +213,37 @@ void HttpServer::Impl::install_routes() {
     res.set_content(s.metrics.render(s.loop->stats(), s.num_kv_blocks, s.ctx.served_model_name),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
-  http.Get("/v1/models", guarded([&s](const httplib::Request&, httplib::Response& res) {
-             json model = {{"id", s.ctx.served_model_name},
-                           {"object", "model"},
-                           {"created", s.started_at},
-                           {"owned_by", "kestrel"},
-                           {"root", s.config.model_dir},
-                           {"parent", nullptr},
-                           {"max_model_len", s.ctx.max_model_len}};
-             res.set_content(json{{"object", "list"}, {"data", json::array({model})}}.dump(),
+  auto model_card = [&s] {
+    return json{{"id", s.ctx.served_model_name},
+                {"object", "model"},
+                {"created", s.started_at},
+                {"owned_by", "kestrel"},
+                {"root", s.config.model_dir},
+                {"parent", nullptr},
+                {"max_model_len", s.ctx.max_model_len}};
+  };
+  http.Get("/v1/models", guarded([model_card](const httplib::Request&, httplib::Response& res) {
+             res.set_content(json{{"object", "list"}, {"data", json::array({model_card()})}}.dump(),
                              "application/json");
            }));
+  http.Get(R"(/v1/models/(.+))", guarded([&s, model_card](const httplib::Request& req,
+                                                          httplib::Response& res) {
+             const std::string id = req.matches[1];
+             if (id != s.ctx.served_model_name) {
+               throw ApiError(404, fmt::format("The model `{}` does not exist.", id), "model",
+                              "invalid_request_error", "model_not_found");
+             }
+             res.set_content(model_card().dump(), "application/json");
+           }));
+  http.Get("/version", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(json{{"version", kVersion}}.dump(), "application/json");
+  });
+  http.Post("/tokenize", guarded([&s](const httplib::Request& req, httplib::Response& res) {
+              res.set_content(tokenize(s.ctx, req.body).dump(), "application/json");
+            }));
+  http.Post("/detokenize", guarded([&s](const httplib::Request& req, httplib::Response& res) {
+              res.set_content(detokenize(s.ctx, req.body).dump(), "application/json");
+            }));
   http.Post("/v1/completions", guarded([&s](const httplib::Request& req, httplib::Response& res) {
               handle_generate(s, req, res, false);
             }));
@@ -199,7 +270,11 @@ void HttpServer::start() {
   im.http.set_keep_alive_timeout(s.config.keep_alive_timeout_s);
   im.http.set_keep_alive_max_count(kKeepAliveMaxCount);
   im.http.set_socket_options([&im](socket_t sock) {
-    httplib::default_socket_options(sock);
+    // Not httplib's defaults: they add SO_REUSEPORT, with which a second server on a port
+    // in use binds too and silently takes part of the traffic. SO_REUSEADDR alone lets a
+    // restart bind over connections in TIME_WAIT, and never beside a live listener.
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
     im.listen_fd = sock;
   });
   const bool bound = s.config.port == 0
@@ -209,7 +284,8 @@ void HttpServer::start() {
     im.listen_fd = -1;  // httplib closed it; the number may be reused
     im.shut_down = true;
     s.loop->stop();
-    throw_error("cannot listen on {}:{} (address in use, or not an address of this machine)",
+    throw_error("cannot listen on {}:{}: address already in use, or not an address of this "
+                "machine",
                 s.config.host, s.config.port);
   }
   // httplib listens with a backlog of 5; bursts of hundreds of clients need more.

@@ -22,6 +22,8 @@
 #include <memory>
 #include <string>
 
+#include <vector>
+
 #include "kestrel/llm.h"
 
 namespace kestrel::server {
@@ -39,6 +41,16 @@ struct ServerConfig {
   // On shutdown: how long in-flight requests may run before they are aborted.
   double shutdown_timeout_s = 5.0;
   int keep_alive_timeout_s = 5;
+  // CORS: browser origins ("https://app.example", or "*" for any) whose pages may call the
+  // API; their preflight OPTIONS requests are answered (204) without the API key. Empty: no
+  // CORS headers, as before.
+  std::vector<std::string> allowed_origins;
+  // "qwen3": chat responses carry the <think> part as reasoning_content (reasoning.h).
+  // Empty: thinking stays in content, as vLLM without a parser.
+  std::string reasoning_parser;
+  // "hermes": chat requests with `tools` get the model's <tool_call> markup as
+  // message.tool_calls (tool_calls.h). Empty: calls stay text, as vLLM without a parser.
+  std::string tool_call_parser;
 };
 
 class HttpServer {

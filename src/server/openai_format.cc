@@ -60,6 +60,19 @@ json finish_reason(const ChoiceDelta& d) {
   return d.finish_reason.empty() ? json(nullptr) : json(d.finish_reason);
 }
 
+// OpenAI's tool_calls list; streamed deltas also carry each call's index in the choice.
+json tool_calls_json(const ChoiceDelta& d, bool streamed) {
+  json calls = json::array();
+  for (size_t i = 0; i < d.tool_calls.size(); ++i) {
+    json call = {{"id", i < d.tool_call_ids.size() ? d.tool_call_ids[i] : std::string()},
+                 {"type", "function"},
+                 {"function", {{"name", d.tool_calls[i].name}, {"arguments", d.tool_calls[i].arguments}}}};
+    if (streamed) call["index"] = d.first_tool_call + static_cast<int>(i);
+    calls.push_back(std::move(call));
+  }
+  return calls;
+}
+
 json envelope(const ResponseMeta& meta, const char* object) {
   return {{"id", meta.id}, {"object", object}, {"created", meta.created}, {"model", meta.model}};
 }
@@ -75,6 +88,9 @@ json usage_json(int prompt_tokens, int completion_tokens) {
 void append_delta(ChoiceDelta& into, const ChoiceDelta& d) {
   into.index = d.index;
   into.text += d.text;
+  into.reasoning += d.reasoning;
+  into.tool_calls.insert(into.tool_calls.end(), d.tool_calls.begin(), d.tool_calls.end());
+  into.tool_call_ids.insert(into.tool_call_ids.end(), d.tool_call_ids.begin(), d.tool_call_ids.end());
   into.token_ids.insert(into.token_ids.end(), d.token_ids.begin(), d.token_ids.end());
   into.logprobs.insert(into.logprobs.end(), d.logprobs.begin(), d.logprobs.end());
   into.text_offsets.insert(into.text_offsets.end(), d.text_offsets.begin(), d.text_offsets.end());
@@ -86,7 +102,11 @@ json stream_chunk(const ResponseMeta& meta, const ChoiceDelta& d) {
   json chunk = envelope(meta, meta.chat ? "chat.completion.chunk" : "text_completion");
   json choice = {{"index", d.index}};
   if (meta.chat) {
-    choice["delta"] = d.text.empty() ? json::object() : json{{"content", d.text}};
+    json delta = json::object();
+    if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+    if (!d.text.empty()) delta["content"] = d.text;
+    if (!d.tool_calls.empty()) delta["tool_calls"] = tool_calls_json(d, true);
+    choice["delta"] = std::move(delta);
     choice["logprobs"] = meta.logprobs ? chat_logprobs(meta, d) : json(nullptr);
   } else {
     choice["text"] = d.text;
@@ -128,7 +148,12 @@ json full_response(const ResponseMeta& meta, const std::vector<ChoiceDelta>& cho
       choice["message"] = {{"role", "assistant"},
                            {"content", d.text},
                            {"refusal", nullptr},
-                           {"tool_calls", json::array()}};
+                           {"tool_calls", tool_calls_json(d, false)}};
+      if (!d.tool_calls.empty() && d.text.empty()) choice["message"]["content"] = nullptr;
+      if (meta.reasoning) {  // vLLM's: null for what is absent
+        choice["message"]["reasoning_content"] = d.reasoning.empty() ? json(nullptr) : json(d.reasoning);
+        if (d.text.empty()) choice["message"]["content"] = nullptr;
+      }
       choice["logprobs"] = meta.logprobs ? chat_logprobs(meta, d) : json(nullptr);
     } else {
       const std::string& prefix = i < echo_prefix.size() ? echo_prefix[i] : std::string();

@@ -20,6 +20,8 @@ struct ResponseMeta {
   bool chat = false;
   bool logprobs = false;       // the request asked for logprobs
   bool include_usage = false;  // streaming: "usage": null in every chunk, usage chunk at the end
+  bool reasoning = false;      // chat with a reasoning parser: reasoning_content beside content
+  bool tool_calls = false;     // chat with tools and a tool-call parser: message.tool_calls
   const Tokenizer* tokenizer = nullptr;  // token strings; null: "token_id:<id>"
 };
 

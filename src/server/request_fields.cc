@@ -77,7 +77,10 @@ std::optional<int64_t> FieldReader::integer(std::string_view key) const {
   if (v->is_number_float()) {
     const double d = v->get<double>();
     // Python clients send 5.0 for 5; pydantic (vLLM) accepts it, so do we.
-    if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15) return int64_t(d);
+    if (std::isfinite(d) && d == std::floor(d)) {
+      if (std::fabs(d) < 9.0e15) return int64_t(d);
+      throw_bad_request(name(key), "'{}' is out of range", name(key));  // 2^70, say
+    }
   }
   throw_bad_request(name(key), "'{}' must be an integer, got {}", name(key), json_type_name(*v));
 }

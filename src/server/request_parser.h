@@ -43,11 +43,17 @@ struct GenerateRequest {
   // Chat asks with logprobs=true (+ top_logprobs); completions with logprobs=<int>.
   // Either way params.logprobs holds the number of top entries.
   bool logprobs = false;
+  // Chat with `tools` and tool_choice other than "none": a tool-call parser may read calls
+  // out of the answer (tool_calls.h).
+  bool tools = false;
 };
 
 GenerateRequest parse_completion_request(const nlohmann::ordered_json& body,
                                          const ServingContext& ctx);
 GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const ServingContext& ctx);
+
+// max_tokens of a completion request that gives none (OpenAI's and vLLM's default).
+constexpr int kDefaultCompletionMaxTokens = 16;
 
 // Shared by both parsers (request_sampling.cc).
 class FieldReader;
@@ -59,8 +65,11 @@ void check_model(const FieldReader& f, const ServingContext& ctx);
 std::optional<int> read_sampling_fields(const FieldReader& f, const ServingContext& ctx,
                                         GenerateRequest& req);
 // Validates params, checks each prompt against the vocabulary and the context, and fills
-// req.max_tokens. `prompt_param` names the field for errors ("prompt", "messages").
+// req.max_tokens. `prompt_param` names the field for errors ("prompt", "messages"). A
+// max_tokens given that overruns the context is a 400; unset, each prompt gets
+// `unset_max_tokens` (nullopt: no cap) or what is left of the context, whichever is less.
 void finish_request(const ServingContext& ctx, std::optional<int> max_tokens,
-                    const std::string& prompt_param, GenerateRequest& req);
+                    const std::string& prompt_param, GenerateRequest& req,
+                    std::optional<int> unset_max_tokens = std::nullopt);
 
 }  // namespace kestrel::server

@@ -7,6 +7,8 @@
 #include "server/request_fields.h"
 #include "server/request_parser.h"
 
+#include <algorithm>
+
 namespace kestrel::server {
 namespace {
 
@@ -130,7 +132,8 @@ std::optional<int> read_sampling_fields(const FieldReader& f, const ServingConte
 }
 
 void finish_request(const ServingContext& ctx, std::optional<int> max_tokens,
-                    const std::string& prompt_param, GenerateRequest& req) {
+                    const std::string& prompt_param, GenerateRequest& req,
+                    std::optional<int> unset_max_tokens) {
   SamplingParams& p = req.params;
   p.max_tokens = max_tokens;
   try {
@@ -166,7 +169,9 @@ void finish_request(const ServingContext& ctx, std::optional<int> max_tokens,
                         "length of the input or completion.",
                         ctx.max_model_len, len + *max_tokens, len, *max_tokens);
     }
-    const int budget = max_tokens.value_or(ctx.max_model_len - len);
+    const int to_context_end = ctx.max_model_len - len;
+    const int budget = max_tokens ? *max_tokens
+                                  : std::min(unset_max_tokens.value_or(to_context_end), to_context_end);
     if (p.min_tokens > budget) {
       throw_bad_request("min_tokens", "min_tokens must be <= max_tokens ({}), got {}", budget,
                         p.min_tokens);

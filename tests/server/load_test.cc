@@ -173,5 +173,31 @@ TEST(Cancel, DroppedStreamsFreeTheirBlocks) {
   EXPECT_EQ(res->status, 200) << res->body;
 }
 
+// A non-streamed request whose client hangs up (here: a read timeout of 0.5 s, far short of
+// 4,000 tokens) is aborted, as dropped streams are: the engine goes idle long before it
+// could have generated them all, and counts the request as aborted.
+TEST(Cancel, ClosedConnectionsAbortNonStreamedRequests) {
+  ServerProcess server;
+  const std::string before = get_metrics(server.port());
+  constexpr int kClients = 4;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      auto c = client(server.port());
+      c.set_read_timeout(0, 500'000);
+      const json body = {{"model", kModelName}, {"prompt", "Hang up " + std::to_string(i)},
+                         {"max_tokens", 4000},  {"ignore_eos", true}};
+      auto res = c.Post("/v1/completions", body.dump(), "application/json");
+      EXPECT_FALSE(res) << "finished 4000 tokens within 0.5 s";
+    });
+  }
+  for (auto& t : threads) t.join();
+  ASSERT_TRUE(wait_engine_idle(server.port(), 10s)) << get_metrics(server.port());
+  const std::string after = get_metrics(server.port());
+  EXPECT_EQ(delta(before, after, "kestrel:request_success_total", "finished_reason=\"abort\""),
+            kClients);
+  EXPECT_LT(delta(before, after, "kestrel:generation_tokens_total", ""), kClients * 4000);
+}
+
 }  // namespace
 }  // namespace kestrel::server_test

@@ -34,7 +34,7 @@ int status_of(const ojson& body) {
   return 200;
 }
 
-TEST(RequestParser, UnsetFieldsTakeTheModelDefaultsAndMaxTokensFillsTheContext) {
+TEST(RequestParser, UnsetFieldsTakeTheModelDefaultsAndMaxTokensIs16) {
   const GenerateRequest r =
       parse_completion_request(ojson::parse(R"({"prompt": [1, 2, 3, 4]})"), context());
   ASSERT_EQ(r.prompts.size(), 1u);
@@ -45,7 +45,12 @@ TEST(RequestParser, UnsetFieldsTakeTheModelDefaultsAndMaxTokensFillsTheContext) 
   EXPECT_EQ(r.params.n, 1);
   EXPECT_FALSE(r.params.seed.has_value());
   EXPECT_FALSE(r.params.logprobs.has_value());
-  EXPECT_EQ(r.max_tokens, (std::vector<int>{64 - 4}));  // up to the context length
+  EXPECT_EQ(r.max_tokens, (std::vector<int>{16}));  // OpenAI's and vLLM's default
+  // Where the context ends first, its end.
+  ojson ids = ojson::array();
+  for (int i = 0; i < 60; ++i) ids.push_back(1);
+  EXPECT_EQ(parse_completion_request(ojson{{"prompt", ids}}, context()).max_tokens,
+            (std::vector<int>{4}));
   EXPECT_FALSE(r.stream);
   EXPECT_TRUE(r.detok.skip_special_tokens);
 }
@@ -100,8 +105,18 @@ TEST(RequestParser, RejectsWhatVllmRejects) {
   for (int i = 0; i < 63; ++i) ids.push_back(1);
   EXPECT_EQ(status_of(ojson{{"prompt", ids}, {"max_tokens", 1}}), 200);
   EXPECT_EQ(status_of(ojson{{"prompt", ids}, {"max_tokens", 2}}), 400);
+  EXPECT_EQ(status_of(ojson{{"prompt", ids}}), 200);  // unset: what is left, 1 token
   ids.push_back(1);
   EXPECT_EQ(status_of(ojson{{"prompt", ids}}), 400);
+  // Integral but beyond any integer: out of range, not "must be an integer".
+  try {
+    parse_completion_request(ojson::parse(R"({"prompt": [1], "seed": 1180591620717411303424})"),
+                             context());
+    FAIL() << "seed 2^70 accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.param(), "seed");
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
   // Token-id prompts need no tokenizer; text prompts do.
   EXPECT_EQ(status_of(ojson::parse(R"({"prompt": "text"})")), 400);
 }
@@ -150,6 +165,19 @@ TEST(RequestParser, ChatRendersTheTemplateAndReadsChatFields) {
                                                ctx);
   const std::string& text = c.prompt_texts.at(0);
   EXPECT_EQ(text.substr(text.size() - 11), "Hello, I am") << text;
+  // Without max_tokens a chat completion may run to the context's end (vLLM's behaviour).
+  EXPECT_EQ(c.max_tokens, (std::vector<int>{4096 - static_cast<int>(c.prompts.at(0).size())}));
+
+  // top_logprobs out of range is named as such, not as the logprobs it becomes.
+  try {
+    parse_chat_request(ojson::parse(R"({"messages": [{"role": "user", "content": "Hi"}],
+                                        "logprobs": true, "top_logprobs": 30})"),
+                       ctx);
+    FAIL() << "top_logprobs 30 accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400);
+    EXPECT_EQ(e.param(), "top_logprobs") << e.what();
+  }
 }
 
 }  // namespace

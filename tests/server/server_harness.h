@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -81,10 +82,12 @@ class Child {
     std::vector<std::string> argv_copy = argv;
     for (std::string& a : argv_copy) args.push_back(a.data());
     args.push_back(nullptr);
-    int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) throw std::runtime_error("pipe failed");
+    int fds[2], in[2];
+    if (pipe2(fds, O_CLOEXEC) != 0 || pipe2(in, O_CLOEXEC) != 0)
+      throw std::runtime_error("pipe failed");
     pid_ = fork();
     if (pid_ == 0) {
+      dup2(in[0], 0);
       dup2(fds[1], 1);
       dup2(fds[1], 2);
       close(fds[0]);
@@ -93,7 +96,9 @@ class Child {
       _exit(127);
     }
     close(fds[1]);
+    close(in[0]);
     fd_ = fds[0];
+    stdin_fd_ = in[1];
     fcntl(fd_, F_SETFL, O_NONBLOCK);
   }
   ~Child() {
@@ -103,6 +108,7 @@ class Child {
       waitpid(pid_, &status, 0);
     }
     close(fd_);
+    close_stdin();
   }
   Child(const Child&) = delete;
   Child& operator=(const Child&) = delete;
@@ -138,6 +144,15 @@ class Child {
     return code_;
   }
   void signal(int sig) { kill(pid_, sig); }
+  // The child's standard input: a pipe this writes to; closing it is the child's end of input.
+  bool write_stdin(const std::string& text) {
+    std::signal(SIGPIPE, SIG_IGN);  // a child that already exited: a failed write, not death
+    return stdin_fd_ >= 0 && ::write(stdin_fd_, text.data(), text.size()) == ssize_t(text.size());
+  }
+  void close_stdin() {
+    if (stdin_fd_ >= 0) close(stdin_fd_);
+    stdin_fd_ = -1;
+  }
   const std::string& output() const { return output_; }
   pid_t pid() const { return pid_; }
 
@@ -151,6 +166,7 @@ class Child {
   }
   pid_t pid_ = -1;
   int fd_ = -1;
+  int stdin_fd_ = -1;
   bool exited_ = false;
   int code_ = -1;
   std::string output_;

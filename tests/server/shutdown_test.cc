@@ -116,5 +116,22 @@ TEST(Shutdown, SigintOnAnIdleServerExitsZeroAtOnce) {
   EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 2.0);
 }
 
+// A second server on a port that one already listens on fails at startup, naming the
+// problem, and the first keeps serving (httplib's SO_REUSEPORT let both bind).
+TEST(Startup, APortInUseIsAnErrorAtStartup) {
+  ServerProcess first;
+  Child second({std::string(KESTREL_BINARY_DIR) + "/kestrel", "serve", "--model", model_dir(),
+                "--port", std::to_string(first.port()), "--device", "cpu", "--threads", "2",
+                "--num-kv-blocks", "64", "--log-level", "warn"},
+               child_env());
+  const std::optional<int> code = second.wait(60s);
+  ASSERT_TRUE(code.has_value()) << "the second server did not exit:\n" << second.output();
+  EXPECT_NE(*code, 0);
+  EXPECT_NE(second.output().find("address already in use"), std::string::npos) << second.output();
+  auto res = client(first.port()).Get("/health");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+}
+
 }  // namespace
 }  // namespace kestrel::server_test

@@ -13,6 +13,25 @@ json post(int port, const json& body) {
   return json::parse(res->body);
 }
 
+// A completion without max_tokens stops at 16 tokens, as OpenAI's and vLLM's do; a chat
+// completion without it runs to the context's end (only EOS, here ignored, or the context
+// stop it), which 40 tokens of a 4,096-token context exceed.
+TEST(StopStrings, CompletionsDefaultTo16TokensChatToTheContext) {
+  ServerProcess server;
+  const json out = post(server.port(), {{"model", kModelName}, {"prompt", "Count:"},
+                                        {"temperature", 0}, {"ignore_eos", true}});
+  EXPECT_EQ(out["usage"]["completion_tokens"], 16);
+  EXPECT_EQ(out["choices"][0]["finish_reason"], "length");
+  const json chat = {{"model", kModelName},
+                     {"messages", {{{"role", "user"}, {"content", "Count:"}}}},
+                     {"temperature", 0},
+                     {"ignore_eos", true}};
+  auto res = client(server.port()).Post("/v1/chat/completions", chat.dump(), "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_GT(json::parse(res->body)["usage"]["completion_tokens"].get<int>(), 40);
+}
+
 TEST(StopStrings, SamplesStopIndependentlyAndLeaveTheEngineIdle) {
   ServerProcess server;
   const int port = server.port();

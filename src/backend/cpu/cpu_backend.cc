@@ -40,10 +40,20 @@ void warn_if_generic_blas() {
 #endif
 }
 
+// num_threads as given (0: every core), refused when absurd: libgomp fails at ~40,000
+// threads and crashes at ~100,000, long after any gain (a few times the cores at most).
+int checked_threads(int num_threads) {
+  const int cores = omp_get_num_procs();
+  KS_CHECK(num_threads >= 0 && num_threads <= 4 * cores,
+           "num_threads must be between 0 (every core) and {} (4 x the {} cores of this "
+           "machine), got {}",
+           4 * cores, cores, num_threads);
+  return num_threads > 0 ? num_threads : omp_get_max_threads();
+}
+
 }  // namespace
 
-CpuBackend::CpuBackend(int num_threads)
-    : num_threads_(num_threads > 0 ? num_threads : omp_get_max_threads()) {
+CpuBackend::CpuBackend(int num_threads) : num_threads_(checked_threads(num_threads)) {
   // Parallelism comes from OpenMP only; cpu_linear.cc says why.
   openblas_set_num_threads(1);
   warn_if_generic_blas();

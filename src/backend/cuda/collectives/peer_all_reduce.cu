@@ -6,7 +6,7 @@
 // Layout of each rank's allocation: [flags: kMaxRanks x kBlocks u32, padded to kFlagsBytes]
 // [buffer 0: capacity bytes][buffer 1: capacity bytes]; flags[src][b] holds the last call
 // number that rank src's block b posted here.
-// Geometry: kBlocks blocks of 512 threads, fixed for every call (so block b's call numbers
+// Geometry: kPeerBlocks (32) blocks of 512 threads, fixed for every call (so block b's call numbers
 // and buffer parity agree across calls of any size); block b owns the 16-byte vectors
 // b*512 + t + k*kBlocks*512 in both phases, so a block waits for the same block of each peer.
 #include "backend/cuda/collectives/peer_all_reduce_kernel.h"

@@ -5,7 +5,7 @@
 // How: every rank owns one device allocation, mapped into every other rank's address space
 // (CUDA IPC between processes; the raw pointer with peer access between threads of one
 // process). It holds two data buffers (alternating by call parity) and a flag per (source
-// rank, block). A call is one kernel of kBlocks blocks: block b copies its share of the
+// rank, block). A call is one kernel of kPeerBlocks (32) blocks: block b copies its share of the
 // input into this rank's buffer, posts its call number to block b's flag on every peer,
 // waits for every peer's flag, then sums block b's share over ranks, in rank order, from the
 // peers' buffers into the tensor. Same order on every rank: every rank gets the same bits.

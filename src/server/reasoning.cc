@@ -1,0 +1,49 @@
+#include "server/reasoning.h"
+
+#include "server/tag_scan.h"
+
+namespace kestrel::server {
+namespace {
+
+constexpr std::string_view kOpen = "<think>";
+constexpr std::string_view kClose = "</think>";
+
+}  // namespace
+
+ReasoningPiece ReasoningSplitter::feed(std::string_view text) {
+  ReasoningPiece out;
+  std::string buffer = std::move(pending_);
+  buffer.append(text);
+  pending_.clear();
+  std::string_view rest = buffer;
+  while (!rest.empty()) {
+    if (state_ == State::kAfter) {
+      out.content.append(rest);
+      break;
+    }
+    const std::string_view tag = state_ == State::kBefore ? kOpen : kClose;
+    std::string& into = state_ == State::kBefore ? out.content : out.reasoning;
+    const size_t at = rest.find(tag);
+    if (at == std::string_view::npos) {
+      const size_t hold = partial_tag(rest, tag);
+      into.append(rest.substr(0, rest.size() - hold));
+      pending_ = std::string(rest.substr(rest.size() - hold));
+      break;
+    }
+    into.append(rest.substr(0, at));
+    rest.remove_prefix(at + tag.size());
+    state_ = state_ == State::kBefore ? State::kThinking : State::kAfter;
+  }
+  return out;
+}
+
+ReasoningPiece ReasoningSplitter::finish() {
+  ReasoningPiece out;
+  (state_ == State::kThinking ? out.reasoning : out.content) = std::move(pending_);
+  pending_.clear();
+  return out;
+}
+
+bool known_reasoning_parser(const std::string& name) { return name == "qwen3"; }
+
+}  // namespace kestrel::server

@@ -1,0 +1,113 @@
+// The `kestrel` command line on bad and awkward input (issue #17's probe): each case runs
+// the built binary on the tiny model and checks the exit status and the message.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "server_harness.h"
+
+namespace kestrel::server_test {
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string output;
+};
+
+// `kestrel <args...>` to its end (60 s at most), stdin closed.
+CliRun kestrel_run(std::vector<std::string> args) {
+  args.insert(args.begin(), std::string(KESTREL_BINARY_DIR) + "/kestrel");
+  Child child(args, child_env());
+  child.close_stdin();
+  const std::optional<int> code = child.wait(60s);
+  return {code.value_or(-1), child.output()};
+}
+
+// `generate` on the tiny model; `extra` adds flags (--threads among them: 2 if not given).
+std::vector<std::string> generate(std::vector<std::string> extra) {
+  std::vector<std::string> args = {"generate",     "--model", model_dir(),     "--device", "cpu",
+                                   "--num-kv-blocks", "64",   "--max-tokens", "3",
+                                   "--temperature", "0"};
+  if (std::find(extra.begin(), extra.end(), "--threads") == extra.end()) {
+    args.insert(args.end(), {"--threads", "2"});
+  }
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t pos = text.find(what); pos != std::string::npos; pos = text.find(what, pos + 1)) ++n;
+  return n;
+}
+
+TEST(Cli, BracketedValuesAreOneValue) {
+  const CliRun chat = kestrel_run(generate({"--messages", R"([{"role":"user","content":"Hi"}])"}));
+  EXPECT_EQ(chat.code, 0) << chat.output;
+  EXPECT_EQ(count(chat.output, "--- prompt:"), 1u) << chat.output;
+  const CliRun text = kestrel_run(generate({"--prompt", "[a,b]"}));
+  EXPECT_EQ(text.code, 0) << text.output;
+  EXPECT_EQ(count(text.output, "--- prompt:"), 1u) << text.output;
+  EXPECT_NE(text.output.find("--- prompt: [a,b]"), std::string::npos) << text.output;
+  // Repeating the flag still gives several prompts.
+  const CliRun two = kestrel_run(generate({"--prompt", "a", "--prompt", "b"}));
+  EXPECT_EQ(count(two.output, "--- prompt:"), 2u) << two.output;
+}
+
+TEST(Cli, OutOfRangeNumbersGetPlainMessages) {
+  const CliRun threads = kestrel_run(generate({"--prompt", "hi", "--threads", "100000"}));
+  EXPECT_EQ(threads.code, 1) << threads.output;  // an error, not a crash (139) in OpenMP
+  EXPECT_NE(threads.output.find("num_threads must be between 0"), std::string::npos)
+      << threads.output;
+  for (const char* flag : {"--block-size", "--max-num-seqs"}) {
+    const CliRun zero = kestrel_run(generate({"--prompt", "hi", flag, "0"}));
+    EXPECT_NE(zero.code, 0) << flag;
+    EXPECT_NE(zero.output.find("must be at least 1, got 0"), std::string::npos) << zero.output;
+    EXPECT_EQ(zero.output.find("1797693"), std::string::npos) << zero.output;
+  }
+  const CliRun serve = kestrel_run({"serve", "--model", model_dir(), "--http-threads", "0"});
+  EXPECT_NE(serve.output.find("must be at least 1, got 0"), std::string::npos) << serve.output;
+  const CliRun bench = kestrel_run({"bench", "--model", model_dir(), "--num-seqs", "0"});
+  EXPECT_NE(bench.output.find("must be at least 1, got 0"), std::string::npos) << bench.output;
+}
+
+TEST(Cli, MakeModelRefusesZeroSizesAndNegativeSeeds) {
+  const std::string out = std::string(KESTREL_BINARY_DIR) + "/cli_test_model";
+  const CliRun heads = kestrel_run({"make-model", "--out", out, "--heads", "0"});
+  EXPECT_NE(heads.code, 0) << heads.output;
+  EXPECT_NE(heads.output.find("must be at least 1, got 0"), std::string::npos) << heads.output;
+  const CliRun seed = kestrel_run({"make-model", "--out", out, "--seed", "-1"});
+  EXPECT_NE(seed.code, 0) << seed.output;
+  EXPECT_NE(seed.output.find("must be at least 0, got -1"), std::string::npos) << seed.output;
+  EXPECT_FALSE(fs::exists(out + "/config.json"));
+}
+
+// Interactive chat: /help and /reset answer without the model, an unknown /command is named,
+// and Ctrl-C stops the reply in progress, not the program.
+TEST(Cli, ChatCommandsAndCtrlC) {
+  Child chat({std::string(KESTREL_BINARY_DIR) + "/kestrel", "chat", "--model", model_dir(),
+              "--device", "cpu", "--threads", "2", "--num-kv-blocks", "512", "--ignore-eos",
+              "--max-tokens", "3000", "--temperature", "1", "--seed", "3"},
+             child_env());
+  chat.write_stdin("/help\n/reset\n/frobnicate\n");
+  ASSERT_TRUE(chat.wait_for(std::regex("unknown command /frobnicate"), 60s)) << chat.output();
+  EXPECT_NE(chat.output().find("/reset  clear the conversation"), std::string::npos);
+  EXPECT_NE(chat.output().find("(conversation cleared)"), std::string::npos);
+  // A long reply (3,000 tokens): stop it once it has begun.
+  const size_t before = chat.output().size();
+  chat.write_stdin("Tell me a long story\n");
+  const auto deadline = Clock::now() + 60s;
+  while (chat.output().size() < before + 200 && Clock::now() < deadline) chat.pump(100ms);
+  chat.signal(SIGINT);
+  ASSERT_TRUE(chat.wait_for(std::regex(R"( \[stopped\]\n> )"), 30s)) << chat.output();
+  chat.write_stdin("/exit\n");
+  const std::optional<int> code = chat.wait(30s);
+  ASSERT_TRUE(code.has_value()) << chat.output();
+  EXPECT_EQ(*code, 0) << chat.output();
+}
+
+}  // namespace
+}  // namespace kestrel::server_test

@@ -1,0 +1,108 @@
+// ToolCallParser (server/tool_calls.h): expected calls and content written by hand from the
+// Hermes markup, the text fed whole, cut in two at every position, and byte by byte.
+#include "server/tool_calls.h"
+
+#include "server/generation.h"
+#include "server/openai_format.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace kestrel::server {
+namespace {
+
+struct Case {
+  std::string text;
+  std::string content;
+  std::vector<std::pair<std::string, std::string>> calls;  // name, arguments
+};
+
+const std::vector<Case> kCases = {
+    {"<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+     "",
+     {{"get_weather", R"({"city":"Paris"})"}}},
+    {"Let me check.\n<tool_call>\n{\"name\": \"f\", \"arguments\": {}}\n</tool_call>\nDone.",
+     "Let me check.\n\nDone.",
+     {{"f", "{}"}}},
+    {"<tool_call>{\"name\": \"a\", \"arguments\": {\"x\": 1}}</tool_call><tool_call>{\"name\": "
+     "\"b\", \"arguments\": \"{\\\"y\\\": [2]}\"}</tool_call>",
+     "",
+     {{"a", R"({"x":1})"}, {"b", R"({"y": [2]})"}}},
+    {"<tool_call>not json</tool_call> after", "<tool_call>not json</tool_call> after", {}},
+    {"<tool_call>{\"arguments\": {}}</tool_call>", "<tool_call>{\"arguments\": {}}</tool_call>", {}},
+    {"<tool_call>{\"name\": \"cut\", \"argum", "<tool_call>{\"name\": \"cut\", \"argum", {}},
+    {"no calls, a < b", "no calls, a < b", {}},
+    {"<tool_c", "<tool_c", {}},
+    {"<tool_call>{\"name\": \"n\"}</tool_call>", "", {{"n", "{}"}}},
+};
+
+ToolCallPiece run(const std::vector<std::string>& pieces) {
+  ToolCallParser p;
+  ToolCallPiece all;
+  auto add = [&](ToolCallPiece got) {
+    all.content += got.content;
+    for (ToolCall& c : got.calls) all.calls.push_back(std::move(c));
+  };
+  for (const std::string& piece : pieces) add(p.feed(piece));
+  add(p.finish());
+  return all;
+}
+
+void expect_case(const ToolCallPiece& got, const Case& c, const std::string& how) {
+  EXPECT_EQ(got.content, c.content) << how;
+  ASSERT_EQ(got.calls.size(), c.calls.size()) << how;
+  for (size_t i = 0; i < c.calls.size(); ++i) {
+    EXPECT_EQ(got.calls[i].name, c.calls[i].first) << how;
+    EXPECT_EQ(got.calls[i].arguments, c.calls[i].second) << how;
+  }
+}
+
+TEST(ToolCallParser, WholeSplitAnywhereAndByteByByte) {
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(c.text);
+    expect_case(run({c.text}), c, "whole");
+    for (size_t cut = 0; cut <= c.text.size(); ++cut) {
+      expect_case(run({c.text.substr(0, cut), c.text.substr(cut)}), c,
+                  "cut at " + std::to_string(cut));
+    }
+    std::vector<std::string> bytes;
+    for (char ch : c.text) bytes.emplace_back(1, ch);
+    expect_case(run(bytes), c, "byte by byte");
+  }
+}
+
+TEST(ToolCallParser, ACallComesOutWhenItCloses) {
+  ToolCallParser p;
+  EXPECT_TRUE(p.feed("Sure. <tool_call>{\"name\": \"f\", ").calls.empty());
+  const ToolCallPiece done = p.feed("\"arguments\": {}}</tool_call>");
+  ASSERT_EQ(done.calls.size(), 1u);
+  EXPECT_EQ(done.calls[0].name, "f");
+}
+
+// OpenAI's shapes: message.tool_calls with ids, content null beside calls; a streamed delta
+// carries each call's index in its choice.
+TEST(ToolCallFormat, MessagesAndDeltas) {
+  ResponseMeta meta;
+  meta.chat = true;
+  meta.tool_calls = true;
+  ChoiceDelta d;
+  d.tool_calls = {{"get_weather", R"({"city":"Paris"})"}};
+  d.tool_call_ids = {"chatcmpl-tool-1"};
+  d.first_tool_call = 2;
+  d.finish_reason = "tool_calls";
+  const nlohmann::json message = full_response(meta, {d}, {}, 1, 2)["choices"][0]["message"];
+  EXPECT_TRUE(message["content"].is_null());
+  ASSERT_EQ(message["tool_calls"].size(), 1u);
+  EXPECT_EQ(message["tool_calls"][0],
+            (nlohmann::json{{"id", "chatcmpl-tool-1"},
+                            {"type", "function"},
+                            {"function", {{"name", "get_weather"}, {"arguments", R"({"city":"Paris"})"}}}}));
+  const nlohmann::json chunk = stream_chunk(meta, d)["choices"][0];
+  EXPECT_EQ(chunk["delta"]["tool_calls"][0]["index"], 2);
+  EXPECT_EQ(chunk["finish_reason"], "tool_calls");
+}
+
+}  // namespace
+}  // namespace kestrel::server
