@@ -85,15 +85,18 @@ struct StreamSession {
         meta(make_meta(state, req, id)),
         gen(*state.loop, state.ctx, std::move(id), std::move(req), arrival),
         splitters(meta.reasoning ? gen.num_choices() : 0),
-        tool_parsers(meta.tool_calls ? gen.num_choices() : 0),
-        tool_calls_seen(tool_parsers.size(), 0),
-        state(state) {}
+        tool_calls_seen(meta.tool_calls ? gen.num_choices() : 0, 0),
+        state(state) {
+    for (size_t i = 0; i < tool_calls_seen.size(); ++i) {
+      tool_parsers.push_back(make_tool_call_parser(state.config.tool_call_parser));
+    }
+  }
 
   InflightGuard guard;
   ResponseMeta meta;
   Generation gen;
   std::vector<ReasoningSplitter> splitters;  // per choice, with a reasoning parser
-  std::vector<ToolCallParser> tool_parsers;  // per choice, with a tool-call parser and tools
+  std::vector<std::unique_ptr<ToolCallParser>> tool_parsers;  // per choice, when tools may be called
   std::vector<int> tool_calls_seen;
   ServerState& state;
   bool opened = false;
@@ -137,7 +140,7 @@ struct StreamSession {
       }
       if (meta.reasoning) split_reasoning(splitters[d.index], d, !d.finish_reason.empty());
       if (meta.tool_calls) {
-        split_tool_calls(state, tool_parsers[d.index], tool_calls_seen[d.index], d,
+        split_tool_calls(state, *tool_parsers[d.index], tool_calls_seen[d.index], d,
                          !d.finish_reason.empty());
       }
       if (d.text.empty() && d.reasoning.empty() && d.tool_calls.empty() &&
@@ -193,9 +196,10 @@ void answer_whole(ServerState& state, GenerateRequest req, std::string id,
   }
   if (meta.tool_calls) {
     for (ChoiceDelta& c : choices) {
-      ToolCallParser parser;
+      const std::unique_ptr<ToolCallParser> parser =
+          make_tool_call_parser(state.config.tool_call_parser);
       int seen = 0;
-      split_tool_calls(state, parser, seen, c, true);
+      split_tool_calls(state, *parser, seen, c, true);
     }
   }
   if (!gen.error().empty()) {

@@ -48,8 +48,8 @@ struct ServerConfig {
   // "qwen3": chat responses carry the <think> part as reasoning_content (reasoning.h).
   // Empty: thinking stays in content, as vLLM without a parser.
   std::string reasoning_parser;
-  // "hermes": chat requests with `tools` get the model's <tool_call> markup as
-  // message.tool_calls (tool_calls.h). Empty: calls stay text, as vLLM without a parser.
+  // "hermes" or "llama3_json": chat requests with `tools` get the model's tool-call markup
+  // as message.tool_calls (tool_calls.h). Empty: calls stay text, as vLLM without a parser.
   std::string tool_call_parser;
 };
 

@@ -30,9 +30,18 @@ std::optional<ToolCall> parse_call(const std::string& body) {
   return call;
 }
 
-}  // namespace
+class HermesParser final : public ToolCallParser {
+ public:
+  ToolCallPiece feed(std::string_view text) override;
+  ToolCallPiece finish() override;
 
-ToolCallPiece ToolCallParser::feed(std::string_view text) {
+ private:
+  bool in_call_ = false;
+  std::string pending_;    // outside a call: a possible start of <tool_call>
+  std::string call_body_;  // inside a call: its text so far
+};
+
+ToolCallPiece HermesParser::feed(std::string_view text) {
   ToolCallPiece out;
   std::string buffer = std::move(pending_);
   buffer.append(text);
@@ -75,7 +84,7 @@ ToolCallPiece ToolCallParser::feed(std::string_view text) {
   return out;
 }
 
-ToolCallPiece ToolCallParser::finish() {
+ToolCallPiece HermesParser::finish() {
   ToolCallPiece out;
   if (in_call_) {
     out.content.append(kOpen).append(call_body_);  // never closed: text
@@ -88,6 +97,101 @@ ToolCallPiece ToolCallParser::finish() {
   return out;
 }
 
-bool known_tool_call_parser(const std::string& name) { return name == "hermes"; }
+class Llama3JsonParser final : public ToolCallParser {
+ public:
+  ToolCallPiece feed(std::string_view text) override {
+    ToolCallPiece out;
+    if (state_ == State::kContent) {
+      out.content = std::string(text);
+      return out;
+    }
+    held_.append(text);
+    if (state_ == State::kUndecided) {
+      const size_t first = held_.find_first_not_of(" \t\r\n");
+      if (first == std::string::npos) return out;  // only blanks so far
+      const std::string_view start = std::string_view(held_).substr(first);
+      const bool tag = start.substr(0, std::min(start.size(), kPythonTag.size())) ==
+                       kPythonTag.substr(0, std::min(start.size(), kPythonTag.size()));
+      if (start[0] == '{' || tag) {
+        if (start[0] == '{' || start.size() >= kPythonTag.size()) state_ = State::kCall;
+        return out;  // a call, or maybe one: held to the end
+      }
+      state_ = State::kContent;
+      out.content = std::move(held_);
+      held_.clear();
+    }
+    return out;
+  }
+
+  ToolCallPiece finish() override {
+    ToolCallPiece out;
+    std::string_view text = held_;
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    text.remove_prefix(first == std::string_view::npos ? text.size() : first);
+    if (text.substr(0, kPythonTag.size()) == kPythonTag) text.remove_prefix(kPythonTag.size());
+    // Objects one after another, separated by blanks and ";".
+    bool ok = state_ != State::kContent;
+    while (ok) {
+      const size_t at = text.find_first_not_of(" \t\r\n;");
+      if (at == std::string_view::npos) break;
+      text.remove_prefix(at);
+      const size_t end = json_object_end(text);
+      std::optional<ToolCall> call;
+      if (end != 0) call = parse_call(std::string(text.substr(0, end)));
+      if (!call) {
+        ok = false;
+        break;
+      }
+      out.calls.push_back(std::move(*call));
+      text.remove_prefix(end);
+    }
+    if (!ok || out.calls.empty()) {
+      out.calls.clear();
+      out.content = std::move(held_);
+    }
+    held_.clear();
+    return out;
+  }
+
+ private:
+  static constexpr std::string_view kPythonTag = "<|python_tag|>";
+  enum class State { kUndecided, kCall, kContent };
+
+  // Length of the JSON object `text` starts with (matching braces outside strings), or 0.
+  static size_t json_object_end(std::string_view text) {
+    if (text.empty() || text[0] != '{') return 0;
+    int depth = 0;
+    bool in_string = false, escaped = false;
+    for (size_t i = 0; i < text.size(); ++i) {
+      const char c = text[i];
+      if (in_string) {
+        if (escaped) escaped = false;
+        else if (c == '\\') escaped = true;
+        else if (c == '"') in_string = false;
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '{') {
+        ++depth;
+      } else if (c == '}' && --depth == 0) {
+        return i + 1;
+      }
+    }
+    return 0;
+  }
+
+  State state_ = State::kUndecided;
+  std::string held_;
+};
+
+}  // namespace
+
+std::unique_ptr<ToolCallParser> make_tool_call_parser(const std::string& name) {
+  if (name == "llama3_json") return std::make_unique<Llama3JsonParser>();
+  return std::make_unique<HermesParser>();
+}
+
+bool known_tool_call_parser(const std::string& name) {
+  return name == "hermes" || name == "llama3_json";
+}
 
 }  // namespace kestrel::server

@@ -1,15 +1,22 @@
-// Tool calls in a chat answer, parsed out of the model's text: `--tool-call-parser hermes`
-// (vLLM's name) reads the markup of Hermes-style models (Qwen2.5, Qwen3, NousResearch
-// Hermes), each call as
-//     <tool_call>
-//     {"name": "get_weather", "arguments": {"city": "Paris"}}
-//     </tool_call>
-// into OpenAI's `message.tool_calls` (streamed as `delta.tool_calls`, one delta per call once
-// its closing tag arrives), with finish_reason "tool_calls". The text around the calls stays
-// content. A call whose body is not a JSON object with a string "name" is left in the
-// content, markup and all, as vLLM does; so is a <tool_call> that never closes.
+// Tool calls in a chat answer, parsed out of the model's text into OpenAI's
+// `message.tool_calls` (streamed as `delta.tool_calls`, one delta per call once it is
+// complete), with finish_reason "tool_calls". `--tool-call-parser` names the markup, as
+// vLLM's flag of the same name does:
+// - hermes (Qwen2.5, Qwen3, NousResearch Hermes): each call as
+//       <tool_call>
+//       {"name": "get_weather", "arguments": {"city": "Paris"}}
+//       </tool_call>
+//   with text around the calls kept as content. A call whose body is not a JSON object with
+//   a string "name" stays in the content, markup and all, as vLLM does; so does a
+//   <tool_call> that never closes.
+// - llama3_json (Llama 3.1/3.2/3.3): an answer that is a tool call starts with the JSON
+//   object (after an optional <|python_tag|>, which decoding usually drops as a special
+//   token): {"name": "get_weather", "parameters": {"city": "Paris"}}, several separated by
+//   ";". Such an answer is held back to its end; if it does not parse as calls, all of it is
+//   content. An answer starting with anything else is content, streamed as it comes.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,18 +33,18 @@ struct ToolCallPiece {
   std::vector<ToolCall> calls;
 };
 
+// One per choice: fed the choice's text as it comes.
 class ToolCallParser {
  public:
+  virtual ~ToolCallParser() = default;
   // The parts of `text` (appended to what came before) that are final now.
-  ToolCallPiece feed(std::string_view text);
+  virtual ToolCallPiece feed(std::string_view text) = 0;
   // What was held back, at the end of the output.
-  ToolCallPiece finish();
-
- private:
-  bool in_call_ = false;
-  std::string pending_;    // outside a call: a possible start of <tool_call>
-  std::string call_body_;  // inside a call: its text so far
+  virtual ToolCallPiece finish() = 0;
 };
+
+// REQUIRES: known_tool_call_parser(name).
+std::unique_ptr<ToolCallParser> make_tool_call_parser(const std::string& name);
 
 // The names --tool-call-parser takes.
 bool known_tool_call_parser(const std::string& name);

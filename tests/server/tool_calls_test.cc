@@ -38,15 +38,15 @@ const std::vector<Case> kCases = {
     {"<tool_call>{\"name\": \"n\"}</tool_call>", "", {{"n", "{}"}}},
 };
 
-ToolCallPiece run(const std::vector<std::string>& pieces) {
-  ToolCallParser p;
+ToolCallPiece run(const std::vector<std::string>& pieces, const std::string& parser = "hermes") {
+  const std::unique_ptr<ToolCallParser> p = make_tool_call_parser(parser);
   ToolCallPiece all;
   auto add = [&](ToolCallPiece got) {
     all.content += got.content;
     for (ToolCall& c : got.calls) all.calls.push_back(std::move(c));
   };
-  for (const std::string& piece : pieces) add(p.feed(piece));
-  add(p.finish());
+  for (const std::string& piece : pieces) add(p->feed(piece));
+  add(p->finish());
   return all;
 }
 
@@ -59,24 +59,46 @@ void expect_case(const ToolCallPiece& got, const Case& c, const std::string& how
   }
 }
 
-TEST(ToolCallParser, WholeSplitAnywhereAndByteByByte) {
-  for (const Case& c : kCases) {
-    SCOPED_TRACE(c.text);
-    expect_case(run({c.text}), c, "whole");
+void expect_cases(const std::vector<Case>& cases, const std::string& parser) {
+  for (const Case& c : cases) {
+    SCOPED_TRACE(parser + ": " + c.text);
+    expect_case(run({c.text}, parser), c, "whole");
     for (size_t cut = 0; cut <= c.text.size(); ++cut) {
-      expect_case(run({c.text.substr(0, cut), c.text.substr(cut)}), c,
+      expect_case(run({c.text.substr(0, cut), c.text.substr(cut)}, parser), c,
                   "cut at " + std::to_string(cut));
     }
     std::vector<std::string> bytes;
     for (char ch : c.text) bytes.emplace_back(1, ch);
-    expect_case(run(bytes), c, "byte by byte");
+    expect_case(run(bytes, parser), c, "byte by byte");
   }
 }
 
+TEST(ToolCallParser, HermesWholeSplitAnywhereAndByteByByte) { expect_cases(kCases, "hermes"); }
+
+// Llama 3.1's JSON calls: the answer is the call (its <|python_tag|> optional), several
+// separated by ";"; anything else is content.
+TEST(ToolCallParser, Llama3JsonWholeSplitAnywhereAndByteByByte) {
+  const std::vector<Case> cases = {
+      {"{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}",
+       "",
+       {{"get_weather", R"({"city":"Paris"})"}}},
+      {"<|python_tag|>{\"name\": \"a\", \"parameters\": {\"s\": \"}{\"}}; {\"name\": \"b\", "
+       "\"arguments\": {}}",
+       "",
+       {{"a", R"({"s":"}{"})"}, {"b", "{}"}}},
+      {"  \n{\"name\": \"f\"}", "", {{"f", "{}"}}},
+      {"The weather is fine.", "The weather is fine.", {}},
+      {"{\"not\": \"a call\"}", "{\"not\": \"a call\"}", {}},
+      {"{\"name\": \"cut\", \"param", "{\"name\": \"cut\", \"param", {}},
+      {"<|python", "<|python", {}},
+  };
+  expect_cases(cases, "llama3_json");
+}
+
 TEST(ToolCallParser, ACallComesOutWhenItCloses) {
-  ToolCallParser p;
-  EXPECT_TRUE(p.feed("Sure. <tool_call>{\"name\": \"f\", ").calls.empty());
-  const ToolCallPiece done = p.feed("\"arguments\": {}}</tool_call>");
+  const std::unique_ptr<ToolCallParser> p = make_tool_call_parser("hermes");
+  EXPECT_TRUE(p->feed("Sure. <tool_call>{\"name\": \"f\", ").calls.empty());
+  const ToolCallPiece done = p->feed("\"arguments\": {}}</tool_call>");
   ASSERT_EQ(done.calls.size(), 1u);
   EXPECT_EQ(done.calls[0].name, "f");
 }
