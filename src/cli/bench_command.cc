@@ -182,8 +182,11 @@ Runner add_bench_command(CLI::App& app) {
 
     const ModelConfig config = load_model_config(o->model);
     const bool on_gpu = device.rfind("cuda", 0) == 0;
+    // Under tensor parallelism: one rank's share (weight_bytes is rank 0's shard), over one
+    // device's ceilings.
     const WorkloadCost cost = workload_cost(config, weight_bytes, on_gpu ? 2 : 4, prompt_lens,
-                                            output_lens, o->engine.max_num_seqs);
+                                            output_lens, o->engine.max_num_seqs,
+                                            o->engine.tensor_parallel_size);
     DeviceCeilings ceil;
     double copy_after = 0;
     if (o->measure_ceilings && on_gpu) {

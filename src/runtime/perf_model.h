@@ -33,10 +33,14 @@ struct WorkloadCost {
 // KV bytes per token over all layers, K and V, in a cache of `kv_dtype_size`-byte elements.
 double kv_bytes_per_token(const ModelConfig& config, size_t kv_dtype_size);
 
-// prompt_lens[i] and output_lens[i] (>= 1) describe sequence i.
+// prompt_lens[i] and output_lens[i] (>= 1) describe sequence i. With tensor_parallel_size
+// N > 1 the cost is one rank's (the ranks work in parallel, so a rank's cost over one
+// device's ceilings is the floor): its share of the KV heads (Hkv / N, or one head when N
+// exceeds Hkv and they are replicated) and 1/N of the FLOPs; `weight_bytes` is then that
+// rank's shard already.
 WorkloadCost workload_cost(const ModelConfig& config, size_t weight_bytes, size_t kv_dtype_size,
                            const std::vector<int>& prompt_lens, const std::vector<int>& output_lens,
-                           int max_num_seqs);
+                           int max_num_seqs, int tensor_parallel_size = 1);
 
 // Seconds: (kv + weight bytes) / copy_bytes_per_second, prefill_flops / flops_per_second.
 // 0 when the ceiling is unknown (<= 0).

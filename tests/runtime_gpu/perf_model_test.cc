@@ -46,6 +46,18 @@ TEST(PerfModel, HandDerivedSmallWorkload) {
   EXPECT_DOUBLE_EQ(decode_floor_seconds(w, 2.0), (168.0 + 5000.0) / 2.0);
   EXPECT_DOUBLE_EQ(prefill_floor_seconds(w, 10.0), flops / 10.0);
   EXPECT_EQ(decode_floor_seconds(w, 0.0), 0.0);  // unknown ceiling: no floor
+  // One rank of two: its single KV head is replicated (all of it read), half the FLOPs; the
+  // weight bytes are whatever the rank holds (given).
+  const WorkloadCost r = workload_cost(c, 500, 2, {3, 2, 9}, {3, 4, 1}, 1, 2);
+  EXPECT_DOUBLE_EQ(r.kv_read_bytes, w.kv_read_bytes);
+  EXPECT_DOUBLE_EQ(r.prefill_flops, flops / 2);
+  EXPECT_DOUBLE_EQ(r.weight_read_bytes, 2500.0);
+  // Eight KV heads over two ranks: four each, half the KV bytes; over 16 ranks, one each.
+  c.num_key_value_heads = 8;
+  c.num_attention_heads = 16;
+  const double kv8 = workload_cost(c, 0, 2, {3, 2, 9}, {3, 4, 1}, 1).kv_read_bytes;
+  EXPECT_DOUBLE_EQ(workload_cost(c, 0, 2, {3, 2, 9}, {3, 4, 1}, 1, 2).kv_read_bytes, kv8 / 2);
+  EXPECT_DOUBLE_EQ(workload_cost(c, 0, 2, {3, 2, 9}, {3, 4, 1}, 1, 16).kv_read_bytes, kv8 / 8);
 }
 
 // DESIGN.md: 142,827 prompt and 133,966 output tokens; 13.9 TB of KV read over the run plus
