@@ -20,8 +20,8 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "cuda_bench_util.h"
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/gemm.h"
-#include "backend/cuda/gemv.h"
+#include "backend/cuda/gemm/gemm.h"
+#include "backend/cuda/gemm/gemv.h"
 #include "core/dtype.h"
 #include "core/error.h"
 

@@ -17,7 +17,7 @@
 #include "runtime/step_inputs.h"
 #include "sampling/sampler.h"
 #if KESTREL_WITH_CUDA
-#include "backend/cuda/nccl_communicator.h"
+#include "backend/cuda/collectives/nccl_communicator.h"
 #endif
 
 namespace kestrel {

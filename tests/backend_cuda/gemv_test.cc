@@ -5,8 +5,8 @@
 
 #include <cstdlib>
 
-#include "backend/cuda/gemm.h"
-#include "backend/cuda/gemv.h"
+#include "backend/cuda/gemm/gemm.h"
+#include "backend/cuda/gemm/gemv.h"
 #include "cuda_test_util.h"
 
 namespace kestrel {

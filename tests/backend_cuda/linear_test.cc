@@ -1,7 +1,7 @@
 // linear (cuBLASLt) against a double-precision reference, and the reuse of GEMM plans.
 #include <gtest/gtest.h>
 
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm/gemm.h"
 #include "cuda_test_util.h"
 
 namespace kestrel {

@@ -1,7 +1,7 @@
 // NcclCommunicator: at world size 1 (a LocalCommunicator host) the collectives are identities,
 // eagerly and inside a CUDA graph, and abort() breaks it; with two GPUs, two ranks in this
 // process (one thread each) sum and gather across devices.
-#include "backend/cuda/nccl_communicator.h"
+#include "backend/cuda/collectives/nccl_communicator.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>

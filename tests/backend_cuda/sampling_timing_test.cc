@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend_impl.h"
-#include "backend/cuda/sampling.h"
+#include "backend/cuda/sampling/sampling.h"
 #include "sampling_test_util.h"
 
 namespace kestrel {

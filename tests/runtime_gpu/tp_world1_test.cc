@@ -6,7 +6,7 @@
 
 #include <cstdlib>
 
-#include "backend/cuda/nccl_communicator.h"
+#include "backend/cuda/collectives/nccl_communicator.h"
 #include "gpu_test_util.h"
 #include "kestrel/llm.h"
 #include "parallel/communicator.h"

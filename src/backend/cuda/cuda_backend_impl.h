@@ -9,7 +9,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/cuda_backend.h"
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm/gemm.h"
 #include "backend/cuda/kernels.h"
 
 namespace kestrel {

@@ -17,7 +17,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/kv_layout.cuh"
+#include "backend/cuda/attention/kv_layout.cuh"
 
 namespace kestrel::kernels {
 namespace {

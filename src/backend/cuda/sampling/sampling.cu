@@ -26,8 +26,8 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
-#include "backend/cuda/sampling_plain.h"
-#include "backend/cuda/sampling_select.cuh"
+#include "backend/cuda/sampling/sampling_plain.h"
+#include "backend/cuda/sampling/sampling_select.cuh"
 #include "core/philox.h"
 
 namespace kestrel::sampling_kernels {

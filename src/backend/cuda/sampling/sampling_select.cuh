@@ -10,7 +10,7 @@
 // block-uniform.
 #pragma once
 
-#include "backend/cuda/sampling_device.cuh"
+#include "backend/cuda/sampling/sampling_device.cuh"
 
 namespace kestrel::sampling_kernels {
 

@@ -1,11 +1,11 @@
-#include "backend/cuda/gemm.h"
+#include "backend/cuda/gemm/gemm.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <limits>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/gemv.h"
+#include "backend/cuda/gemm/gemv.h"
 #include "core/error.h"
 
 namespace kestrel {

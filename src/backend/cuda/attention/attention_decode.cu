@@ -45,15 +45,15 @@
 #include <cfloat>
 #include <type_traits>
 
-#include "backend/cuda/attention_decode.cuh"
-#include "backend/cuda/attention_decode_merge.cuh"
-#include "backend/cuda/attention_decode_rope.cuh"
-#include "backend/cuda/attention_tiles.cuh"
+#include "backend/cuda/attention/attention_decode.cuh"
+#include "backend/cuda/attention/attention_decode_merge.cuh"
+#include "backend/cuda/attention/attention_decode_rope.cuh"
+#include "backend/cuda/attention/attention_tiles.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
-#include "backend/cuda/kv_layout.cuh"
+#include "backend/cuda/attention/kv_layout.cuh"
 
 namespace kestrel::kernels::detail {
 namespace {

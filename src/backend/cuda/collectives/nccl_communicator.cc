@@ -1,6 +1,6 @@
 // NcclCommunicator (nccl_communicator.h). Built with NCCL when CMake found it
 // (KESTREL_WITH_NCCL), else a factory that explains what is missing.
-#include "backend/cuda/nccl_communicator.h"
+#include "backend/cuda/collectives/nccl_communicator.h"
 
 #include "core/error.h"
 

@@ -27,7 +27,7 @@
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
-#include "backend/cuda/gemv_fused.h"
+#include "backend/cuda/gemm/gemv_fused.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma.cuh"

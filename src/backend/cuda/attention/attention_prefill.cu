@@ -45,13 +45,13 @@
 // merged by attention.cu.
 #include <cfloat>
 
-#include "backend/cuda/attention_decode.cuh"
-#include "backend/cuda/attention_prefill.cuh"
-#include "backend/cuda/attention_tiles.cuh"
+#include "backend/cuda/attention/attention_decode.cuh"
+#include "backend/cuda/attention/attention_prefill.cuh"
+#include "backend/cuda/attention/attention_tiles.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
-#include "backend/cuda/kv_layout.cuh"
+#include "backend/cuda/attention/kv_layout.cuh"
 
 namespace kestrel::kernels::detail {
 namespace {

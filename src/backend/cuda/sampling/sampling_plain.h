@@ -5,7 +5,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "backend/cuda/sampling.h"
+#include "backend/cuda/sampling/sampling.h"
 
 namespace kestrel::sampling_kernels {
 

@@ -29,7 +29,7 @@
 #include <algorithm>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/gemv.h"
+#include "backend/cuda/gemm/gemv.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma.cuh"
 

@@ -15,7 +15,7 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pinned_host.h"
-#include "backend/cuda/sampling.h"
+#include "backend/cuda/sampling/sampling.h"
 #include "core/error.h"
 
 namespace kestrel {

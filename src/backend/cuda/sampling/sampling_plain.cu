@@ -19,8 +19,8 @@
 #include <cmath>
 
 #include "backend/cuda/cuda_check.h"
-#include "backend/cuda/sampling_device.cuh"
-#include "backend/cuda/sampling_plain.h"
+#include "backend/cuda/sampling/sampling_device.cuh"
+#include "backend/cuda/sampling/sampling_plain.h"
 #include "core/error.h"
 #include "core/philox.h"
 

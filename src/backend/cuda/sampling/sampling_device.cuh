@@ -13,7 +13,7 @@
 
 #include <cstdint>
 
-#include "backend/cuda/sampling.h"
+#include "backend/cuda/sampling/sampling.h"
 
 namespace kestrel::sampling_kernels {
 

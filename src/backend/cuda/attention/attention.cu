@@ -35,14 +35,14 @@
 #include <algorithm>
 #include <cfloat>
 
-#include "backend/cuda/attention_decode.cuh"
-#include "backend/cuda/attention_prefill.cuh"
-#include "backend/cuda/attention_tiles.cuh"
+#include "backend/cuda/attention/attention_decode.cuh"
+#include "backend/cuda/attention/attention_prefill.cuh"
+#include "backend/cuda/attention/attention_tiles.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/kv_layout.cuh"
+#include "backend/cuda/attention/kv_layout.cuh"
 
 namespace kestrel::kernels {
 namespace {

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "backend/cuda/cuda_backend_impl.h"
-#include "backend/cuda/gemv_fused.h"
+#include "backend/cuda/gemm/gemv_fused.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/op_checks.h"
 #include "core/error.h"
