@@ -63,8 +63,8 @@ Timings run_workload(LLM& llm, const BenchWorkload& w, const std::vector<Samplin
     if (pure_decode) t.decode_tokens += sampled;
     add_step(pure_decode ? t.decode : t.mixed, dt, runner_before, runner.stats());
     for (const RequestOutput& o : outs) {
-      finished += o.finished && index.count(o.request_id) ? 1 : 0;
       auto it = index.find(o.request_id);
+      if (o.finished && it != index.end()) ++finished;
       if (it == index.end() || has_first[it->second] || o.outputs.empty() ||
           o.outputs[0].token_ids.empty()) {
         continue;

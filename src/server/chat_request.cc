@@ -113,12 +113,14 @@ GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const Ser
   (void)f.boolean("parallel_tool_calls");
   (void)f.boolean("store");
   (void)f.string("service_tier");
+  bool tool_choice_none = false;
   if (auto choice = f.find("tool_choice")) {
     if (!choice->is_string() || (*choice != "none" && *choice != "auto")) {
       throw_bad_request("tool_choice",
-                        "only 'none' and 'auto' tool_choice are supported "
-                        "(tool calls are returned as text)");
+                        "only 'none' and 'auto' tool_choice are supported (forcing a call "
+                        "needs constrained sampling, which this server does not have)");
     }
+    tool_choice_none = *choice == "none";
   }
 
   ojson messages = prepare_messages(f);
@@ -134,9 +136,8 @@ GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const Ser
       if (!t.is_object()) throw_bad_request("tools", "each tool must be an object");
     }
     extra["tools"] = *tools;
-    req.tools = !tools->empty();
+    req.tools = !tools->empty() && !tool_choice_none;
   }
-  if (auto choice = f.string("tool_choice"); choice && *choice == "none") req.tools = false;
   if (const ojson* documents = f.find("documents")) extra["documents"] = *documents;
   if (const ojson* kwargs = f.find("chat_template_kwargs")) {
     if (!kwargs->is_object()) {

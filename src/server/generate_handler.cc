@@ -24,7 +24,6 @@ using std::chrono::milliseconds;
 // that went away while its request waited is noticed (the write fails) and aborted.
 constexpr auto kPingInterval = std::chrono::seconds(2);
 constexpr milliseconds kPollInterval{500};
-constexpr int kMaxJsonDepth = 64;
 
 int64_t unix_seconds() {
   return std::chrono::duration_cast<std::chrono::seconds>(
@@ -259,22 +258,7 @@ InflightGuard::~InflightGuard() {
 void handle_generate(ServerState& state, const httplib::Request& http_req, httplib::Response& res,
                      bool chat) {
   const Clock::time_point arrival = Clock::now();
-  nlohmann::ordered_json body;
-  // Deeply nested input would exhaust the stack of the recursive code that later walks it
-  // (chat templates, JSON output), so it is refused while parsing.
-  const nlohmann::ordered_json::parser_callback_t limit_depth =
-      [](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json&) {
-        if (depth > kMaxJsonDepth) {
-          throw ApiError(
-              400, fmt::format("The request body is nested deeper than {} levels.", kMaxJsonDepth));
-        }
-        return true;
-      };
-  try {
-    body = nlohmann::ordered_json::parse(http_req.body, limit_depth);
-  } catch (const nlohmann::json::exception& e) {
-    throw ApiError(400, fmt::format("The request body is not valid JSON: {}", e.what()));
-  }
+  const nlohmann::ordered_json body = parse_request_body(http_req.body);
   GenerateRequest req =
       chat ? parse_chat_request(body, state.ctx) : parse_completion_request(body, state.ctx);
   std::string id = state.new_request_id(chat ? "chatcmpl-" : "cmpl-");

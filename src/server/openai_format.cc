@@ -149,10 +149,12 @@ json full_response(const ResponseMeta& meta, const std::vector<ChoiceDelta>& cho
                            {"content", d.text},
                            {"refusal", nullptr},
                            {"tool_calls", tool_calls_json(d, false)}};
-      if (!d.tool_calls.empty() && d.text.empty()) choice["message"]["content"] = nullptr;
-      if (meta.reasoning) {  // vLLM's: null for what is absent
+      // vLLM's: null for what is absent, where something else may stand in its place.
+      if (d.text.empty() && (meta.reasoning || !d.tool_calls.empty())) {
+        choice["message"]["content"] = nullptr;
+      }
+      if (meta.reasoning) {
         choice["message"]["reasoning_content"] = d.reasoning.empty() ? json(nullptr) : json(d.reasoning);
-        if (d.text.empty()) choice["message"]["content"] = nullptr;
       }
       choice["logprobs"] = meta.logprobs ? chat_logprobs(meta, d) : json(nullptr);
     } else {

@@ -4,8 +4,14 @@
 #include <limits>
 
 #include "server/api_error.h"
+#include "server/request_parser.h"
 
 namespace kestrel::server {
+namespace {
+
+constexpr int kMaxJsonDepth = 64;  // request_parser.h says why
+
+}  // namespace
 
 const char* json_type_name(const nlohmann::ordered_json& value) {
   switch (value.type()) {
@@ -110,6 +116,22 @@ std::optional<std::string> FieldReader::string(std::string_view key) const {
     throw_bad_request(name(key), "'{}' must be a string, got {}", name(key), json_type_name(*v));
   }
   return v->get<std::string>();
+}
+
+nlohmann::ordered_json parse_request_body(const std::string& text) {
+  const nlohmann::ordered_json::parser_callback_t limit_depth =
+      [](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json&) {
+        if (depth > kMaxJsonDepth) {
+          throw ApiError(
+              400, fmt::format("The request body is nested deeper than {} levels.", kMaxJsonDepth));
+        }
+        return true;
+      };
+  try {
+    return nlohmann::ordered_json::parse(text, limit_depth);
+  } catch (const nlohmann::json::exception& e) {
+    throw ApiError(400, fmt::format("The request body is not valid JSON: {}", e.what()));
+  }
 }
 
 }  // namespace kestrel::server

@@ -9,11 +9,10 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
+// The generation endpoints' parser (its nesting limit too), and an object.
 ojson parse_body(const std::string& body) {
-  ojson j = ojson::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) {
-    throw ApiError(400, "The request body must be a JSON object.");
-  }
+  ojson j = parse_request_body(body);
+  if (!j.is_object()) throw ApiError(400, "The request body must be a JSON object.");
   return j;
 }
 

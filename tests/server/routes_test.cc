@@ -162,6 +162,16 @@ TEST(Routes, TokenizeAgreesWithTheCompletionsAndDetokenizeInvertsIt) {
 
   EXPECT_EQ(post_json(port, "/detokenize", {{"tokens", {1, -5}}}, 400)["error"]["param"], "tokens");
   EXPECT_EQ(post_json(port, "/tokenize", {{"text", "x"}}, 400)["error"]["param"], "text");
+  // The generation endpoints' body limits hold here too: 100 levels of nesting are refused
+  // while parsing, before any chat template walks them.
+  std::string deep = R"({"messages": [{"role": "user", "content": "x", "n": )";
+  for (int i = 0; i < 100; ++i) deep += "[";
+  for (int i = 0; i < 100; ++i) deep += "]";
+  deep += "}]}";
+  auto nested = client(port).Post("/tokenize", deep, "application/json");
+  ASSERT_TRUE(nested);
+  EXPECT_EQ(nested->status, 400);
+  EXPECT_NE(nested->body.find("nested deeper than 64"), std::string::npos) << nested->body;
 }
 
 }  // namespace
