@@ -2,7 +2,7 @@
 // ceilings), then the production ops against the floor those ceilings give.
 //
 // Build: ninja cuda_ops_bench (configured with KESTREL_CUDA=ON); run: build/bench/cuda_ops_bench
-// (`cuda_ops_bench decode` or `cuda_ops_bench gemm`: the ceilings and those rows only).
+// (`cuda_ops_bench decode`, `prefill` or `gemm`: the ceilings and those rows only).
 // Each op is captured REPS times into a CUDA graph (no launch gaps; this also checks that the
 // op is graph-capturable) and the replay is timed with events; the median of 7 replays is
 // reported. Inputs are random (never zeros).
@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 #include <vector>
@@ -305,7 +306,32 @@ void bench_decode_attention(CudaBackend& be, const Ceilings& c) {
   bench_attention(be, c, "decode 1 seq x 640 ctx", 1, 640, 1);
 }
 
-// section: "" (everything), "decode" (the decode attention rows) or "gemm" (the GEMM rows).
+// The prefill attention rows, each on the sm_90a wgmma kernel (where the device runs it) and
+// on the mma.sync kernel (KESTREL_PREFILL_SM90=0), in the same run.
+void bench_prefill_attention(CudaBackend& be, const Ceilings& c) {
+  struct Row {
+    const char* name;
+    int num_seqs, ctx, q_len;
+  };
+  const Row rows[] = {
+      {"prefill 1 seq x 512 new", 1, 512, 512},
+      {"prefill 1 seq x 8192 new", 1, 8192, 8192},
+      {"prefill 4 seqs x 1024 new", 4, 1024, 1024},
+      {"prefill 8 seqs x 1024 new", 8, 1024, 1024},  // one step of the prefill workload
+      {"prefill 32 seqs x 1024 new", 32, 1024, 1024},
+      {"prefill 32 seqs x 512 new after 512 cached", 32, 1024, 512},
+  };
+  for (const char* kernel : {"1", "0"}) {
+    setenv("KESTREL_PREFILL_SM90", kernel, 1);
+    std::printf("  %s\n", kernel[0] == '1' ? "wgmma kernel (sm_90a) where the device has it:"
+                                           : "mma.sync kernel (KESTREL_PREFILL_SM90=0):");
+    for (const Row& r : rows) bench_attention(be, c, r.name, r.num_seqs, r.ctx, r.q_len);
+  }
+  unsetenv("KESTREL_PREFILL_SM90");
+}
+
+// section: "" (everything), "decode" (the decode attention rows), "prefill" (the prefill
+// attention rows) or "gemm" (the GEMM rows).
 int run(const std::string& section) {
   if (!cuda_device_available()) {
     std::printf("cuda_ops_bench: no CUDA device\n");
@@ -320,6 +346,11 @@ int run(const std::string& section) {
     bench_decode_attention(be, c);
     return 0;
   }
+  if (section == "prefill") {
+    std::printf("\n-- prefill attention, Hq 16, Hkv 8, D 128, block 16, token-major pages --\n");
+    bench_prefill_attention(be, c);
+    return 0;
+  }
   std::printf("\n-- GEMMs (floor from the ceilings above) --\n");
   bench_gemms(be, c);
   if (section == "gemm") return 0;
@@ -330,11 +361,8 @@ int run(const std::string& section) {
   bench_attention(be, c, "decode 256 seqs x 1024 ctx, pages in order", 256, 1024, 1, false);
   bench_attention(be, c, "decode 256 x 1024, general kernel", 256, 1024, 1, true, true);
   bench_attention(be, c, "decode 16 x 4096, general kernel", 16, 4096, 1, true, true);
-  bench_attention(be, c, "prefill 4 seqs x 1024 new", 4, 1024, 1024);
-  // The prefill workload's attention (kestrel bench --num-seqs 32 --fixed-input-len 1024).
-  bench_attention(be, c, "prefill 32 seqs x 1024 new", 32, 1024, 1024);
+  bench_prefill_attention(be, c);
   bench_attention(be, c, "prefill 32 x 1024, general kernel", 32, 1024, 1024, true, true);
-  bench_attention(be, c, "prefill 32 seqs x 512 new after 512 cached", 32, 1024, 512);
   backend.reset();
   auto head_major = make_cuda_backend(0, CudaKvLayout::kHeadMajor);
   auto& hm = dynamic_cast<CudaBackend&>(*head_major);
@@ -353,8 +381,9 @@ int run(const std::string& section) {
 int main(int argc, char** argv) {
   try {
     const std::string section = argc > 1 ? argv[1] : "";
-    if (section != "" && section != "decode" && section != "gemm") {
-      std::fprintf(stderr, "cuda_ops_bench: unknown section '%s' (decode or gemm, or none for all)\n",
+    if (section != "" && section != "decode" && section != "prefill" && section != "gemm") {
+      std::fprintf(stderr,
+                   "cuda_ops_bench: unknown section '%s' (decode, prefill or gemm, or none for all)\n",
                    section.c_str());
       return 2;
     }

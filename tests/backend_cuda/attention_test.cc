@@ -2,14 +2,17 @@
 // prefill chunks after cached prefixes, long rows, GQA groups 1 to 16, head dims 16 to 128,
 // block sizes 16 and 1, blocks scattered through the cache. Pure decode batches take the
 // decode kernel (groups <= 16), batches with prefill rows at head dims 64 and 128 the
-// tensor-core kernel (while its dispatch is on; attention_prefill.cu), everything else the
-// general one. Cache slots that no sequence owns hold NaN, so a read past a sequence's keys
+// tensor-core kernel (while its dispatch is on; attention_prefill.cu, or on compute
+// capability 9.0 its wgmma twin attention_prefill_sm90a.cu), everything else the general
+// one. Cache slots that no sequence owns hold NaN, so a read past a sequence's keys
 // shows up in the output. Every batch comes with a shuffled seq_order (the decode kernel's
 // CTA order).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <numeric>
 
 #include "backend/cuda/kernels.h"
@@ -422,6 +425,33 @@ TEST(CudaAttention, PrefillUniformBatches) {
                                       << " first prefix " << seqs[0].cached);
       run_case(c, seqs, CudaKvLayout::kTokenMajor, rng);
     }
+  }
+}
+
+// On compute capability 9.0 the tests above run the wgmma kernel
+// (attention_prefill_sm90a.cu); this one runs the mma.sync kernel that other GPUs take, on
+// the same cases, by switching the sm_90a kernel off for its duration.
+TEST(CudaAttention, PrefillMmaSyncKernel) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(65);
+  const char* before = std::getenv("KESTREL_PREFILL_SM90");
+  const std::string saved = before != nullptr ? before : "";
+  setenv("KESTREL_PREFILL_SM90", "0", 1);
+  const std::vector<std::vector<SeqSpec>> batches{
+      {{0, 1000}, {700, 333}, {64, 64}, {1, 127}, {129, 65}},
+      {{0, 1}, {0, 7}, {40, 33}, {13, 1000}, {250, 1}, {64, 7}, {5, 1}},
+      {{3000, 40}, {1500, 9}, {0, 2}}};
+  for (const auto& seqs : batches) {
+    for (const Config& c : {Config{16, 8, 128, 16}, Config{8, 8, 64, 1}, Config{32, 4, 128, 16}}) {
+      SCOPED_TRACE(testing::Message() << "Hq " << c.hq << " Hkv " << c.hkv << " D " << c.d
+                                      << " sequences " << seqs.size());
+      run_case(c, seqs, CudaKvLayout::kTokenMajor, rng);
+    }
+  }
+  if (before != nullptr) {
+    setenv("KESTREL_PREFILL_SM90", saved.c_str(), 1);
+  } else {
+    unsetenv("KESTREL_PREFILL_SM90");
   }
 }
 

@@ -19,4 +19,11 @@ bool use_prefill_kernel(const PagedAttentionArgs& a);
 void prefill_attention(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
                        float* part_acc, cudaStream_t stream);
 
+// The same on Hopper's warpgroup tensor cores (attention_prefill_sm90a.cu, compiled for
+// sm_90a only). prefill_attention() takes it on compute capability 9.0 devices unless
+// KESTREL_PREFILL_SM90=0 is set (read at each launch, so tests and benchmarks can compare).
+void prefill_attention_sm90(const PagedAttentionArgs& a, const AttentionSplit& split,
+                            float* part_ml, float* part_acc, cudaStream_t stream);
+bool prefill_sm90_enabled();
+
 }  // namespace kestrel::kernels::detail
