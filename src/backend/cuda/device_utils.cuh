@@ -15,6 +15,20 @@ struct alignas(2 * N) BfVec {
   __nv_bfloat16 v[N];
 };
 
+// 2^x as the bare ex2.approx.ftz (results below 2^-126 flush to zero; exp2f's denormal
+// handling costs instructions in a softmax's inner loop).
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// Two floats as a bf16 pair, `lo` in the low half (the lower column of an mma fragment).
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
 // Rounds through bf16 and back: where HF's bf16 model stores an intermediate.
 __device__ __forceinline__ float round_bf16(float x) {
   return __bfloat162float(__float2bfloat16(x));

@@ -54,6 +54,7 @@
 #include "backend/cuda/attention/attention_tiles.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/attention/kv_layout.cuh"
 
@@ -103,20 +104,6 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const unsigned (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-// 2^x as the bare ex2.approx.ftz (weights below 2^-126 flush to zero; exp2f's denormal
-// handling costs instructions in the softmax's inner loop).
-__device__ __forceinline__ float exp2_ftz(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
-
-// Two floats as a bf16 pair, `lo` in the low half (the lower column of an mma fragment).
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const unsigned*>(&v);
-}
-
 template <int D, bool kHeadMajor>
 __global__ void __launch_bounds__(kThreads, 2)
     prefill_kernel(PagedAttentionArgs a, int group, int q_tile, int uniform_tiles,
@@ -129,37 +116,16 @@ __global__ void __launch_bounds__(kThreads, 2)
   constexpr int kSNb = kKeys / 8;  // n-blocks of S
   extern __shared__ __align__(16) unsigned char smem_raw[];
   PrefillSmem<D>& sm = *reinterpret_cast<PrefillSmem<D>*>(smem_raw);
-  __shared__ int s_seq, s_tile;
   const int tid = threadIdx.x;
   const int lane = tid % 32;
   const int warp = tid / 32;
-  const int g = blockIdx.y;
-
-  if (uniform_tiles > 0) {
-    // Every sequence has uniform_tiles query tiles: CTA x takes the (x / B)-th tile from the
-    // end of sequence x % B, so all sequences' longest tiles start first.
-    if (tid == 0) {
-      s_seq = blockIdx.x % a.num_seqs;
-      s_tile = uniform_tiles - 1 - static_cast<int>(blockIdx.x) / a.num_seqs;
-    }
-  } else if (warp == 0) {
-    locate_query_tile(a, q_tile, gridDim.x - 1 - blockIdx.x, &s_seq, &s_tile);
-  }
-  __syncthreads();
-  const int b = s_seq;
-  if (b < 0) return;
-  const int tile = s_tile;
-
-  const int q_begin = a.query_start_loc[b];
-  const int q_len = a.query_start_loc[b + 1] - q_begin;
-  const int first = tile * q_tile;  // first query token of the tile, within the sequence
-  const int num_tok = min(q_tile, q_len - first);
-  const int num_rows = num_tok * group;
-  const int pos0 = a.seq_lens[b] - q_len + first;
-  const int kv_end = pos0 + num_tok;  // keys [0, kv_end) are visible to some row
+  // Uniform batches: CTA x takes the (x / B)-th tile from the end of sequence x % B, so all
+  // sequences' longest tiles start first (attention_tiles.cuh).
+  const PrefillWork w = find_prefill_work(a, group, q_tile, uniform_tiles, split, kKeys);
+  if (w.b < 0) return;
+  const int b = w.b, g = w.g, q_begin = w.q_begin, first = w.first, num_rows = w.num_rows;
+  const int pos0 = w.pos0, kv_end = w.kv_end, k_begin = w.k_begin, k_end = w.k_end;
   const int z = blockIdx.z;  // key split
-  int k_begin, k_end;        // this CTA's keys
-  split_key_range(split, kv_end, kKeys, z, &k_begin, &k_end);
 
   // Q rows; rows past num_rows are zeros (their results are dropped).
   for (int i = tid; i < kRows * kChunks; i += kThreads) {
@@ -408,12 +374,8 @@ void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* par
   // Batches whose sequences all have max_query_len new tokens take their tiles longest first
   // across sequences, with no lookup scan (the prefill workload: 5% faster than the scan's
   // order, docs/cuda_backend.md).
-  const bool uniform = a.num_tokens == int64_t(a.num_seqs) * a.max_query_len;
-  const int uniform_tiles = uniform ? (a.max_query_len + q_tile - 1) / q_tile : 0;
-  const int64_t ctas_x = uniform ? int64_t(a.num_seqs) * uniform_tiles
-                                 : (a.num_tokens + q_tile - 1) / q_tile + a.num_seqs;
-  const dim3 grid(static_cast<unsigned>(ctas_x), static_cast<unsigned>(a.num_kv_heads),
-                  static_cast<unsigned>(split.num_splits));
+  int uniform_tiles;
+  const dim3 grid = prefill_grid(a, split, q_tile, &uniform_tiles);
   launch_pdl("attention prefill_kernel", prefill_kernel<D, kHeadMajor>, grid, kThreads, bytes,
              stream, a, group, q_tile, uniform_tiles, split, part_ml, part_acc);
   KS_CUDA_CHECK_LAUNCH("attention prefill_kernel");
@@ -427,6 +389,16 @@ void launch_layout(const PagedAttentionArgs& a, const AttentionSplit& split, flo
 }
 
 }  // namespace
+
+dim3 prefill_grid(const PagedAttentionArgs& a, const AttentionSplit& split, int q_tile,
+                  int* uniform_tiles) {
+  const bool uniform = a.num_tokens == int64_t(a.num_seqs) * a.max_query_len;
+  *uniform_tiles = uniform ? (a.max_query_len + q_tile - 1) / q_tile : 0;
+  const int64_t ctas_x = uniform ? int64_t(a.num_seqs) * *uniform_tiles
+                                 : (a.num_tokens + q_tile - 1) / q_tile + a.num_seqs;
+  return dim3(static_cast<unsigned>(ctas_x), static_cast<unsigned>(a.num_kv_heads),
+              static_cast<unsigned>(split.num_splits));
+}
 
 bool use_prefill_kernel(const PagedAttentionArgs& a) {
   return kPrefillKernelEnabled && a.max_query_len > 1 && !use_decode_kernel(a) &&

@@ -19,6 +19,13 @@ bool use_prefill_kernel(const PagedAttentionArgs& a);
 void prefill_attention(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
                        float* part_acc, cudaStream_t stream);
 
+// The grid of both prefill kernels: grid.x = ceil(T / q_tile) + B CTAs bound the (sequence,
+// query tile) pairs (attention_tiles.cuh's lookup) unless every sequence has max_query_len
+// new tokens: then *uniform_tiles = tiles per sequence and grid.x = B x that (CTAs map to
+// tiles directly, longest first); grid.y KV heads, grid.z key splits.
+dim3 prefill_grid(const PagedAttentionArgs& a, const AttentionSplit& split, int q_tile,
+                  int* uniform_tiles);
+
 // The same on Hopper's warpgroup tensor cores (attention_prefill_sm90a.cu, compiled for
 // sm_90a only). prefill_attention() takes it on compute capability 9.0 devices unless
 // KESTREL_PREFILL_SM90=0 is set (read at each launch, so tests and benchmarks can compare).

@@ -62,4 +62,50 @@ __device__ inline int split_count(const AttentionSplit& split, int kv_end, int k
   return max(1, min(split.num_splits, (kv_end + chunk - 1) / chunk));
 }
 
+// The (sequence, KV head g, query tile) a CTA owns and the keys [k_begin, k_end) of its key
+// split. Rows r in [0, num_rows) are (token first + r / group, head g group + r % group).
+struct PrefillWork {
+  int b = -1, g = 0, group = 0;
+  int q_begin = 0;  // the sequence's first query row in the batch
+  int first = 0;    // the tile's first query token, within the sequence
+  int num_rows = 0;
+  int pos0 = 0;     // position of token `first`
+  int kv_end = 0;   // keys [0, kv_end) are visible to some row
+  int k_begin = 0, k_end = 0;
+  // Position of row r (rows past num_rows see every key: zero queries, no NaN).
+  __device__ int row_pos(int r) const { return r < num_rows ? pos0 + r / group : kv_end - 1; }
+};
+
+// Finds this CTA's work (blockIdx as in attention_prefill.cu's launcher); every thread of
+// the CTA calls it (it holds a barrier). work.b < 0: nothing to do.
+__device__ inline PrefillWork find_prefill_work(const PagedAttentionArgs& a, int group, int q_tile,
+                                                int uniform_tiles, const AttentionSplit& split,
+                                                int keys_per_tile) {
+  __shared__ int s_seq, s_tile;
+  const int tid = threadIdx.x;
+  if (uniform_tiles > 0) {
+    if (tid == 0) {
+      s_seq = blockIdx.x % a.num_seqs;
+      s_tile = uniform_tiles - 1 - static_cast<int>(blockIdx.x) / a.num_seqs;
+    }
+  } else if (tid < 32) {
+    locate_query_tile(a, q_tile, gridDim.x - 1 - blockIdx.x, &s_seq, &s_tile);
+  }
+  __syncthreads();
+  PrefillWork w;
+  w.b = s_seq;
+  if (w.b < 0) return w;
+  w.g = blockIdx.y;
+  w.group = group;
+  w.q_begin = a.query_start_loc[w.b];
+  const int q_len = a.query_start_loc[w.b + 1] - w.q_begin;
+  w.first = s_tile * q_tile;
+  const int num_tok = min(q_tile, q_len - w.first);
+  w.num_rows = num_tok * group;
+  w.pos0 = a.seq_lens[w.b] - q_len + w.first;
+  w.kv_end = w.pos0 + num_tok;
+  split_key_range(split, w.kv_end, keys_per_tile, blockIdx.z, &w.k_begin, &w.k_end);
+  return w;
+}
+
 }  // namespace kestrel::kernels::detail
