@@ -10,46 +10,21 @@
 #include <optional>
 #include <unordered_map>
 
+#include "chat/chat_template.h"
 #include "core/error.h"
 #include "engine/llm_engine.h"
 #include "io/model_config.h"
 #include "parallel/communicator.h"
 #include "parallel/local_workers.h"
+#include "runtime/engine_limits.h"
 #include "runtime/model_runner.h"
 #include "runtime/progress_bar.h"
+#include "runtime/request_state.h"
 #include "runtime/tp_executor.h"
 #include "runtime/tp_worker.h"
-#include "runtime/request_state.h"
-#include "chat/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel {
-
-namespace {
-
-EngineLimits make_limits(const EngineConfig& config, const ModelRunner& runner,
-                         const std::vector<int>& eos_token_ids) {
-  const ModelConfig& model = runner.model_config();
-  EngineLimits limits;
-  limits.max_num_seqs = config.max_num_seqs;
-  limits.max_num_batched_tokens = config.max_num_batched_tokens;
-  limits.max_model_len =
-      config.max_model_len > 0 ? config.max_model_len : model.max_position_embeddings;
-  KS_CHECK(limits.max_model_len <= model.max_position_embeddings,
-           "max_model_len {} exceeds the model's max_position_embeddings {}",
-           limits.max_model_len, model.max_position_embeddings);
-  limits.block_size = runner.block_size();
-  limits.num_kv_blocks = runner.num_kv_blocks();
-  limits.enable_prefix_caching = config.enable_prefix_caching;
-  limits.enable_chunked_prefill = config.enable_chunked_prefill;
-  limits.vocab_size = model.vocab_size;
-  limits.eos_token_ids = eos_token_ids;
-  limits.seed = config.seed;
-  limits.async_scheduling = config.async_scheduling;
-  return limits;
-}
-
-}  // namespace
 
 struct LLM::Impl {
   EngineConfig config;
@@ -106,8 +81,8 @@ LLM::LLM(const std::string& model_dir, const EngineConfig& config) : impl_(new I
       }
     }
   }
-  impl_->engine =
-      std::make_unique<LLMEngine>(make_limits(config, *impl_->runner, eos), *impl_->executor);
+  impl_->engine = std::make_unique<LLMEngine>(resolve_engine_limits(config, *impl_->runner, eos),
+                                              *impl_->executor);
 }
 
 LLM::~LLM() {
@@ -305,7 +280,7 @@ double LLM::time_decode_forward(int batch, int context_len, int iters) {
 void LLM::set_profiler_capture(bool on) { impl_->runner->backend().set_profiler_capture(on); }
 
 int LLM::vocab_size() const { return impl_->runner->model_config().vocab_size; }
-int LLM::max_model_len() const { return impl_->engine->max_seq_len(); }
+int LLM::max_model_len() const { return impl_->engine->max_model_len(); }
 std::string LLM::device() const { return impl_->runner->backend().name(); }
 size_t LLM::weight_bytes() const { return impl_->runner->weight_bytes(); }
 size_t LLM::kv_cache_bytes() const { return impl_->runner->kv_cache_bytes(); }
