@@ -1,6 +1,8 @@
 #include "server/engine_loop.h"
 
 #include <exception>
+#include <optional>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -120,16 +122,17 @@ void EngineLoop::apply(Command& c) {
       const int n = c.params.n;
       // Deltas: each token and piece of text is handed out once.
       c.params.output_kind = OutputKind::kDelta;
+      std::optional<RequestStream> stream;
       try {
-        Entry entry{llm_.add_request(std::move(c.prompt), std::move(c.params), c.request_id),
-                    std::move(c.queue), c.sub};
-        entry.finish_reasons.assign(n, "");
-        entry.arrival = c.arrival;
-        entries_.emplace(std::move(c.request_id), std::move(entry));
+        stream.emplace(llm_.add_request(std::move(c.prompt), std::move(c.params), c.request_id));
       } catch (const Error& e) {
         c.queue->push(RequestUpdate{c.sub, {}, e.what()});
         metrics_.count_finished("error");
+        return;
       }
+      entries_.emplace(std::piecewise_construct, std::forward_as_tuple(std::move(c.request_id)),
+                       std::forward_as_tuple(std::move(*stream), std::move(c.queue), c.sub, n,
+                                             c.arrival));
       return;
     }
     case Command::Kind::kAbort: {

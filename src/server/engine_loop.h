@@ -3,7 +3,8 @@
 // HTTP handler threads never touch the LLM. They queue commands (add a request, abort a
 // request) and the engine thread applies them between steps, runs steps while there is
 // work, and hands each request's outputs (deltas from its RequestStream: tokens, text,
-// stop reasons; a stop string ends a sample right there) to that request's UpdateQueue. It also times requests (TTFT, inter-token latency, end-to-end latency) into
+// stop reasons; a stop string ends a sample right there) to that request's UpdateQueue.
+// It also times requests (TTFT, inter-token latency, end-to-end latency) into
 // ServerMetrics and publishes a snapshot of the engine's counters for /metrics.
 //
 // Thread safety: every public method may be called from any thread.
@@ -89,6 +90,13 @@ class EngineLoop {
   };
   // Engine-thread bookkeeping for one request.
   struct Entry {
+    Entry(RequestStream request, std::shared_ptr<UpdateQueue> updates, int sub_index, int n,
+          Clock::time_point arrived)
+        : stream(std::move(request)),
+          queue(std::move(updates)),
+          sub(sub_index),
+          finish_reasons(n),
+          arrival(arrived) {}
     RequestStream stream;
     std::shared_ptr<UpdateQueue> queue;
     int sub = 0;

