@@ -57,7 +57,8 @@ class LLM {
 
   // One request, calling on_text with each new piece of text as soon as it is final (no
   // half characters, nothing that may still turn out to be a stop string). Needs a
-  // tokenizer. Returns the finished output (cumulative), as generate() gives it.
+  // tokenizer, params.n == 1 and params.detokenize (else kestrel::Error). Returns the
+  // finished output (cumulative), as generate() gives it.
   RequestOutput generate_streaming(const std::vector<int>& prompt, const SamplingParams& params,
                                    const std::function<void(const std::string&)>& on_text);
 

@@ -14,7 +14,8 @@
 //
 // Not thread-safe: use a stream from the thread that uses its LLM. A stream destroyed
 // before its request finished aborts it. It may outlive its LLM (it then only hands out what
-// was already produced).
+// was already produced). REQUIRES for every method but destruction and assignment: the
+// stream was not moved from.
 #pragma once
 
 #include <memory>
