@@ -15,7 +15,6 @@
 #include <vector>
 
 #include "kestrel/llm.h"
-#include "runtime/model_runner.h"
 
 int main(int argc, char** argv) {
   if (argc < 2) {
@@ -39,11 +38,11 @@ int main(int argc, char** argv) {
   for (int len : lengths) {
     std::vector<int> prompt(len);
     for (int& t : prompt) t = id(rng);
-    const kestrel::RunnerStats before = llm.runner().stats();
+    const kestrel::LLMStats before = llm.stats();
     const auto t0 = std::chrono::steady_clock::now();
     llm.generate(std::vector<std::vector<int>>{prompt}, params, false);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const kestrel::RunnerStats after = llm.runner().stats();
+    const kestrel::LLMStats after = llm.stats();
     const int64_t steps = after.eager_steps + after.graph_steps - before.eager_steps - before.graph_steps;
     std::printf("%8d %6s %10.2f %12.0f %10.2f %10.2f %10.2f %6lld\n", len,
                 seen.insert(len).second ? "cold" : "warm", s * 1e3, len / s,

@@ -1,26 +1,22 @@
 // BatchSession: LLM::generate, one engine step per call, so that the caller (the Python
 // layer) regains control between steps to draw progress, take Ctrl-C and abort.
 //
-// Outputs are those of LLM::generate for the same prompts and params: the same engine
-// requests (kFinalOnly, or kCumulative with stop strings checked on the text by
-// StopStrings), text decoded with skip_special_tokens at the end. tests/python compares the
-// tokens with the CLI's, which runs LLM::generate.
+// Outputs are those of LLM::generate for the same prompts and params: the same requests
+// (kFinalOnly RequestStreams, text and stop strings from the LLM's output processor).
+// tests/python compares the tokens with the CLI's, which runs LLM::generate.
 //
 // Not thread-safe: one thread uses a session at a time; the engine itself is guarded by the
 // handle's mutex, which step() and abort() take.
 #pragma once
 
 #include <memory>
-#include <optional>
-#include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "engine_handle.h"
 #include "kestrel/request_output.h"
+#include "kestrel/request_stream.h"
 #include "kestrel/sampling_params.h"
-#include "runtime/stop_strings.h"
 
 namespace kestrel::python {
 
@@ -40,7 +36,7 @@ class BatchSession {
   // index. Throws kestrel::Error when the engine fails (a dead tensor-parallel rank).
   std::vector<std::pair<size_t, RequestOutput>> step();
   bool done() const { return pending_.empty(); }
-  size_t num_prompts() const { return stops_.size(); }
+  size_t num_prompts() const { return num_prompts_; }
   // Aborts the unfinished requests and gives the engine back; idempotent.
   void abort();
   // Prompt and generated tokens per second in the last step (for the progress bar).
@@ -49,8 +45,8 @@ class BatchSession {
 
  private:
   std::shared_ptr<EngineHandle> engine_;
-  std::unordered_map<std::string, size_t> pending_;  // request id -> prompt index
-  std::vector<std::optional<StopStrings>> stops_;    // per prompt, when it has stop strings
+  std::vector<std::pair<size_t, RequestStream>> pending_;  // unfinished: prompt index, stream
+  size_t num_prompts_ = 0;
   bool claimed_ = false;
   double prefill_tps_ = 0.0;
   double decode_tps_ = 0.0;

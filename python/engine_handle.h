@@ -1,7 +1,8 @@
 // EngineHandle: one kestrel::LLM as the Python module holds it.
 //
 // The Python layer runs generation step by step (a session, batch_session.h or
-// stream_session.h, drives LLM::engine()) so that Python gets control back between steps:
+// stream_session.h, drives LLM::step() and its requests' streams) so that Python gets
+// control back between steps:
 // Ctrl-C lands there, streams yield there, and the GIL is free while a step runs. One
 // session at a time owns the engine (claim()): the outputs of a step belong to whoever
 // added the requests, and two sessions stepping one engine would steal each other's.
@@ -11,7 +12,6 @@
 #pragma once
 
 #include <atomic>
-#include <cstdint>
 #include <mutex>
 #include <string>
 
@@ -33,14 +33,10 @@ class EngineHandle {
   void claim();
   void release() { busy_.store(false); }
 
-  // A request id no other request of this engine uses.
-  std::string next_request_id() { return "py-" + std::to_string(next_request_++); }
-
  private:
   LLM llm_;
   std::mutex mutex_;
   std::atomic<bool> busy_{false};
-  std::atomic<uint64_t> next_request_{0};
 };
 
 }  // namespace kestrel::python

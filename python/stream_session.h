@@ -4,7 +4,7 @@
 // yield from inside a C++ call).
 //
 // The pieces and the final output are those of generate_streaming for the same request:
-// the same Detokenizer, the same cut at a stop string.
+// one RequestStream, its cumulative text handed out as it grows.
 //
 // Not thread-safe: one thread uses a session at a time; the engine itself is guarded by the
 // handle's mutex, which step() and abort() take.
@@ -17,8 +17,8 @@
 
 #include "engine_handle.h"
 #include "kestrel/request_output.h"
+#include "kestrel/request_stream.h"
 #include "kestrel/sampling_params.h"
-#include "tokenizer/detokenizer.h"
 
 namespace kestrel::python {
 
@@ -44,11 +44,9 @@ class StreamSession {
   void abort();
 
  private:
-  void finish(RequestOutput out);
-
   std::shared_ptr<EngineHandle> engine_;
-  std::string id_;
-  std::optional<Detokenizer> detok_;
+  std::optional<RequestStream> stream_;
+  size_t emitted_ = 0;  // bytes of the text handed out
   std::optional<RequestOutput> output_;
   bool claimed_ = false;
   bool aborted_ = false;

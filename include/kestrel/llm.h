@@ -6,7 +6,12 @@
 //   params.max_tokens = 64;
 //   auto outputs = llm.generate({"Hello, my name is"}, params);
 //
-// Not thread-safe: use one LLM from one thread (the server runs its own engine loop).
+// Requests one at a time, as they come: add_request() returns a RequestStream
+// (request_stream.h); generate, generate_streaming, the server and the bench are written on
+// it.
+//
+// Not thread-safe: use one LLM (and its streams) from one thread (the server runs its own
+// engine loop).
 #pragma once
 
 #include <functional>
@@ -17,25 +22,14 @@
 #include <nlohmann/json.hpp>
 
 #include "kestrel/engine_config.h"
+#include "kestrel/llm_stats.h"
 #include "kestrel/request_output.h"
+#include "kestrel/request_stream.h"
 #include "kestrel/sampling_params.h"
 
 namespace kestrel {
 
-class LLMEngine;
-class ModelRunner;
 class Tokenizer;
-
-struct EngineMetrics {
-  int num_kv_blocks = 0;
-  int block_size = 0;
-  double kv_cache_usage = 0.0;         // [0, 1]
-  double prefix_cache_hit_rate = 0.0;  // [0, 1], over prompt tokens looked up
-  int64_t num_preemptions = 0;
-  int64_t prompt_tokens = 0;
-  int64_t generation_tokens = 0;
-  int64_t computed_tokens = 0;  // including recomputation after preemption
-};
 
 class LLM {
  public:
@@ -62,9 +56,24 @@ class LLM {
                                       const SamplingParams& params, bool progress = true);
 
   // One request, calling on_text with each new piece of text as soon as it is final (no
-  // half characters). Needs a tokenizer. Returns the finished output.
+  // half characters, nothing that may still turn out to be a stop string). Needs a
+  // tokenizer, params.n == 1 and params.detokenize (else kestrel::Error). Returns the
+  // finished output (cumulative), as generate() gives it.
   RequestOutput generate_streaming(const std::vector<int>& prompt, const SamplingParams& params,
                                    const std::function<void(const std::string&)>& on_text);
+
+  // Queues one request; its outputs come through the returned stream, shaped by
+  // params.output_kind. `request_id` empty: a fresh one is made. Throws kestrel::Error,
+  // with nothing queued, when the id is in use, the prompt or params are invalid, or stop
+  // strings come without a tokenizer.
+  RequestStream add_request(std::vector<int> prompt, SamplingParams params,
+                            std::string request_id = "");
+  // Runs one engine step and hands its outputs to their streams (a sample that reached a
+  // stop string is ended in the engine here). False when there was nothing to do. Throws
+  // kestrel::Error when the step fails; the requests stay queued.
+  bool step();
+  // Whether a request added is unfinished (queued, running, or not yet ended by step()).
+  bool has_unfinished() const;
 
   // Renders chat messages ([{"role": ..., "content": ...}, ...]) with the model's chat
   // template, as transformers' apply_chat_template does. `extra` holds further template
@@ -81,10 +90,10 @@ class LLM {
   // Empty while the engine can run; otherwise why it never will again (a tensor-parallel
   // rank died or a collective failed). Any thread: a server polls it and stops.
   std::string fatal_error() const;
-  LLMEngine& engine();
-  // The model runner under the engine (benchmarks read its timers).
-  ModelRunner& runner();
-  EngineMetrics metrics() const;
+  // Counters and timers of the scheduler, the KV cache and the model runner.
+  LLMStats stats() const;
+  // The backend's memory now (on the CPU: the host's).
+  DeviceMemory device_memory() const;
   int vocab_size() const;
   int max_model_len() const;
   // "cpu" or "cuda".
@@ -93,7 +102,19 @@ class LLM {
   size_t weight_bytes() const;
   size_t kv_cache_bytes() const;
 
+  // Benchmark aid: the device time of one decode forward (no sampling) of `batch` sequences
+  // of `context_len` tokens each, averaged over `iters` back-to-back runs, in seconds. It
+  // writes no KV. Call only between steps. Throws kestrel::Error for sizes beyond the limits.
+  double time_decode_forward(int batch, int context_len, int iters);
+  // Turns an attached profiler's capture on or off (ncu --profile-from-start off), so that a
+  // benchmark can profile chosen steps only. No-op where there is none.
+  void set_profiler_capture(bool on);
+
  private:
+  friend class RequestStream;
+  // RequestStream::abort.
+  void abort(RequestState& state);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -1,8 +1,10 @@
 // What the engine returns for a request.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace kestrel {
@@ -16,14 +18,23 @@ struct TokenLogprobs {
   std::vector<std::pair<int, float>> top;
 };
 
+// One sample's output. Under OutputKind::kDelta, token_ids, text, logprobs and
+// text_offsets hold what the step added; otherwise everything so far.
 struct CompletionOutput {
   int index = 0;                  // which of the request's n samples
-  std::vector<int> token_ids;     // generated tokens so far
+  std::vector<int> token_ids;     // generated tokens (after a stop string: up to the one
+                                  // that completed it)
   std::string text;               // detokenized text, when a tokenizer is loaded
   // "" while running; then "stop" (EOS or a stop token/string), "length" (max_tokens or
   // context length), "abort" or "error".
   std::string finish_reason;
+  // vLLM's stop_reason, with finish_reason "stop": the stop string that matched or the stop
+  // token id that ended the sample; empty for EOS.
+  std::variant<std::monostate, std::string, int> stop_reason;
   std::vector<TokenLogprobs> logprobs;  // one per generated token when asked
+  // With logprobs asked and a tokenizer: per token, where its text starts in the sample's
+  // whole text, in characters (OpenAI's text_offset).
+  std::vector<size_t> text_offsets;
   bool finished() const { return !finish_reason.empty(); }
 };
 

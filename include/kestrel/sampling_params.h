@@ -8,7 +8,7 @@
 
 namespace kestrel {
 
-// What LLMEngine::step reports for a request (vLLM's RequestOutputKind).
+// What a request's stream (request_stream.h) gets and when (vLLM's RequestOutputKind).
 enum class OutputKind {
   kCumulative,  // each step that adds tokens: everything so far
   kDelta,       // each step that adds tokens: only what it added (the prompt in the first)
@@ -34,11 +34,15 @@ struct SamplingParams {
   bool ignore_eos = false;
   // Extra token ids that end the request (the matched id is kept in the output).
   std::vector<int> stop_token_ids;
-  // Text that ends a sample when its output reaches it (LLM::generate; needs a tokenizer).
+  // Text that ends a sample when its output reaches it (needs a tokenizer).
   // The text ends right before the match (after it with include_stop_str_in_output) and the
   // tokens after the one that completed it are dropped. Each non-empty, valid UTF-8.
   std::vector<std::string> stop;
   bool include_stop_str_in_output = false;
+  // Turn tokens into text (CompletionOutput::text). false: token ids only (benchmarks).
+  bool detokenize = true;
+  // Leave special tokens (<|im_end|>, ...) out of the text.
+  bool skip_special_tokens = true;
   // HF semantics: logits of tokens seen in prompt or output divided (if > 0) or multiplied
   // (if < 0) by this. > 0; 1 disables.
   float repetition_penalty = 1.0f;
@@ -51,7 +55,8 @@ struct SamplingParams {
   // for each generated token. nullopt: none. 0..20.
   std::optional<int> logprobs;
   static constexpr int kMaxLogprobs = 20;  // the most `logprobs` may ask for
-  // How the engine reports progress; LLM::generate chooses its own.
+  // How a request's stream reports progress; LLM::generate and generate_streaming choose
+  // their own.
   OutputKind output_kind = OutputKind::kCumulative;
 
   bool greedy() const { return temperature == 0.0f; }

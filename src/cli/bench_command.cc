@@ -25,7 +25,6 @@
 #include "io/model_config.h"
 #include "kestrel/llm.h"
 #include "runtime/device_ceilings.h"
-#include "runtime/model_runner.h"
 #include "runtime/perf_model.h"
 
 namespace kestrel::cli {
@@ -80,7 +79,7 @@ std::vector<ForwardTiming> time_forwards(LLM& llm, const BenchWorkload& w, int m
   std::vector<ForwardTiming> out;
   for (int batch : {1, std::min(n, max_num_seqs)}) {
     if (!out.empty() && out.back().batch == batch) continue;
-    out.push_back({batch, context, llm.runner().time_decode_forward(batch, context, 20)});
+    out.push_back({batch, context, llm.time_decode_forward(batch, context, 20)});
   }
   return out;
 }
@@ -142,6 +141,7 @@ Runner add_bench_command(CLI::App& app) {
       params[i].ignore_eos = true;
       params[i].max_tokens = w.max_tokens[i];
       params[i].output_kind = OutputKind::kDelta;  // the run loop only looks for first tokens
+      params[i].detokenize = false;                // random ids: text would only cost time
       prompt_lens.push_back(static_cast<int>(w.prompt_token_ids[i].size()));
       output_lens.push_back(w.max_tokens[i]);
     }
@@ -156,7 +156,7 @@ Runner add_bench_command(CLI::App& app) {
     std::string device_memory;  // on a GPU
     std::string device;
     size_t weight_bytes = 0;
-    EngineMetrics m;
+    LLMStats m;
     {
       LLM llm(o->model, o->engine);
       SamplingParams warm;  // warm-up, as nano-vLLM's bench does
@@ -169,15 +169,15 @@ Runner add_bench_command(CLI::App& app) {
       device = llm.device();
       if (device.rfind("cuda", 0) == 0) {
         forward_alone = time_forwards(llm, w, o->engine.max_num_seqs);
-        const MemoryInfo mem = llm.runner().backend().memory_info();
+        const DeviceMemory mem = llm.device_memory();
         device_memory = fmt::format(
             "weights {:.2f} GiB, KV cache {:.2f} GiB, activations {:.2f} GiB; {:.2f} GiB in use of {:.2f} GiB",
             llm.weight_bytes() / 1073741824.0, llm.kv_cache_bytes() / 1073741824.0,
-            llm.runner().stats().activation_bytes / 1073741824.0,
+            llm.stats().activation_bytes / 1073741824.0,
             (mem.total - mem.free) / 1073741824.0, mem.total / 1073741824.0);
       }
       weight_bytes = llm.weight_bytes();
-      m = llm.metrics();
+      m = llm.stats();
     }  // the engine's memory goes back before the ceilings are measured
 
     const ModelConfig config = load_model_config(o->model);

@@ -11,15 +11,9 @@
 namespace kestrel {
 namespace {
 
-SchedulerConfig scheduler_config(const EngineLimits& limits) {
+const SchedulerConfig& scheduler_config(const EngineLimits& limits) {
   KS_CHECK(limits.vocab_size >= 1, "vocab_size must be >= 1, got {}", limits.vocab_size);
-  SchedulerConfig config;
-  config.max_num_seqs = limits.max_num_seqs;
-  config.max_num_batched_tokens = limits.max_num_batched_tokens;
-  config.max_model_len = limits.max_model_len;
-  config.enable_chunked_prefill = limits.enable_chunked_prefill;
-  config.eos_token_ids = limits.eos_token_ids;
-  return config;
+  return limits;
 }
 
 }  // namespace

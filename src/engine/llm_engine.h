@@ -43,17 +43,15 @@
 
 namespace kestrel {
 
-struct EngineLimits {
-  int max_num_seqs = 256;
-  int max_num_batched_tokens = 8192;
-  // Longest sequence (prompt + output); see Scheduler::max_seq_len for the effective one.
-  int max_model_len = 4096;
+// What the engine runs with, resolved once from EngineConfig, the model and the device
+// (runtime/engine_limits.h): the scheduler's limits (max_num_seqs, max_num_batched_tokens,
+// max_model_len, chunked prefill, EOS ids; Scheduler::max_model_len() is the one in effect)
+// and the rest.
+struct EngineLimits : SchedulerConfig {
   int block_size = 16;
   int num_kv_blocks = 0;  // >= 1
   bool enable_prefix_caching = true;
-  bool enable_chunked_prefill = true;
   int vocab_size = 0;  // >= 1; prompt and stop ids must lie in [0, vocab_size)
-  std::vector<int> eos_token_ids;
   // Seeds the draw of a per-request seed for requests that bring none.
   uint64_t seed = 0;
   // Overlap the host's work with the executor's (see the class comment); used only when the
@@ -90,7 +88,7 @@ class LLMEngine {
 
   // Queues a request. Throws Error, leaving the engine unchanged, when the id is already
   // in use, the params are out of range, the prompt is empty, has a token outside
-  // [0, vocab_size) or is too long (prompt_len >= max_seq_len()).
+  // [0, vocab_size) or is too long (prompt_len >= max_model_len()).
   void add_request(std::string request_id, std::vector<int> prompt, SamplingParams params);
 
   // Finishes every sample of the request with "abort" and frees its blocks. The request is
@@ -114,7 +112,8 @@ class LLMEngine {
   // Whether step() has more to do or to return.
   bool has_unfinished() const { return !requests_.empty() || !drained_.empty(); }
   EngineStats stats() const;
-  int max_seq_len() const { return scheduler_.max_seq_len(); }
+  // The max_model_len in effect (Scheduler::max_model_len()).
+  int max_model_len() const { return scheduler_.max_model_len(); }
   const BlockManager& block_manager() const { return block_manager_; }
 
  private:

@@ -27,17 +27,17 @@ Scheduler::Scheduler(SchedulerConfig config, BlockManager& block_manager)
   if (!config_.enable_chunked_prefill) {
     limit = std::min<int64_t>(limit, int64_t{config_.max_num_batched_tokens} + 1);
   }
-  max_seq_len_ = static_cast<int>(std::min<int64_t>(limit, INT_MAX));
+  max_model_len_ = static_cast<int>(std::min<int64_t>(limit, INT_MAX));
 }
 
 void Scheduler::check_prompt_len(int prompt_len) const {
   KS_CHECK(prompt_len >= 1, "the prompt is empty");
-  if (prompt_len < max_seq_len_) return;
+  if (prompt_len < max_model_len_) return;
   const int64_t cache_tokens = int64_t{block_manager_.num_blocks()} * block_manager_.block_size();
   throw_error(
       "the prompt has {} tokens but at most {} fit (one less than the longest sequence: "
       "max_model_len {}, KV cache {} tokens{})",
-      prompt_len, max_seq_len_ - 1, config_.max_model_len, cache_tokens,
+      prompt_len, max_model_len_ - 1, config_.max_model_len, cache_tokens,
       config_.enable_chunked_prefill
           ? std::string()
           : fmt::format(", max_num_batched_tokens {} without chunked prefill",
@@ -178,7 +178,7 @@ bool Scheduler::can_schedule_ahead() const {
 bool Scheduler::ends_by_length(const Sequence& seq, int num_tokens) const {
   const std::optional<int>& max_tokens = seq.params->max_tokens;
   return (max_tokens && num_tokens - seq.num_prompt_tokens >= *max_tokens) ||
-         num_tokens >= max_seq_len_;
+         num_tokens >= max_model_len_;
 }
 
 bool Scheduler::pending_ends_by_length(const Sequence& seq) const {

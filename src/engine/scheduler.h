@@ -50,11 +50,12 @@ class Scheduler {
   // Throws Error when a limit is < 1.
   Scheduler(SchedulerConfig config, BlockManager& block_manager);
 
-  // Longest sequence that can run: min(max_model_len, KV cache tokens, and without chunked
-  // prefill max_num_batched_tokens + 1, since a preempted sequence re-prefills all its
-  // tokens in one step). A sequence reaching it finishes with "length".
-  int max_seq_len() const { return max_seq_len_; }
-  // Throws Error (naming the limit) unless 1 <= prompt_len < max_seq_len().
+  // The max_model_len in effect, the longest sequence that can run: min(config's
+  // max_model_len, KV cache tokens, and without chunked prefill max_num_batched_tokens + 1,
+  // since a preempted sequence re-prefills all its tokens in one step). A sequence reaching
+  // it finishes with "length".
+  int max_model_len() const { return max_model_len_; }
+  // Throws Error (naming the limit) unless 1 <= prompt_len < max_model_len().
   void check_prompt_len(int prompt_len) const;
 
   // Queues one request's samples (samples[i]->sample_index == i, all WAITING, same
@@ -108,7 +109,7 @@ class Scheduler {
   void release_samples(Sequence* first);
   // Why `seq` ends with its settled tokens ("" when it goes on).
   std::string stop_reason(const Sequence& seq) const;
-  // Whether `seq` ends by length (max_tokens, max_seq_len) at `num_tokens` tokens.
+  // Whether `seq` ends by length (max_tokens, max_model_len()) at `num_tokens` tokens.
   bool ends_by_length(const Sequence& seq, int num_tokens) const;
   // Whether its pending token (known to come) ends `seq` by length: nothing to schedule.
   bool pending_ends_by_length(const Sequence& seq) const;
@@ -118,7 +119,7 @@ class Scheduler {
 
   const SchedulerConfig config_;
   BlockManager& block_manager_;
-  int max_seq_len_ = 0;
+  int max_model_len_ = 0;           // in effect (max_model_len())
   std::deque<Sequence*> waiting_;   // sorted by seq_id
   std::vector<Sequence*> running_;  // sorted by seq_id
   // seq_id of a request's sample 0 -> its other samples, until sample 0's prompt is done.

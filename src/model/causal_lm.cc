@@ -56,8 +56,8 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
   const AttentionShape shape{plan_.num_q_heads, plan_.num_kv_heads, static_cast<int>(D)};
   Backend& be = backend_;
 
-  if (T > ws_.max_tokens || S > ws_.max_rows) {
-    reserve_workspace(std::max(T, ws_.max_tokens), std::max(S, ws_.max_rows));
+  if (T > ws_.max_num_tokens || S > ws_.max_rows) {
+    reserve_workspace(std::max(T, ws_.max_num_tokens), std::max(S, ws_.max_rows));
   }
   // Views of the first T (S) rows: the same addresses for every call of the same size.
   Tensor hidden = ws_.hidden.slice(0, T);
@@ -144,19 +144,19 @@ Tensor CausalLM::forward_fused(const AttentionMetadata& meta, std::vector<LayerK
   return logits;
 }
 
-void CausalLM::reserve_workspace(int64_t max_tokens, int64_t max_rows) {
-  KS_CHECK(max_tokens >= 0 && max_rows >= 0, "reserve_workspace: negative size ({}, {})",
-           max_tokens, max_rows);
-  if (max_tokens <= ws_.max_tokens && max_rows <= ws_.max_rows) return;
+void CausalLM::reserve_workspace(int64_t max_num_tokens, int64_t max_rows) {
+  KS_CHECK(max_num_tokens >= 0 && max_rows >= 0, "reserve_workspace: negative size ({}, {})",
+           max_num_tokens, max_rows);
+  if (max_num_tokens <= ws_.max_num_tokens && max_rows <= ws_.max_rows) return;
   const ModelConfig& c = config_;
-  const int64_t T = std::max(max_tokens, ws_.max_tokens);
+  const int64_t T = std::max(max_num_tokens, ws_.max_num_tokens);
   const int64_t S = std::max(max_rows, ws_.max_rows);
   const int64_t H = c.hidden_size, I = plan_.intermediate, D = c.head_dim;
   const int64_t Hq = plan_.num_q_heads, Hkv = plan_.num_kv_heads;
   const DType dt = backend_.compute_dtype();
   Backend& be = backend_;
   ws_ = Workspace();  // free the old buffers first
-  ws_.max_tokens = T;
+  ws_.max_num_tokens = T;
   ws_.max_rows = S;
   ws_.hidden = be.empty(dt, {T, H});
   ws_.residual = be.empty(dt, {T, H});

@@ -75,9 +75,9 @@ class CausalLM {
   Tensor forward(const Tensor& input_ids, const AttentionMetadata& meta,
                  std::vector<LayerKvCache>& kv, const Tensor& sample_rows);
 
-  // Makes the workspace hold at least `max_tokens` tokens and `max_rows` sampled rows; never
+  // Makes the workspace hold at least `max_num_tokens` tokens and `max_rows` sampled rows; never
   // shrinks it. Call with the largest step before capturing graphs.
-  void reserve_workspace(int64_t max_tokens, int64_t max_rows);
+  void reserve_workspace(int64_t max_num_tokens, int64_t max_rows);
   // Backend bytes the workspace holds now.
   size_t workspace_bytes() const;
 
@@ -99,10 +99,10 @@ class CausalLM {
                        const Tensor& sample_rows, int64_t T, int64_t S, float eps, float scale,
                        const AttentionShape& shape);
 
-  // Activation buffers for up to max_tokens tokens and max_rows sampled rows. Head counts
+  // Activation buffers for up to max_num_tokens tokens and max_rows sampled rows. Head counts
   // and I are this rank's (ShardPlan); Vp its vocabulary rows.
   struct Workspace {
-    int64_t max_tokens = 0, max_rows = 0;
+    int64_t max_num_tokens = 0, max_rows = 0;
     Tensor hidden, residual;  // [T, H]
     Tensor qkv;               // [T, (Hq + 2 Hkv) D]
     Tensor q, attn;           // [T, Hq D]

@@ -8,47 +8,23 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
+#include <unordered_map>
 
+#include "chat/chat_template.h"
 #include "core/error.h"
 #include "engine/llm_engine.h"
 #include "io/model_config.h"
+#include "parallel/communicator.h"
 #include "parallel/local_workers.h"
+#include "runtime/engine_limits.h"
 #include "runtime/model_runner.h"
 #include "runtime/progress_bar.h"
+#include "runtime/request_state.h"
 #include "runtime/tp_executor.h"
 #include "runtime/tp_worker.h"
-#include "runtime/stop_strings.h"
-#include "chat/chat_template.h"
-#include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel {
-
-namespace {
-
-EngineLimits make_limits(const EngineConfig& config, const ModelRunner& runner,
-                         const std::vector<int>& eos_token_ids) {
-  const ModelConfig& model = runner.model_config();
-  EngineLimits limits;
-  limits.max_num_seqs = config.max_num_seqs;
-  limits.max_num_batched_tokens = config.max_num_batched_tokens;
-  limits.max_model_len =
-      config.max_model_len > 0 ? config.max_model_len : model.max_position_embeddings;
-  KS_CHECK(limits.max_model_len <= model.max_position_embeddings,
-           "max_model_len {} exceeds the model's max_position_embeddings {}",
-           limits.max_model_len, model.max_position_embeddings);
-  limits.block_size = runner.block_size();
-  limits.num_kv_blocks = runner.num_kv_blocks();
-  limits.enable_prefix_caching = config.enable_prefix_caching;
-  limits.enable_chunked_prefill = config.enable_chunked_prefill;
-  limits.vocab_size = model.vocab_size;
-  limits.eos_token_ids = eos_token_ids;
-  limits.seed = config.seed;
-  limits.async_scheduling = config.async_scheduling;
-  return limits;
-}
-
-}  // namespace
 
 struct LLM::Impl {
   EngineConfig config;
@@ -62,6 +38,8 @@ struct LLM::Impl {
   std::optional<ChatTemplate> chat_template;  // parsed at load
   std::string chat_template_error;            // why it could not be parsed
   uint64_t next_request = 0;
+  // Requests whose streams still expect outputs.
+  std::unordered_map<std::string, std::shared_ptr<RequestState>> live;
 };
 
 LLM::LLM(const std::string& model_dir, const EngineConfig& config) : impl_(new Impl) {
@@ -103,11 +81,53 @@ LLM::LLM(const std::string& model_dir, const EngineConfig& config) : impl_(new I
       }
     }
   }
-  impl_->engine =
-      std::make_unique<LLMEngine>(make_limits(config, *impl_->runner, eos), *impl_->executor);
+  impl_->engine = std::make_unique<LLMEngine>(resolve_engine_limits(config, *impl_->runner, eos),
+                                              *impl_->executor);
 }
 
-LLM::~LLM() = default;
+LLM::~LLM() {
+  for (auto& [id, state] : impl_->live) state->llm = nullptr;
+}
+
+RequestStream LLM::add_request(std::vector<int> prompt, SamplingParams params,
+                               std::string request_id) {
+  Impl& im = *impl_;
+  params.validate(vocab_size());  // before the processor sizes itself by n
+  if (request_id.empty()) request_id = "req-" + std::to_string(im.next_request++);
+  KS_CHECK(!im.live.contains(request_id), "request id '{}' is already in use", request_id);
+  auto state = std::make_shared<RequestState>(
+      request_id, this, OutputProcessor(im.tokenizer.get(), params, prompt));
+  params.output_kind = state->processor.engine_output_kind();
+  im.engine->add_request(std::move(request_id), std::move(prompt), std::move(params));
+  im.live.emplace(state->id, state);
+  return RequestStream(std::move(state));
+}
+
+bool LLM::step() {
+  Impl& im = *impl_;
+  if (!im.engine->has_unfinished()) return false;
+  for (RequestOutput& out : im.engine->step()) {
+    auto it = im.live.find(out.request_id);
+    if (it == im.live.end()) continue;  // aborted meanwhile
+    RequestState& state = *it->second;
+    OutputProcessor::Result r = state.processor.process(std::move(out));
+    for (int sample : r.stopped) im.engine->abort_sample(state.id, sample);
+    if (r.output) state.outputs.push_back(std::move(*r.output));
+    if (state.processor.finished()) {
+      state.finished = true;
+      im.live.erase(it);
+    }
+  }
+  return true;
+}
+
+bool LLM::has_unfinished() const { return !impl_->live.empty(); }
+
+void LLM::abort(RequestState& state) {
+  impl_->engine->abort_request(state.id);
+  impl_->live.erase(state.id);
+  state.finished = true;
+}
 
 std::vector<RequestOutput> LLM::generate(const std::vector<std::vector<int>>& prompts,
                                          const std::vector<SamplingParams>& params,
@@ -115,74 +135,36 @@ std::vector<RequestOutput> LLM::generate(const std::vector<std::vector<int>>& pr
   KS_CHECK(params.size() == 1 || params.size() == prompts.size(),
            "generate: {} sampling params for {} prompts (give one, or one per prompt)",
            params.size(), prompts.size());
-  LLMEngine& engine = *impl_->engine;
-  // Stop strings are checked on the text, here; made first so that bad ones throw before
-  // anything runs.
-  std::vector<std::optional<StopStrings>> stops(prompts.size());
+  // Destroyed on the way out, the streams of requests still queued abort them.
+  std::vector<RequestStream> streams;
+  streams.reserve(prompts.size());
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const SamplingParams& p = params.size() == 1 ? params[0] : params[i];
-    if (p.stop.empty()) continue;
-    KS_CHECK(impl_->tokenizer != nullptr,
-             "prompt {}: stop strings need tokenizer.json in the model directory", i);
+    SamplingParams p = params.size() == 1 ? params[0] : params[i];
+    p.output_kind = OutputKind::kFinalOnly;
     try {
-      stops[i].emplace(*impl_->tokenizer, p, prompts[i]);
+      streams.push_back(add_request(prompts[i], std::move(p)));
     } catch (const Error& e) {
       throw_error("prompt {}: {}", i, e.what());
     }
   }
-  std::vector<std::string> ids;
-  ids.reserve(prompts.size());
-  try {
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      ids.push_back("gen-" + std::to_string(impl_->next_request++));
-      // Only finished requests are returned, so only they need reporting; stop strings are
-      // checked on the cumulative tokens of every step.
-      SamplingParams p = params.size() == 1 ? params[0] : params[i];
-      p.output_kind = stops[i] ? OutputKind::kCumulative : OutputKind::kFinalOnly;
-      try {
-        engine.add_request(ids.back(), prompts[i], std::move(p));
-      } catch (const Error& e) {
-        ids.pop_back();
-        throw_error("prompt {}: {}", i, e.what());
-      }
-    }
-  } catch (...) {
-    for (const std::string& id : ids) engine.abort_request(id);
-    throw;
-  }
-
-  std::unordered_map<std::string, size_t> index;
-  for (size_t i = 0; i < ids.size(); ++i) index[ids[i]] = i;
   std::vector<RequestOutput> results(prompts.size());
-  size_t done = 0;
+  std::vector<size_t> pending(prompts.size());
+  for (size_t i = 0; i < pending.size(); ++i) pending[i] = i;
   ProgressBar bar(prompts.size(), progress);
-  while (done < prompts.size()) {
-    const EngineStats before = engine.stats();
-    auto t0 = std::chrono::steady_clock::now();
-    std::vector<RequestOutput> outputs = engine.step();
-    double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const EngineStats after = engine.stats();
-    for (RequestOutput& out : outputs) {
-      auto it = index.find(out.request_id);
-      if (it == index.end()) continue;
-      if (std::optional<StopStrings>& stop = stops[it->second]) {
-        for (int sample : stop->update(out)) engine.abort_sample(out.request_id, sample);
-        stop->apply(out);
-      }
-      if (!out.finished) continue;
-      if (impl_->tokenizer) {
-        for (CompletionOutput& c : out.outputs) {
-          if (stops[it->second] && stops[it->second]->cut(c.index)) continue;  // text set
-          c.text = impl_->tokenizer->decode(c.token_ids, true);
-        }
-      }
-      results[it->second] = std::move(out);
-      index.erase(it);  // an aborted request may still be reported this step
-      ++done;
-    }
+  while (!pending.empty()) {
+    const EngineStats before = impl_->engine->stats();
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const EngineStats after = impl_->engine->stats();
+    std::erase_if(pending, [&](size_t i) {
+      for (RequestOutput& out : streams[i].take()) results[i] = std::move(out);  // the final one
+      return streams[i].finished();
+    });
     const double computed = double(after.total_computed_tokens - before.total_computed_tokens);
     const double sampled = double(after.total_generation_tokens - before.total_generation_tokens);
-    bar.update(done, dt > 0 ? (computed - sampled) / dt : 0, dt > 0 ? sampled / dt : 0);
+    bar.update(prompts.size() - pending.size(), dt > 0 ? (computed - sampled) / dt : 0,
+               dt > 0 ? sampled / dt : 0);
   }
   return results;
 }
@@ -206,42 +188,19 @@ RequestOutput LLM::generate_streaming(const std::vector<int>& prompt, const Samp
                                       const std::function<void(const std::string&)>& on_text) {
   KS_CHECK(impl_->tokenizer != nullptr, "streaming text needs tokenizer.json in the model directory");
   KS_CHECK(params.n == 1, "generate_streaming: n must be 1, got {}", params.n);
-  LLMEngine& engine = *impl_->engine;
-  DetokenizerOptions options;  // made first: bad stop strings throw before anything runs
-  options.stop = params.stop;
-  options.include_stop_str_in_output = params.include_stop_str_in_output;
-  Detokenizer detok(*impl_->tokenizer, options, prompt);
-  const std::string id = "stream-" + std::to_string(impl_->next_request++);
-  SamplingParams cumulative = params;  // the detokenizer takes the whole token list
+  KS_CHECK(params.detokenize, "generate_streaming: streaming text needs detokenize");
+  SamplingParams cumulative = params;  // the text grows; each new piece is its new end
   cumulative.output_kind = OutputKind::kCumulative;
-  engine.add_request(id, prompt, std::move(cumulative));
-  try {
-    while (true) {
-      for (RequestOutput& out : engine.step()) {
-        if (out.request_id != id) continue;
-        CompletionOutput& c = out.outputs.at(0);
-        std::string text;
-        size_t fed = detok.num_tokens();
-        while (fed < c.token_ids.size() && !detok.stopped()) text += detok.add_token(c.token_ids[fed++]);
-        if (!text.empty()) on_text(text);
-        if (detok.stopped()) {  // the tokens after the one that completed the match go
-          engine.abort_request(id);
-          c = cut_at_stop(std::move(c), fed, detok);
-          out.finished = true;
-          return out;
-        }
-        if (out.finished) {
-          const std::string rest = detok.finish();
-          if (!rest.empty()) on_text(rest);
-          out.outputs[0].text = std::string(detok.output_text());
-          return out;
-        }
-      }
-    }
-  } catch (...) {
-    engine.abort_request(id);
-    throw;
+  RequestStream stream = add_request(prompt, std::move(cumulative));
+  RequestOutput last;
+  size_t emitted = 0;
+  while (std::optional<RequestOutput> out = stream.next()) {
+    const std::string& text = out->outputs.at(0).text;
+    if (text.size() > emitted) on_text(text.substr(emitted));
+    emitted = text.size();
+    last = std::move(*out);
   }
+  return last;
 }
 
 std::string LLM::apply_chat_template(const nlohmann::ordered_json& messages,
@@ -273,29 +232,55 @@ SamplingParams LLM::default_sampling_params() const {
 }
 
 const Tokenizer* LLM::tokenizer() const { return impl_->tokenizer.get(); }
-LLMEngine& LLM::engine() { return *impl_->engine; }
-ModelRunner& LLM::runner() { return *impl_->runner; }
 
 std::string LLM::fatal_error() const {
   return impl_->tensor_parallel ? impl_->tensor_parallel->failure() : std::string();
 }
 
-EngineMetrics LLM::metrics() const {
-  const EngineStats s = impl_->engine->stats();
-  EngineMetrics m;
-  m.num_kv_blocks = impl_->runner->num_kv_blocks();
-  m.block_size = impl_->runner->block_size();
-  m.kv_cache_usage = s.kv_cache_usage;
-  m.prefix_cache_hit_rate = s.prefix_cache_hit_rate;
-  m.num_preemptions = s.num_preemptions;
-  m.prompt_tokens = s.total_prompt_tokens;
-  m.generation_tokens = s.total_generation_tokens;
-  m.computed_tokens = s.total_computed_tokens;
-  return m;
+LLMStats LLM::stats() const {
+  const EngineStats e = impl_->engine->stats();
+  const RunnerStats& r = impl_->runner->stats();
+  LLMStats s;
+  s.num_running = e.num_running;
+  s.num_waiting = e.num_waiting;
+  s.num_steps = e.num_steps;
+  s.num_preemptions = e.num_preemptions;
+  s.num_kv_blocks = impl_->runner->num_kv_blocks();
+  s.block_size = impl_->runner->block_size();
+  s.num_free_kv_blocks = e.num_free_kv_blocks;
+  s.kv_cache_usage = e.kv_cache_usage;
+  s.prefix_cache_queries = e.prefix_cache_queries;
+  s.prefix_cache_hits = e.prefix_cache_hits;
+  s.prefix_cache_hit_rate = e.prefix_cache_hit_rate;
+  s.prompt_tokens = e.total_prompt_tokens;
+  s.generation_tokens = e.total_generation_tokens;
+  s.computed_tokens = e.total_computed_tokens;
+  s.graph_steps = r.graph_steps;
+  s.eager_steps = r.eager_steps;
+  s.num_graphs = r.num_graphs;
+  s.graph_capture_seconds = r.graph_capture_seconds;
+  s.activation_bytes = r.activation_bytes;
+  s.kv_max_concurrency = r.kv_max_concurrency;
+  s.prepare_seconds = r.prepare_seconds;
+  s.launch_seconds = r.launch_seconds;
+  s.sample_seconds = r.sample_seconds;
+  if (const Communicator* c = impl_->runner->communicator()) s.communicator = c->name();
+  return s;
 }
 
+DeviceMemory LLM::device_memory() const {
+  const MemoryInfo m = impl_->runner->backend().memory_info();
+  return {m.total, m.free};
+}
+
+double LLM::time_decode_forward(int batch, int context_len, int iters) {
+  return impl_->runner->time_decode_forward(batch, context_len, iters);
+}
+
+void LLM::set_profiler_capture(bool on) { impl_->runner->backend().set_profiler_capture(on); }
+
 int LLM::vocab_size() const { return impl_->runner->model_config().vocab_size; }
-int LLM::max_model_len() const { return impl_->engine->max_seq_len(); }
+int LLM::max_model_len() const { return impl_->engine->max_model_len(); }
 std::string LLM::device() const { return impl_->runner->backend().name(); }
 size_t LLM::weight_bytes() const { return impl_->runner->weight_bytes(); }
 size_t LLM::kv_cache_bytes() const { return impl_->runner->kv_cache_bytes(); }

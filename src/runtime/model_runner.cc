@@ -72,13 +72,13 @@ std::unique_ptr<Communicator> make_device_communicator(Backend& backend, Communi
 ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& config,
                          const TensorParallelRank* tp)
     : block_size_(config.block_size),
-      max_tokens_(config.max_num_batched_tokens),
-      max_seqs_(config.max_num_seqs) {
+      max_num_batched_tokens_(config.max_num_batched_tokens),
+      max_num_seqs_(config.max_num_seqs) {
   KS_CHECK(block_size_ > 0 && (block_size_ & (block_size_ - 1)) == 0,
            "block_size must be a power of two, got {}", block_size_);
-  KS_CHECK(max_tokens_ > 0 && max_seqs_ > 0,
-           "max_num_batched_tokens ({}) and max_num_seqs ({}) must be positive", max_tokens_,
-           max_seqs_);
+  KS_CHECK(max_num_batched_tokens_ > 0 && max_num_seqs_ > 0,
+           "max_num_batched_tokens ({}) and max_num_seqs ({}) must be positive",
+           max_num_batched_tokens_, max_num_seqs_);
   backend_ = make_backend(config.device, config.num_threads, tp ? tp->device_index : 0);
   if (tp != nullptr) {
     host_comm_ = make_gloo_communicator(*tp->group);
@@ -116,16 +116,16 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
                                                      : generation_.eos_token_ids;
 
   // Before any graph is captured: the graphs' embedding reads the feedback buffer.
-  token_feedback_ = backend_->supports_sampling() && backend_->enable_token_feedback(max_seqs_);
+  token_feedback_ = backend_->supports_sampling() && backend_->enable_token_feedback(max_num_seqs_);
 
   // What the profile adds is measured from here (the pool's idle memory handed back first).
   if (on_device) backend_->reset_peak_memory();
   const size_t free_after_weights = on_device ? backend_->memory_info().free : 0;
-  inputs_ = std::make_unique<StepInputs>(*backend_, max_tokens_, max_seqs_,
+  inputs_ = std::make_unique<StepInputs>(*backend_, max_num_batched_tokens_, max_num_seqs_,
                                          ceil_div(max_model_len_, block_size_));
   // The CPU grows its workspace on demand; a device reserves the largest step now, so that
   // the profile sees it and graphs get fixed addresses.
-  if (on_device) model_->reserve_workspace(max_tokens_, max_seqs_);
+  if (on_device) model_->reserve_workspace(max_num_batched_tokens_, max_num_seqs_);
 
   if (config.num_kv_blocks > 0) {
     num_kv_blocks_ = config.num_kv_blocks;
@@ -134,7 +134,7 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
   } else {
     num_kv_blocks_ = kv_blocks_for_host_budget(
         config.kv_cache_memory_bytes, model_->kv_cache_spec(1, block_size_).bytes_per_block(),
-        max_seqs_, max_model_len_, block_size_);
+        max_num_seqs_, max_model_len_, block_size_);
   }
   // Every rank's cache holds the same blocks (one block table for all), so each takes the
   // count the tightest rank can afford.
@@ -169,8 +169,8 @@ int ModelRunner::size_kv_cache(const EngineConfig& config, size_t free_after_wei
       size_kv_cache_for_device(p, config.gpu_memory_utilization,
                                model_->kv_cache_spec(1, block_size_).bytes_per_block(),
                                block_size_, max_model_len_);
-  KS_LOG_INFO("KV cache from a profile of {} tokens: {} (pool peak {})", max_tokens_, s.summary,
-              format_gib(static_cast<double>(m.peak_bytes)));
+  KS_LOG_INFO("KV cache from a profile of {} tokens: {} (pool peak {})", max_num_batched_tokens_,
+              s.summary, format_gib(static_cast<double>(m.peak_bytes)));
   stats_.activation_bytes = p.activation_bytes;
   stats_.kv_max_concurrency = s.max_concurrency;
   return s.num_blocks;
@@ -204,8 +204,9 @@ HostBatch ModelRunner::prompt_batch(int B, int T) const {
 // (no longer than max_model_len each), every prompt sampled, against a one-block cache that
 // nothing writes (slots -1) and every key reads. Peaks are what matter, not the values.
 void ModelRunner::profile_run() {
-  const int B = std::min(max_seqs_, max_tokens_);
-  const int T = static_cast<int>(std::min<int64_t>(max_tokens_, int64_t{B} * max_model_len_));
+  const int B = std::min(max_num_seqs_, max_num_batched_tokens_);
+  const int T =
+      static_cast<int>(std::min<int64_t>(max_num_batched_tokens_, int64_t{B} * max_model_len_));
   const HostBatch hb = prompt_batch(B, T);
   const StepShape shape{T, B, B, hb.max_blocks};
   inputs_->upload(hb, shape);
@@ -245,7 +246,7 @@ void ModelRunner::profile_run() {
 // tensor-parallel group runs the same sizes (the forwards hold collectives).
 void ModelRunner::warm_up_prompt_sizes() {
   const auto t0 = Clock::now();
-  const int max_t = static_cast<int>(std::min<int64_t>(max_tokens_, max_model_len_));
+  const int max_t = static_cast<int>(std::min<int64_t>(max_num_batched_tokens_, max_model_len_));
   int sizes = 0;
   for (int T = std::min(16, max_t);; T = std::min(2 * T, max_t)) {
     const HostBatch hb = prompt_batch(1, T);
@@ -270,7 +271,7 @@ Tensor ModelRunner::forward(const StepShape& shape, int max_query_len, int max_s
 }
 
 void ModelRunner::capture_graphs() {
-  graphs_ = std::make_unique<CudaGraphRunner>(std::min(max_seqs_, max_tokens_));
+  graphs_ = std::make_unique<CudaGraphRunner>(std::min(max_num_seqs_, max_num_batched_tokens_));
   // Graphs are planned for the longest context (max_seq_len = max_model_len): the attention
   // sizes its key split from each sequence's own length, so the plan suits every step.
   try {
@@ -413,8 +414,9 @@ void ModelRunner::discard() {
 }
 
 double ModelRunner::time_decode_forward(int batch, int context_len, int iters) {
-  KS_CHECK(batch >= 1 && batch <= std::min(max_seqs_, max_tokens_),
-           "time_decode_forward: batch {} outside [1, {}]", batch, std::min(max_seqs_, max_tokens_));
+  KS_CHECK(batch >= 1 && batch <= std::min(max_num_seqs_, max_num_batched_tokens_),
+           "time_decode_forward: batch {} outside [1, {}]", batch,
+           std::min(max_num_seqs_, max_num_batched_tokens_));
   KS_CHECK(context_len >= 1 && context_len <= max_model_len_,
            "time_decode_forward: context {} outside [1, {}]", context_len, max_model_len_);
   KS_CHECK(iters >= 1, "time_decode_forward: iters must be >= 1, got {}", iters);
@@ -463,7 +465,7 @@ std::vector<SampledToken> ModelRunner::sample_on_host(const Tensor& logits,
   const int num_rows = static_cast<int>(hb.sample_rows.size());
   const float* host = logits.data_as<float>();
   if (logits.device() != Device::kCpu) {
-    if (!host_logits_.defined()) host_logits_ = Tensor::host(DType::kF32, {max_seqs_, vocab});
+    if (!host_logits_.defined()) host_logits_ = Tensor::host(DType::kF32, {max_num_seqs_, vocab});
     Tensor rows = host_logits_.slice(0, num_rows);
     backend_->copy_to_host(logits, rows);
     host = rows.data_as<float>();

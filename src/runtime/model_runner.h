@@ -114,6 +114,7 @@ class ModelRunner : public ModelExecutor {
   Backend& backend() { return *backend_; }
   int num_kv_blocks() const { return num_kv_blocks_; }
   int block_size() const { return block_size_; }
+  // EngineConfig's max_model_len, or the model's max_position_embeddings when it gives none.
   int max_model_len() const { return max_model_len_; }
   size_t kv_cache_bytes() const { return kv_cache_bytes_; }
   size_t weight_bytes() const;
@@ -155,8 +156,8 @@ class ModelRunner : public ModelExecutor {
   Tensor host_logits_;                       // F32 [max_num_seqs, V], for host sampling
   int block_size_ = 0;
   int max_model_len_ = 0;
-  int max_tokens_ = 0;  // max_num_batched_tokens
-  int max_seqs_ = 0;    // max_num_seqs
+  int max_num_batched_tokens_ = 0;
+  int max_num_seqs_ = 0;
   int num_kv_blocks_ = 0;
   size_t kv_cache_bytes_ = 0;
   GenerationDefaults generation_;

@@ -14,11 +14,13 @@ size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 }  // namespace
 
-StepInputs::StepInputs(Backend& backend, int max_tokens, int max_seqs, int max_table_width)
-    : backend_(backend), capacity_{max_tokens, max_seqs, max_seqs, max_table_width} {
-  KS_CHECK(max_tokens > 0 && max_seqs > 0 && max_table_width > 0,
-           "StepInputs: bad capacity ({} tokens, {} seqs, {} columns)", max_tokens, max_seqs,
-           max_table_width);
+StepInputs::StepInputs(Backend& backend, int max_num_batched_tokens, int max_num_seqs,
+                       int max_table_width)
+    : backend_(backend),
+      capacity_{max_num_batched_tokens, max_num_seqs, max_num_seqs, max_table_width} {
+  KS_CHECK(max_num_batched_tokens > 0 && max_num_seqs > 0 && max_table_width > 0,
+           "StepInputs: bad capacity ({} tokens, {} seqs, {} columns)", max_num_batched_tokens,
+           max_num_seqs, max_table_width);
   const size_t n = offsets(capacity_).end;
   device_ = backend_.empty(DType::kI32, {static_cast<int64_t>(n)});
   staging_.resize(n);

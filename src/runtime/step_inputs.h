@@ -35,9 +35,9 @@ struct StepShape {
 
 class StepInputs {
  public:
-  // Room for steps of up to max_tokens tokens, max_seqs sequences and sampled rows, and
-  // max_table_width block-table columns.
-  StepInputs(Backend& backend, int max_tokens, int max_seqs, int max_table_width);
+  // Room for steps of up to max_num_batched_tokens tokens, max_num_seqs sequences and sampled rows,
+  // and max_table_width block-table columns.
+  StepInputs(Backend& backend, int max_num_batched_tokens, int max_num_seqs, int max_table_width);
 
   // Packs `batch` into `shape` (padding as above) and copies it to the backend buffer.
   // REQUIRES: shape covers the batch: T >= batch tokens and, when padded, T - tokens ==

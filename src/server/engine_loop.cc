@@ -1,6 +1,8 @@
 #include "server/engine_loop.h"
 
 #include <exception>
+#include <optional>
+#include <tuple>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -23,8 +25,8 @@ std::vector<RequestUpdate> UpdateQueue::wait(std::chrono::milliseconds timeout) 
   return out;
 }
 
-EngineLoop::EngineLoop(LLMEngine& engine, ServerMetrics& metrics)
-    : engine_(engine), metrics_(metrics), stats_(engine.stats()) {
+EngineLoop::EngineLoop(LLM& llm, ServerMetrics& metrics)
+    : llm_(llm), metrics_(metrics), stats_(llm.stats()) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -62,18 +64,6 @@ void EngineLoop::abort(std::string request_id) {
   cv_.notify_one();
 }
 
-void EngineLoop::finish_sample(std::string request_id, int sample_index) {
-  {
-    std::lock_guard lock(mu_);
-    Command c;
-    c.kind = Command::Kind::kFinishSample;
-    c.request_id = std::move(request_id);
-    c.sample_index = sample_index;
-    commands_.push_back(std::move(c));
-  }
-  cv_.notify_one();
-}
-
 void EngineLoop::abort_all() {
   {
     std::lock_guard lock(mu_);
@@ -94,7 +84,7 @@ void EngineLoop::stop() {
   if (thread_.joinable()) thread_.join();
 }
 
-EngineStats EngineLoop::stats() const {
+LLMStats EngineLoop::stats() const {
   std::lock_guard lock(mu_);
   return stats_;
 }
@@ -105,7 +95,7 @@ void EngineLoop::run() {
     bool stopping = false;
     {
       std::unique_lock lock(mu_);
-      if (!engine_.has_unfinished()) {
+      if (!llm_.has_unfinished()) {
         cv_.wait(lock, [&] { return !commands_.empty() || stopping_; });
       }
       commands.swap(commands_);
@@ -117,12 +107,12 @@ void EngineLoop::run() {
       // above; abort them with the rest.
       while (!entries_.empty()) abort_entry(entries_.begin(), true);
       std::lock_guard lock(mu_);
-      stats_ = engine_.stats();
+      stats_ = llm_.stats();
       return;
     }
-    if (engine_.has_unfinished()) step();
+    if (llm_.has_unfinished()) step();
     std::lock_guard lock(mu_);
-    stats_ = engine_.stats();
+    stats_ = llm_.stats();
   }
 }
 
@@ -130,43 +120,24 @@ void EngineLoop::apply(Command& c) {
   switch (c.kind) {
     case Command::Kind::kAdd: {
       const int n = c.params.n;
-      // Deltas: the engine hands out each token once instead of everything so far per step.
+      // Deltas: each token and piece of text is handed out once.
       c.params.output_kind = OutputKind::kDelta;
+      std::optional<RequestStream> stream;
       try {
-        engine_.add_request(c.request_id, std::move(c.prompt), std::move(c.params));
+        stream.emplace(llm_.add_request(std::move(c.prompt), std::move(c.params), c.request_id));
       } catch (const Error& e) {
         c.queue->push(RequestUpdate{c.sub, {}, e.what()});
         metrics_.count_finished("error");
         return;
       }
-      Entry entry;
-      entry.queue = std::move(c.queue);
-      entry.sub = c.sub;
-      entry.delivered.assign(n, 0);
-      entry.finish_reasons.assign(n, "");
-      entry.arrival = c.arrival;
-      entries_.emplace(std::move(c.request_id), std::move(entry));
+      entries_.emplace(std::piecewise_construct, std::forward_as_tuple(std::move(c.request_id)),
+                       std::forward_as_tuple(std::move(*stream), std::move(c.queue), c.sub, n,
+                                             c.arrival));
       return;
     }
     case Command::Kind::kAbort: {
       auto it = entries_.find(c.request_id);
       if (it != entries_.end()) abort_entry(it, false);
-      return;
-    }
-    case Command::Kind::kFinishSample: {
-      auto it = entries_.find(c.request_id);
-      if (it == entries_.end()) return;
-      Entry& entry = it->second;
-      if (c.sample_index < 0 || c.sample_index >= int(entry.finish_reasons.size()) ||
-          !entry.finish_reasons[c.sample_index].empty()) {
-        return;
-      }
-      engine_.abort_sample(it->first, c.sample_index);
-      entry.finish_reasons[c.sample_index] = "stop";
-      for (const std::string& r : entry.finish_reasons) {
-        if (r.empty()) return;
-      }
-      retire(it, entry.finish_reasons[0], Clock::now());
       return;
     }
     case Command::Kind::kAbortAll:
@@ -176,9 +147,8 @@ void EngineLoop::apply(Command& c) {
 }
 
 void EngineLoop::step() {
-  std::vector<RequestOutput> outputs;
   try {
-    outputs = engine_.step();
+    llm_.step();
   } catch (const std::exception& e) {
     KS_LOG_ERROR("engine step failed: {}", e.what());
     fail_all(fmt::format("the engine failed: {}", e.what()));
@@ -188,33 +158,32 @@ void EngineLoop::step() {
   // client that got its last token and then reads /metrics finds that token counted.
   {
     std::lock_guard lock(mu_);
-    stats_ = engine_.stats();
+    stats_ = llm_.stats();
   }
   const Clock::time_point now = Clock::now();
-  for (RequestOutput& out : outputs) dispatch(out, now);
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    auto next = std::next(it);
+    dispatch(it, now);
+    it = next;
+  }
 }
 
-void EngineLoop::dispatch(RequestOutput& out, Clock::time_point now) {
-  auto it = entries_.find(out.request_id);
-  if (it == entries_.end()) return;
+void EngineLoop::dispatch(std::unordered_map<std::string, Entry>::iterator it,
+                          Clock::time_point now) {
   Entry& entry = it->second;
   RequestUpdate update;
   update.sub = entry.sub;
   bool new_tokens = false;
-  for (CompletionOutput& c : out.outputs) {
-    const size_t i = static_cast<size_t>(c.index);
-    if (i >= entry.delivered.size() || !entry.finish_reasons[i].empty()) continue;
-    SampleUpdate s;
-    s.sample_index = c.index;
-    if (!c.token_ids.empty()) {  // the tokens this step added (kDelta)
-      entry.delivered[i] += c.token_ids.size();
-      s.token_ids = std::move(c.token_ids);
-      s.logprobs = std::move(c.logprobs);
-      new_tokens = true;
+  bool finished = false;
+  for (RequestOutput& out : entry.stream.take()) {
+    for (CompletionOutput& c : out.outputs) {
+      const size_t i = static_cast<size_t>(c.index);
+      if (i >= entry.finish_reasons.size() || !entry.finish_reasons[i].empty()) continue;
+      new_tokens = new_tokens || !c.token_ids.empty();
+      entry.finish_reasons[i] = c.finish_reason;
+      update.samples.push_back(std::move(c));
     }
-    s.finish_reason = c.finish_reason;
-    entry.finish_reasons[i] = c.finish_reason;
-    if (!s.token_ids.empty() || !s.finish_reason.empty()) update.samples.push_back(std::move(s));
+    finished = finished || out.finished;
   }
   if (new_tokens) {
     if (!entry.got_token) {
@@ -228,7 +197,7 @@ void EngineLoop::dispatch(RequestOutput& out, Clock::time_point now) {
     entry.last_token = now;
   }
   std::shared_ptr<UpdateQueue> queue = entry.queue;
-  if (out.finished) retire(it, entry.finish_reasons[0], now);
+  if (finished) retire(it, entry.finish_reasons[0], now);
   if (!update.samples.empty()) queue->push(std::move(update));
 }
 
@@ -242,15 +211,15 @@ void EngineLoop::retire(std::unordered_map<std::string, Entry>::iterator it, std
 }
 
 void EngineLoop::abort_entry(std::unordered_map<std::string, Entry>::iterator it, bool notify) {
-  engine_.abort_request(it->first);
-  const Entry& entry = it->second;
+  Entry& entry = it->second;
+  entry.stream.abort();
   std::shared_ptr<UpdateQueue> queue = entry.queue;
   RequestUpdate update;
   update.sub = entry.sub;
   for (size_t i = 0; i < entry.finish_reasons.size(); ++i) {
     if (!entry.finish_reasons[i].empty()) continue;
-    SampleUpdate s;
-    s.sample_index = static_cast<int>(i);
+    CompletionOutput s;
+    s.index = static_cast<int>(i);
     s.finish_reason = "abort";
     update.samples.push_back(std::move(s));
   }
@@ -261,7 +230,7 @@ void EngineLoop::abort_entry(std::unordered_map<std::string, Entry>::iterator it
 void EngineLoop::fail_all(const std::string& message) {
   while (!entries_.empty()) {
     auto it = entries_.begin();
-    engine_.abort_request(it->first);
+    it->second.stream.abort();
     std::shared_ptr<UpdateQueue> queue = it->second.queue;
     const int sub = it->second.sub;
     retire(it, "error", Clock::now());

@@ -1,9 +1,10 @@
-// EngineLoop: the one thread that owns the LLMEngine while the server runs.
+// EngineLoop: the one thread that owns the LLM while the server runs.
 //
-// HTTP handler threads never touch the engine. They queue commands (add a request, abort a
-// request or one of its samples) and the engine thread applies them between steps, runs
-// steps while there is work, and hands each request's new tokens to that request's
-// UpdateQueue. It also times requests (TTFT, inter-token latency, end-to-end latency) into
+// HTTP handler threads never touch the LLM. They queue commands (add a request, abort a
+// request) and the engine thread applies them between steps, runs steps while there is
+// work, and hands each request's outputs (deltas from its RequestStream: tokens, text,
+// stop reasons; a stop string ends a sample right there) to that request's UpdateQueue.
+// It also times requests (TTFT, inter-token latency, end-to-end latency) into
 // ServerMetrics and publishes a snapshot of the engine's counters for /metrics.
 //
 // Thread safety: every public method may be called from any thread.
@@ -19,7 +20,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "engine/llm_engine.h"
+#include "kestrel/llm.h"
 #include "kestrel/request_output.h"
 #include "kestrel/sampling_params.h"
 #include "server/metrics.h"
@@ -28,19 +29,12 @@ namespace kestrel::server {
 
 using Clock = std::chrono::steady_clock;
 
-// Tokens one sample generated since the last update.
-struct SampleUpdate {
-  int sample_index = 0;
-  std::vector<int> token_ids;
-  std::vector<TokenLogprobs> logprobs;  // one per token when the request asked for them
-  std::string finish_reason;            // "" while the sample runs
-};
-
-// What one engine request got in one step. `error` is set (and nothing else) when the
-// engine refused or failed the request; the request is then gone.
+// What one engine request got in one step: the samples that changed, each with what the
+// step added (OutputKind::kDelta). `error` is set (and nothing else) when the engine
+// refused or failed the request; the request is then gone.
 struct RequestUpdate {
   int sub = 0;  // the owner's index for this engine request (its prompt)
-  std::vector<SampleUpdate> samples;
+  std::vector<CompletionOutput> samples;
   std::string error;
 };
 
@@ -60,9 +54,9 @@ class UpdateQueue {
 
 class EngineLoop {
  public:
-  // Starts the engine thread. The engine must outlive the loop and be used by no one else
+  // Starts the engine thread. The LLM must outlive the loop and be stepped by no one else
   // until the loop is destroyed.
-  EngineLoop(LLMEngine& engine, ServerMetrics& metrics);
+  EngineLoop(LLM& llm, ServerMetrics& metrics);
   ~EngineLoop();  // stop()
   EngineLoop(const EngineLoop&) = delete;
   EngineLoop& operator=(const EngineLoop&) = delete;
@@ -75,8 +69,6 @@ class EngineLoop {
            std::shared_ptr<UpdateQueue> queue, int sub, Clock::time_point arrival);
   // Aborts the request (all samples) and frees its blocks; no more updates for it.
   void abort(std::string request_id);
-  // Finishes one sample: the server saw a stop string in it. Counted as "stop".
-  void finish_sample(std::string request_id, int sample_index);
   // Aborts every request; each owner gets a final update with finish_reason "abort".
   // Requests added afterwards are refused (their queue gets an error update).
   void abort_all();
@@ -84,24 +76,30 @@ class EngineLoop {
   void stop();
 
   // The engine counters as of the end of the last step.
-  EngineStats stats() const;
+  LLMStats stats() const;
 
  private:
   struct Command {
-    enum class Kind { kAdd, kAbort, kFinishSample, kAbortAll } kind = Kind::kAbort;
+    enum class Kind { kAdd, kAbort, kAbortAll } kind = Kind::kAbort;
     std::string request_id;
     std::vector<int> prompt;
     SamplingParams params;
     std::shared_ptr<UpdateQueue> queue;
     int sub = 0;
-    int sample_index = 0;
     Clock::time_point arrival;
   };
   // Engine-thread bookkeeping for one request.
   struct Entry {
+    Entry(RequestStream request, std::shared_ptr<UpdateQueue> updates, int sub_index, int n,
+          Clock::time_point arrived)
+        : stream(std::move(request)),
+          queue(std::move(updates)),
+          sub(sub_index),
+          finish_reasons(n),
+          arrival(arrived) {}
+    RequestStream stream;
     std::shared_ptr<UpdateQueue> queue;
     int sub = 0;
-    std::vector<size_t> delivered;            // tokens handed out, per sample
     std::vector<std::string> finish_reasons;  // per sample, "" while running
     Clock::time_point arrival;
     Clock::time_point last_token;
@@ -111,14 +109,15 @@ class EngineLoop {
   void run();
   void apply(Command& command);
   void step();
-  void dispatch(RequestOutput& output, Clock::time_point now);
+  // Hands the entry's new outputs to its queue; retires it when its request finished.
+  void dispatch(std::unordered_map<std::string, Entry>::iterator it, Clock::time_point now);
   void fail_all(const std::string& message);
   // Counts the request as finished with `reason`, records its latency, forgets it.
   void retire(std::unordered_map<std::string, Entry>::iterator it, std::string reason,
               Clock::time_point now);
   void abort_entry(std::unordered_map<std::string, Entry>::iterator it, bool notify);
 
-  LLMEngine& engine_;
+  LLM& llm_;
   ServerMetrics& metrics_;
   std::unordered_map<std::string, Entry> entries_;  // engine thread only
 
@@ -127,7 +126,7 @@ class EngineLoop {
   std::vector<Command> commands_;
   bool stopping_ = false;
   bool refusing_ = false;  // after abort_all()
-  EngineStats stats_;
+  LLMStats stats_;
   std::thread thread_;
 };
 

@@ -82,7 +82,7 @@ struct StreamSession {
   StreamSession(ServerState& state, std::string id, GenerateRequest req, Clock::time_point arrival)
       : guard(state),
         meta(make_meta(state, req, id)),
-        gen(*state.loop, state.ctx, std::move(id), std::move(req), arrival),
+        gen(*state.loop, std::move(id), std::move(req), arrival),
         splitters(meta.reasoning ? gen.num_choices() : 0),
         tool_calls_seen(meta.tool_calls ? gen.num_choices() : 0, 0),
         state(state) {
@@ -172,7 +172,7 @@ void answer_whole(ServerState& state, GenerateRequest req, std::string id,
                   httplib::Response& res) {
   auto guard = std::make_shared<InflightGuard>(state);
   const ResponseMeta meta = make_meta(state, req, id);
-  Generation gen(*state.loop, state.ctx, std::move(id), std::move(req), arrival);
+  Generation gen(*state.loop, std::move(id), std::move(req), arrival);
   std::vector<ChoiceDelta> choices(gen.num_choices());
   for (int i = 0; i < gen.num_choices(); ++i) choices[i].index = i;
   gen.start();

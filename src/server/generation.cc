@@ -1,37 +1,14 @@
 #include "server/generation.h"
 
-#include <algorithm>
-#include <span>
+#include <variant>
 
 namespace kestrel::server {
-namespace {
 
-size_t count_chars(const std::string& s) {
-  return static_cast<size_t>(std::count_if(
-      s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
-}
-
-// The unfinished-character context the detokenizer needs is at most a few tokens.
-constexpr size_t kPromptContextTokens = 8;
-
-}  // namespace
-
-Generation::Generation(EngineLoop& loop, const ServingContext& ctx, std::string request_id,
-                       GenerateRequest req, Clock::time_point arrival)
-    : loop_(loop), ctx_(ctx), id_(std::move(request_id)), req_(std::move(req)), arrival_(arrival) {
-  const int n = req_.params.n;
-  choices_.resize(req_.prompts.size() * n);
+Generation::Generation(EngineLoop& loop, std::string request_id, GenerateRequest req,
+                       Clock::time_point arrival)
+    : loop_(loop), id_(std::move(request_id)), req_(std::move(req)), arrival_(arrival) {
+  choices_.resize(req_.prompts.size() * req_.params.n);
   prompt_done_.assign(req_.prompts.size(), 0);
-  for (size_t p = 0; p < req_.prompts.size(); ++p) {
-    const std::vector<int>& prompt = req_.prompts[p];
-    const size_t context = std::min(prompt.size(), kPromptContextTokens);
-    for (int j = 0; j < n; ++j) {
-      if (ctx_.tokenizer) {
-        choices_[p * n + j].detok.emplace(*ctx_.tokenizer, req_.detok,
-                                          std::span<const int>(prompt).last(context));
-      }
-    }
-  }
 }
 
 Generation::~Generation() {
@@ -78,46 +55,23 @@ void Generation::apply(const RequestUpdate& update, std::vector<ChoiceDelta>& de
     prompt_done_[update.sub] = n;
     return;
   }
-  for (const SampleUpdate& s : update.samples) {
-    const int index = update.sub * n + s.sample_index;
+  for (const CompletionOutput& s : update.samples) {
+    const int index = update.sub * n + s.index;
     if (choices_[index].done) continue;
     apply_sample(update.sub, s, delta_for(index));
   }
 }
 
-void Generation::apply_sample(int prompt, const SampleUpdate& s, ChoiceDelta& delta) {
-  Choice& c = choices_[prompt * req_.params.n + s.sample_index];
-  for (size_t i = 0; i < s.token_ids.size(); ++i) {
-    const int id = s.token_ids[i];
-    delta.token_ids.push_back(id);
-    if (i < s.logprobs.size()) delta.logprobs.push_back(s.logprobs[i]);
-    delta.text_offsets.push_back(c.num_chars);
-    ++c.num_tokens;
-    if (!c.detok) continue;
-    const std::string piece = c.detok->add_token(id);
-    c.num_chars += count_chars(piece);
-    delta.text += piece;
-    if (c.detok->stopped()) {
-      delta.stop_reason = req_.detok.stop[*c.detok->stop_index()];
-      // Tokens after the one that completed the stop string are not part of the output.
-      loop_.finish_sample(engine_id(prompt), s.sample_index);
-      finish(c, delta, "stop");
-      ++prompt_done_[prompt];
-      return;
-    }
-  }
+void Generation::apply_sample(int prompt, const CompletionOutput& s, ChoiceDelta& delta) {
+  Choice& c = choices_[prompt * req_.params.n + s.index];
+  delta.token_ids.insert(delta.token_ids.end(), s.token_ids.begin(), s.token_ids.end());
+  delta.logprobs.insert(delta.logprobs.end(), s.logprobs.begin(), s.logprobs.end());
+  delta.text_offsets.insert(delta.text_offsets.end(), s.text_offsets.begin(), s.text_offsets.end());
+  delta.text += s.text;
+  c.num_tokens += static_cast<int>(s.token_ids.size());
+  if (const auto* stop = std::get_if<std::string>(&s.stop_reason)) delta.stop_reason = *stop;
+  if (const auto* id = std::get_if<int>(&s.stop_reason)) delta.stop_reason = *id;
   if (s.finish_reason.empty()) return;
-  if (c.detok) {
-    const std::string rest = c.detok->finish();
-    c.num_chars += count_chars(rest);
-    delta.text += rest;
-  }
-  if (s.finish_reason == "stop" && !delta.token_ids.empty()) {
-    const int last = delta.token_ids.back();
-    const auto& stop_ids = req_.params.stop_token_ids;
-    if (std::find(stop_ids.begin(), stop_ids.end(), last) != stop_ids.end())
-      delta.stop_reason = last;
-  }
   ++prompt_done_[prompt];
   finish(c, delta, s.finish_reason);
 }

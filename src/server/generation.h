@@ -2,10 +2,8 @@
 //
 // A request has P prompts (completions may send several) and n samples each; choice
 // i * n + j is sample j of prompt i (OpenAI's order). Each prompt is one engine request
-// on the EngineLoop. As tokens arrive, each choice's Detokenizer turns them into text and
-// watches for the request's stop strings; a match finishes that choice with "stop"
-// (text before the stop string) and tells the engine to drop the sample, so its KV blocks
-// are freed while the other samples go on. The request is done when every choice is.
+// on the EngineLoop, whose updates already carry each sample's text, cut at a stop string
+// (the LLM's output processor, request_stream.h). The request is done when every choice is.
 //
 // Thread safety: one thread (the handler's) uses a Generation. Destroying it before it is
 // done aborts the engine requests left (a client that went away).
@@ -21,7 +19,6 @@
 #include "server/engine_loop.h"
 #include "server/request_parser.h"
 #include "server/tool_calls.h"
-#include "tokenizer/detokenizer.h"
 
 namespace kestrel::server {
 
@@ -47,9 +44,9 @@ struct ChoiceDelta {
 
 class Generation {
  public:
-  // REQUIRES: `req` came from the parsers (validated against `ctx`).
-  Generation(EngineLoop& loop, const ServingContext& ctx, std::string request_id,
-             GenerateRequest req, Clock::time_point arrival);
+  // REQUIRES: `req` came from the parsers.
+  Generation(EngineLoop& loop, std::string request_id, GenerateRequest req,
+             Clock::time_point arrival);
   ~Generation();
   Generation(const Generation&) = delete;
   Generation& operator=(const Generation&) = delete;
@@ -70,18 +67,15 @@ class Generation {
 
  private:
   struct Choice {
-    std::optional<Detokenizer> detok;  // none when the model has no tokenizer
-    size_t num_chars = 0;              // characters of text so far
     int num_tokens = 0;
     bool done = false;
   };
   std::string engine_id(int prompt) const;
   void apply(const RequestUpdate& update, std::vector<ChoiceDelta>& deltas);
-  void apply_sample(int prompt, const SampleUpdate& s, ChoiceDelta& delta);
+  void apply_sample(int prompt, const CompletionOutput& s, ChoiceDelta& delta);
   void finish(Choice& c, ChoiceDelta& delta, std::string reason);
 
   EngineLoop& loop_;
-  const ServingContext& ctx_;
   const std::string id_;
   GenerateRequest req_;
   const Clock::time_point arrival_;

@@ -9,7 +9,6 @@
 
 #include "core/error.h"
 #include "core/logging.h"
-#include "engine/llm_engine.h"
 #include "server/api_error.h"
 #include "server/connections.h"
 #include "server/server_state.h"
@@ -126,7 +125,6 @@ HttpServer::HttpServer(LLM& llm, ServerConfig config) : impl_(new Impl(llm)) {
   s.ctx.vocab_size = llm.vocab_size();
   s.ctx.max_model_len = llm.max_model_len();
   s.ctx.served_model_name = s.config.served_model_name;
-  s.num_kv_blocks = llm.metrics().num_kv_blocks;
   s.started_at = std::chrono::duration_cast<std::chrono::seconds>(
                      std::chrono::system_clock::now().time_since_epoch())
                      .count();
@@ -210,7 +208,7 @@ void HttpServer::Impl::install_routes() {
 
   http.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
   http.Get("/metrics", [&s](const httplib::Request&, httplib::Response& res) {
-    res.set_content(s.metrics.render(s.loop->stats(), s.num_kv_blocks, s.ctx.served_model_name),
+    res.set_content(s.metrics.render(s.loop->stats(), s.ctx.served_model_name),
                     "text/plain; version=0.0.4; charset=utf-8");
   });
   auto model_card = [&s] {
@@ -262,7 +260,7 @@ void HttpServer::start() {
   im.started = true;
   std::signal(SIGPIPE, SIG_IGN);
   ServerState& s = im.state;
-  s.loop = std::make_unique<EngineLoop>(im.llm.engine(), s.metrics);
+  s.loop = std::make_unique<EngineLoop>(im.llm, s.metrics);
   im.install_routes();
   const int threads = s.config.http_threads;
   im.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };

@@ -123,16 +123,15 @@ void ServerMetrics::count_finished(const std::string& reason) {
   ++finished_[reason];
 }
 
-std::string ServerMetrics::render(const EngineStats& s, int num_kv_blocks,
-                                  const std::string& model_name) const {
+std::string ServerMetrics::render(const LLMStats& s, const std::string& model_name) const {
   Writer w(model_name);
   w.gauge("kestrel:num_requests_running", "Sequences in the running batch.", s.num_running);
   w.gauge("kestrel:num_requests_waiting", "Sequences waiting to be scheduled.", s.num_waiting);
   w.gauge("kestrel:kv_cache_usage_perc", "Fraction of KV cache blocks in use (0 to 1).",
           s.kv_cache_usage);
-  w.gauge("kestrel:kv_cache_num_blocks", "KV cache blocks allocated.", num_kv_blocks);
+  w.gauge("kestrel:kv_cache_num_blocks", "KV cache blocks allocated.", s.num_kv_blocks);
   w.gauge("kestrel:kv_cache_used_blocks", "KV cache blocks held by sequences.",
-          num_kv_blocks - s.num_free_kv_blocks);
+          s.num_kv_blocks - s.num_free_kv_blocks);
   w.counter("kestrel:prefix_cache_queries_total", "Prompt tokens looked up in the prefix cache.",
             double(s.prefix_cache_queries));
   w.counter("kestrel:prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
@@ -142,9 +141,9 @@ std::string ServerMetrics::render(const EngineStats& s, int num_kv_blocks,
   w.counter("kestrel:num_preemptions_total", "Sequences preempted (recomputed later).",
             double(s.num_preemptions));
   w.counter("kestrel:prompt_tokens_total", "Prompt tokens of the requests added.",
-            double(s.total_prompt_tokens));
+            double(s.prompt_tokens));
   w.counter("kestrel:generation_tokens_total", "Tokens generated.",
-            double(s.total_generation_tokens));
+            double(s.generation_tokens));
   std::lock_guard lock(mu_);
   w.header("kestrel:request_success_total", "counter", "Requests finished, by finish reason.");
   for (const auto& [reason, count] : finished_) {

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/llm_engine.h"
+#include "kestrel/llm_stats.h"
 
 namespace kestrel::server {
 
@@ -55,8 +55,7 @@ class ServerMetrics {
   void count_finished(const std::string& reason);
 
   // The exposition text: the engine's counters from `stats` plus the server's own.
-  std::string render(const EngineStats& stats, int num_kv_blocks,
-                     const std::string& model_name) const;
+  std::string render(const LLMStats& stats, const std::string& model_name) const;
 
  private:
   mutable std::mutex mu_;

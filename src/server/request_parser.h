@@ -13,7 +13,6 @@
 
 #include "chat/chat_template.h"
 #include "kestrel/sampling_params.h"
-#include "tokenizer/detokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel::server {
@@ -32,10 +31,9 @@ struct GenerateRequest {
   std::vector<std::vector<int>> prompts;  // one engine request each
   std::vector<std::string> prompt_texts;  // completions with echo: each prompt as text
   // Shared by the prompts, except max_tokens: max_tokens[i] for prompt i (the request's
-  // value, or what is left of the context).
+  // value, or what is left of the context). Stop strings and skip_special_tokens included.
   SamplingParams params;
   std::vector<int> max_tokens;
-  DetokenizerOptions detok;  // stop strings, skip_special_tokens, ...
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   bool echo = false;           // completions: prepend the prompt text
@@ -65,8 +63,8 @@ constexpr int kDefaultCompletionMaxTokens = 16;
 class FieldReader;
 // 404 unless `model` is absent or the served model name.
 void check_model(const FieldReader& f, const ServingContext& ctx);
-// Reads the fields both endpoints take into req.params (starting from ctx.defaults),
-// req.detok and the streaming flags. Returns the requested max_tokens (chat's
+// Reads the fields both endpoints take into req.params (starting from ctx.defaults) and
+// the streaming flags. Returns the requested max_tokens (chat's
 // max_completion_tokens first, then max_tokens), if any.
 std::optional<int> read_sampling_fields(const FieldReader& f, const ServingContext& ctx,
                                         GenerateRequest& req);

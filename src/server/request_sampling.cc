@@ -101,9 +101,9 @@ std::optional<int> read_sampling_fields(const FieldReader& f, const ServingConte
   p.stop_token_ids = read_int_list(f, "stop_token_ids");
   p.logprobs.reset();
 
-  req.detok.stop = read_stop_strings(f);
-  req.detok.skip_special_tokens = f.boolean("skip_special_tokens").value_or(true);
-  req.detok.include_stop_str_in_output = f.boolean("include_stop_str_in_output").value_or(false);
+  p.stop = read_stop_strings(f);
+  p.skip_special_tokens = f.boolean("skip_special_tokens").value_or(true);
+  p.include_stop_str_in_output = f.boolean("include_stop_str_in_output").value_or(false);
   req.stream = f.boolean("stream").value_or(false);
   read_stream_options(f, req);
 
@@ -141,7 +141,7 @@ void finish_request(const ServingContext& ctx, std::optional<int> max_tokens,
   } catch (const Error& e) {
     throw ApiError(400, e.what(), param_of(e.what()));
   }
-  if (!req.detok.stop.empty() && ctx.tokenizer == nullptr) {
+  if (!p.stop.empty() && ctx.tokenizer == nullptr) {
     throw_bad_request("stop", "stop strings need the model's tokenizer");
   }
   req.max_tokens.clear();

@@ -28,7 +28,6 @@ struct ServerState {
   ServerConfig config;
   std::optional<ChatTemplate> chat_template;
   ServingContext ctx;
-  int num_kv_blocks = 0;
   int64_t started_at = 0;  // Unix seconds
   ServerMetrics metrics;
   std::unique_ptr<EngineLoop> loop;

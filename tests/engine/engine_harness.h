@@ -26,8 +26,8 @@ inline EngineLimits small_limits() {
   return l;
 }
 
-// The longest sequence, derived from the limits as docs/engine.md states it.
-inline int expected_max_seq_len(const EngineLimits& l) {
+// The max_model_len in effect, derived from the limits as docs/engine.md states it.
+inline int expected_max_model_len(const EngineLimits& l) {
   int64_t limit = std::min<int64_t>(l.max_model_len, int64_t{l.num_kv_blocks} * l.block_size);
   if (!l.enable_chunked_prefill) limit = std::min<int64_t>(limit, l.max_num_batched_tokens + 1);
   return static_cast<int>(limit);
@@ -52,7 +52,7 @@ struct Harness {
     const Added& a = added.at(id);
     return reference_generate(a.prompt, expected_sample_seed(*a.params.seed, index), a.params,
                               limits.vocab_size, limits.eos_token_ids,
-                              expected_max_seq_len(limits));
+                              expected_max_model_len(limits));
   }
 
   // Runs to the end and checks every request finished so far against the reference.

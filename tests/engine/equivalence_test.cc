@@ -75,7 +75,7 @@ TEST(Equivalence, EveryConfigurationGivesTheReferenceTokens) {
             "seed {} chunked {} caching {} blocks {} budget {} seqs {} overlap {}", seed, c.chunked,
             c.caching, c.num_kv_blocks, c.max_num_batched_tokens, c.max_num_seqs, overlap));
         Harness h(l);
-        const int max_len = expected_max_seq_len(l);
+        const int max_len = expected_max_model_len(l);
         const std::vector<Arrival> workload = make_workload(seed, l.vocab_size);
         size_t next = 0;
         for (int step = 0; next < workload.size() || h.engine.has_unfinished(); ++step) {

@@ -164,7 +164,7 @@ struct Expected {
 
 inline Expected reference_generate(const std::vector<int>& prompt, uint64_t seed,
                                    const SamplingParams& params, int vocab_size,
-                                   const std::vector<int>& eos_ids, int max_seq_len) {
+                                   const std::vector<int>& eos_ids, int max_model_len) {
   Expected e;
   uint64_t kv = kKvRoot;
   for (int t : prompt) kv = kv_value(kv, t);
@@ -182,7 +182,7 @@ inline Expected reference_generate(const std::vector<int>& prompt, uint64_t seed
       e.finish_reason = "stop";
       return e;
     }
-    if ((params.max_tokens && n >= *params.max_tokens) || num_tokens >= max_seq_len) {
+    if ((params.max_tokens && n >= *params.max_tokens) || num_tokens >= max_model_len) {
       e.finish_reason = "length";
       return e;
     }

@@ -122,7 +122,7 @@ TEST(Overlap, AnAbortWhoseDrainFailsStillAbortsAndTheOthersGoOn) {
   std::map<std::string, RequestOutput> done = run_to_completion(engine);
   ASSERT_EQ(done.size(), 1u);
   const Expected e = reference_generate(prompt, expected_sample_seed(61, 0), seeded(61, 6),
-                                        l.vocab_size, l.eos_token_ids, expected_max_seq_len(l));
+                                        l.vocab_size, l.eos_token_ids, expected_max_model_len(l));
   EXPECT_EQ(done.at("a").outputs[0].token_ids, e.tokens);
   EXPECT_TRUE(executor.errors.empty()) << executor.errors.front();
   EXPECT_EQ(engine.block_manager().num_free_blocks(), l.num_kv_blocks);
@@ -152,7 +152,7 @@ TEST(Overlap, AnExecutorErrorUndoesTheStepsInFlight) {
     ASSERT_EQ(done.size(), 2u) << fail_at;
     const SamplingParams p = seeded(51, 6);
     const Expected e = reference_generate(prompt, expected_sample_seed(51, 0), p, l.vocab_size,
-                                          l.eos_token_ids, expected_max_seq_len(l));
+                                          l.eos_token_ids, expected_max_model_len(l));
     EXPECT_EQ(done.at("a").outputs[0].token_ids, e.tokens) << fail_at;
     EXPECT_TRUE(executor.errors.empty()) << executor.errors.front();
     EXPECT_EQ(engine.block_manager().num_free_blocks(), l.num_kv_blocks);

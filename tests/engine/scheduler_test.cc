@@ -213,11 +213,11 @@ TEST(Scheduler, MaxSeqLenIsTheSmallestLimit) {
   SchedulerConfig c;
   c.max_model_len = 100;
   c.max_num_batched_tokens = 16;
-  EXPECT_EQ(Scheduler(c, bm).max_seq_len(), 40);
+  EXPECT_EQ(Scheduler(c, bm).max_model_len(), 40);
   c.max_model_len = 30;
-  EXPECT_EQ(Scheduler(c, bm).max_seq_len(), 30);
+  EXPECT_EQ(Scheduler(c, bm).max_model_len(), 30);
   c.enable_chunked_prefill = false;
-  EXPECT_EQ(Scheduler(c, bm).max_seq_len(), 17);
+  EXPECT_EQ(Scheduler(c, bm).max_model_len(), 17);
   Scheduler s(c, bm);
   EXPECT_NO_THROW(s.check_prompt_len(16));
   EXPECT_THROW(s.check_prompt_len(17), Error);

@@ -130,7 +130,7 @@ TEST_F(TensorParallel, EngineInvariantsHold) {
     // Now every full prompt block is cached.
     EXPECT_EQ(tokens_of(llm.generate(f.prompts, greedy_params(20), false)), f.greedy)
         << "prefix hits";
-    EXPECT_GT(llm.metrics().prefix_cache_hit_rate, 0.2);
+    EXPECT_GT(llm.stats().prefix_cache_hit_rate, 0.2);
   }
   {
     EngineConfig c = cpu_config(2);
@@ -155,7 +155,7 @@ TEST_F(TensorParallel, EngineInvariantsHold) {
     LLM llm(f.dir, c);
     EXPECT_EQ(tokens_of(llm.generate(f.prompts, greedy_params(20), false)), f.greedy)
         << "preemption";
-    EXPECT_GT(llm.metrics().num_preemptions, 0) << "the KV cache was meant to force preemption";
+    EXPECT_GT(llm.stats().num_preemptions, 0) << "the KV cache was meant to force preemption";
   }
 }
 

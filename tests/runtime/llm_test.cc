@@ -11,7 +11,6 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "engine/llm_engine.h"
 #include "kestrel/llm.h"
 
 namespace kestrel {
@@ -77,8 +76,8 @@ void expect_hf_greedy(const Fixture& f, const EngineConfig& config, const char* 
     EXPECT_EQ(outs[i].outputs[0].finish_reason, "length");
     EXPECT_EQ(outs[i].prompt_token_ids, f.prompts[i]);
   }
-  if (preemptions) *preemptions = llm.metrics().num_preemptions;
-  if (hit_rate) *hit_rate = llm.metrics().prefix_cache_hit_rate;
+  if (preemptions) *preemptions = llm.stats().num_preemptions;
+  if (hit_rate) *hit_rate = llm.stats().prefix_cache_hit_rate;
 }
 
 TEST(HfGreedyTest, BatchedMatchesHf) {
@@ -127,7 +126,7 @@ TEST(HfGreedyTest, PrefixCacheHitsGiveSameTokens) {
     const auto second = tokens_of(llm.generate(f.prompts, greedy_params(20), false));
     EXPECT_EQ(first, f.greedy) << f.dir;
     EXPECT_EQ(second, f.greedy) << f.dir;
-    EXPECT_GT(llm.metrics().prefix_cache_hit_rate, 0.2) << f.dir;
+    EXPECT_GT(llm.stats().prefix_cache_hit_rate, 0.2) << f.dir;
   }
 }
 
@@ -166,7 +165,7 @@ TEST(Sampling, ParallelSamplesShareThePrompt) {
   }
   EXPECT_GT(distinct.size(), 1u);
   // Samples 1..3 found sample 0's prompt blocks (64 tokens = 4 full blocks of 16 each).
-  EXPECT_GT(llm.metrics().prefix_cache_hit_rate, 0.5);
+  EXPECT_GT(llm.stats().prefix_cache_hit_rate, 0.5);
 }
 
 // The engine's overlap (async_scheduling, the default) must not change any output: seeded
@@ -210,7 +209,7 @@ TEST(Sampling, OverlapGivesTheSynchronousOutputs) {
   }
   EXPECT_EQ(got[2].outputs[0].finish_reason, "stop");
   // Each stop or EOS costs the overlapped engine one wasted row, never a missing token.
-  EXPECT_GE(overlapped.metrics().generation_tokens, sync.metrics().generation_tokens);
+  EXPECT_GE(overlapped.stats().generation_tokens, sync.stats().generation_tokens);
 }
 
 TEST(Errors, BadRequestsAreRejectedAndOthersGoOn) {
@@ -225,7 +224,7 @@ TEST(Errors, BadRequestsAreRejectedAndOthersGoOn) {
   EXPECT_THROW(llm.generate({too_long}, greedy_params(4), false), Error);
   // The engine still serves.
   EXPECT_EQ(tokens_of(llm.generate({f.prompts[1]}, greedy_params(20), false))[0], f.greedy[1]);
-  EXPECT_FALSE(llm.engine().has_unfinished());
+  EXPECT_FALSE(llm.has_unfinished());
 }
 
 TEST(Errors, BadModelDirectory) {

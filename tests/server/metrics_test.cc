@@ -28,7 +28,8 @@ TEST(ServerMetrics, RendersEngineCountersAndHistograms) {
   m.count_finished("length");
   m.count_finished("length");
   m.count_finished("abort");
-  EngineStats s;
+  LLMStats s;
+  s.num_kv_blocks = 100;
   s.num_running = 3;
   s.num_waiting = 1;
   s.num_free_kv_blocks = 90;
@@ -36,9 +37,9 @@ TEST(ServerMetrics, RendersEngineCountersAndHistograms) {
   s.prefix_cache_queries = 200;
   s.prefix_cache_hits = 50;
   s.prefix_cache_hit_rate = 0.25;
-  s.total_prompt_tokens = 1234;
-  s.total_generation_tokens = 567;
-  const std::string text = m.render(s, 100, "my-model");
+  s.prompt_tokens = 1234;
+  s.generation_tokens = 567;
+  const std::string text = m.render(s, "my-model");
   const std::string l = "{model_name=\"my-model\"";
   EXPECT_TRUE(has_line(text, "kestrel:num_requests_running" + l + "} 3")) << text;
   EXPECT_TRUE(has_line(text, "kestrel:num_requests_waiting" + l + "} 1"));
@@ -74,7 +75,9 @@ TEST(ServerMetrics, RendersEngineCountersAndHistograms) {
 
 TEST(ServerMetrics, EscapesTheModelNameLabel) {
   ServerMetrics m;
-  const std::string text = m.render(EngineStats{}, 1, "a\"b\\c");
+  LLMStats s;
+  s.num_kv_blocks = 1;
+  const std::string text = m.render(s, "a\"b\\c");
   EXPECT_NE(text.find("model_name=\"a\\\"b\\\\c\""), std::string::npos) << text;
 }
 

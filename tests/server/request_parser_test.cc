@@ -52,7 +52,7 @@ TEST(RequestParser, UnsetFieldsTakeTheModelDefaultsAndMaxTokensIs16) {
   EXPECT_EQ(parse_completion_request(ojson{{"prompt", ids}}, context()).max_tokens,
             (std::vector<int>{4}));
   EXPECT_FALSE(r.stream);
-  EXPECT_TRUE(r.detok.skip_special_tokens);
+  EXPECT_TRUE(r.params.skip_special_tokens);
 }
 
 TEST(RequestParser, FieldsMapOntoSamplingParams) {
@@ -72,8 +72,8 @@ TEST(RequestParser, FieldsMapOntoSamplingParams) {
   EXPECT_FLOAT_EQ(r.params.min_p, 0.1f);
   EXPECT_EQ(r.params.seed, 42u);
   EXPECT_EQ(r.params.n, 2);
-  EXPECT_TRUE(r.detok.include_stop_str_in_output);
-  EXPECT_FALSE(r.detok.skip_special_tokens);
+  EXPECT_TRUE(r.params.include_stop_str_in_output);
+  EXPECT_FALSE(r.params.skip_special_tokens);
   EXPECT_EQ(r.params.stop_token_ids, (std::vector<int>{11, 12}));
   EXPECT_FLOAT_EQ(r.params.presence_penalty, 0.5f);
   EXPECT_FLOAT_EQ(r.params.frequency_penalty, -0.5f);
@@ -92,7 +92,7 @@ TEST(RequestParser, NullMeansUnsetAndIntegralFloatsAreIntegers) {
       context());
   EXPECT_FLOAT_EQ(r.params.temperature, 0.6f);
   EXPECT_EQ(r.max_tokens, (std::vector<int>{5}));
-  EXPECT_TRUE(r.detok.stop.empty());
+  EXPECT_TRUE(r.params.stop.empty());
 }
 
 TEST(RequestParser, RejectsWhatVllmRejects) {
@@ -156,7 +156,7 @@ TEST(RequestParser, ChatRendersTheTemplateAndReadsChatFields) {
   EXPECT_TRUE(r.logprobs);
   EXPECT_EQ(r.params.logprobs, 3);
   EXPECT_TRUE(r.chat);
-  EXPECT_EQ(r.detok.stop, (std::vector<std::string>{"END", "###"}));
+  EXPECT_EQ(r.params.stop, (std::vector<std::string>{"END", "###"}));
 
   // continue_final_message: the prompt ends with the last message's text.
   const GenerateRequest c = parse_chat_request(ojson::parse(R"({

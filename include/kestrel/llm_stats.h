@@ -1,0 +1,52 @@
+// LLMStats: what an LLM has done so far, for servers (/metrics), benchmarks and tests.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace kestrel {
+
+// A snapshot (LLM::stats()). Counters ("total", "seconds") only grow over the LLM's life;
+// take two snapshots and subtract to time a stretch of steps.
+struct LLMStats {
+  // Scheduler.
+  int num_running = 0;  // sequences in the running batch
+  int num_waiting = 0;  // sequences waiting to be scheduled (or rescheduled after preemption)
+  int64_t num_steps = 0;
+  int64_t num_preemptions = 0;
+  // KV cache.
+  int num_kv_blocks = 0;
+  int block_size = 0;  // tokens per block
+  int num_free_kv_blocks = 0;
+  double kv_cache_usage = 0.0;       // fraction of KV blocks in use, [0, 1]
+  int64_t prefix_cache_queries = 0;  // prompt tokens looked up
+  int64_t prefix_cache_hits = 0;     // prompt tokens found
+  double prefix_cache_hit_rate = 0.0;
+  // Tokens.
+  int64_t prompt_tokens = 0;      // prompt lengths of the requests added
+  int64_t generation_tokens = 0;  // tokens sampled
+  int64_t computed_tokens = 0;    // tokens whose K/V was computed (recomputation included)
+  // Model runner (rank 0's under tensor parallelism).
+  int64_t graph_steps = 0;  // steps replayed from a CUDA graph
+  int64_t eager_steps = 0;  // steps run op by op
+  int num_graphs = 0;       // CUDA graphs captured at start-up
+  double graph_capture_seconds = 0.0;
+  size_t activation_bytes = 0;      // device memory the profile forward added (0 on the CPU)
+  double kv_max_concurrency = 0.0;  // sequences of max_model_len tokens the cache holds
+  // Host wall time inside the runner's steps, by phase. Nothing synchronizes for them:
+  // "sample" includes waiting for the forward that "launch" enqueued.
+  double prepare_seconds = 0.0;  // build the host batch, copy it to the device
+  double launch_seconds = 0.0;   // enqueue the forward and the device sampler
+  double sample_seconds = 0.0;   // wait for the tokens (device sampler) or sample on the host
+  // The collectives' library under tensor parallelism ("nccl", "gloo"); "" without.
+  std::string communicator;
+};
+
+// The backend's device memory as the driver reports it now (LLM::device_memory()).
+struct DeviceMemory {
+  size_t total = 0;
+  size_t free = 0;
+};
+
+}  // namespace kestrel
