@@ -2,11 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace kestrel {
+
+class TokenConstraintFactory;  // kestrel/token_constraint.h
 
 // What LLMEngine::step reports for a request (vLLM's RequestOutputKind).
 enum class OutputKind {
@@ -51,6 +54,10 @@ struct SamplingParams {
   // for each generated token. nullopt: none. 0..20.
   std::optional<int> logprobs;
   static constexpr int kMaxLogprobs = 20;  // the most `logprobs` may ask for
+  // Structured outputs: each sample's tokens are constrained to what the factory's
+  // constraints allow (kestrel/token_constraint.h; the server builds them from
+  // response_format and guided_*). Shared by the samples; not with min_tokens > 0.
+  std::shared_ptr<const TokenConstraintFactory> constraint;
   // How the engine reports progress; LLM::generate chooses its own.
   OutputKind output_kind = OutputKind::kCumulative;
 

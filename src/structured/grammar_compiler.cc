@@ -59,6 +59,8 @@ std::shared_ptr<const Grammar> GrammarCompiler::compile(const StructuredOutputSp
     }
   }
   std::shared_ptr<const Grammar> grammar = std::make_shared<Grammar>(ByteDfa::build(pattern_of(spec)), vocab_);
+  // The first step's mask, made here (the caller's thread) rather than in a batch's step.
+  grammar->mask(grammar->dfa().start());
   std::lock_guard<std::mutex> lock(mu_);
   if (cache_.contains(key)) return cache_[key].first;  // compiled meanwhile by another thread
   lru_.push_front(key);

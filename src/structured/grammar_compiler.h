@@ -32,8 +32,9 @@ class GrammarCompiler {
   // The `cache_size` most recently used grammars are kept (their token masks with them).
   explicit GrammarCompiler(std::shared_ptr<const VocabTrie> vocab, size_t cache_size = 32);
 
-  // The Grammar of `spec`, compiled or from the cache. Thread-safe; compiles outside the
-  // lock. Throws kestrel::Error as pattern_of, or when the automaton is too large.
+  // The Grammar of `spec`, compiled or from the cache, with the start state's token mask
+  // made. Thread-safe; compiles outside the lock. Throws kestrel::Error as pattern_of, or
+  // when the automaton is too large.
   std::shared_ptr<const Grammar> compile(const StructuredOutputSpec& spec);
 
   const VocabTrie& vocab() const { return *vocab_; }

