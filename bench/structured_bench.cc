@@ -58,7 +58,7 @@ std::vector<std::unique_ptr<Sequence>> walked(const std::shared_ptr<const Gramma
                                               std::mt19937& rng) {
   std::vector<std::unique_ptr<Sequence>> seqs;
   for (int b = 0; b < batch; ++b) {
-    auto seq = std::make_unique<Sequence>(b, "r" + std::to_string(b), 0, std::vector<int>{1, 2, 3},
+    auto seq = std::make_unique<Sequence>(b, std::to_string(b), 0, std::vector<int>{1, 2, 3},
                                           params, uint64_t(b));
     seq->constraint = g->start();
     const int steps = 1 + static_cast<int>(rng() % 12);
@@ -94,10 +94,12 @@ int main(int argc, char** argv) {
   spec.schema = nlohmann::ordered_json::parse(kSchema);
   t0 = Clock::now();
   const auto g = compiler.compile(spec);
-  std::printf("compile  json_schema: %d DFA states, %.1f ms\n", g->dfa().num_states(), ms_since(t0));
+  std::printf("compile  json_schema: %d DFA states, %d byte classes, %.1f ms\n", g->dfa().num_states(),
+              g->dfa().num_byte_classes(), ms_since(t0));
   t0 = Clock::now();
   const auto any = compiler.compile(StructuredOutputSpec{});
-  std::printf("compile  json_object: %d DFA states, %.1f ms\n", any->dfa().num_states(), ms_since(t0));
+  std::printf("compile  json_object: %d DFA states, %d byte classes, %.1f ms\n", any->dfa().num_states(),
+              any->dfa().num_byte_classes(), ms_since(t0));
 
   // A fresh state's first mask: inside a string (most tokens live) and at the start.
   for (const char* prefix : {"", "{\"name\": \"ab"}) {
@@ -121,6 +123,8 @@ int main(int argc, char** argv) {
       for (auto& s : seqs) append_allowed_mask(*s, eos, kVocab, masks);
     }
     const double host_ms = ms_since(t0) / iters;
+    std::printf("masks    batch %3d: %d DFA states visited, %d distinct masks kept\n", batch,
+                g->num_cached_masks(), g->num_distinct_masks());
     std::printf("host     batch %3d: %.3f ms per step (%zu mask bytes)\n", batch, host_ms, masks.size() * 4);
 
     std::vector<float> logits(size_t(batch) * kVocab);

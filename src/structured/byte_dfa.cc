@@ -107,7 +107,22 @@ ByteDfa ByteDfa::build(const RegexNode& pattern, int max_states) {
   const int start = nfa.add();
   const int accept = nfa.build(pattern, start);
 
-  // Subset construction.
+  // Byte classes: bytes no edge tells apart share a column of the transition table.
+  ByteDfa dfa;
+  std::vector<bool> cut(257, false);
+  cut[0] = cut[256] = true;
+  for (const auto& edges : nfa.edges) {
+    for (const Nfa::Edge& e : edges) cut[e.lo] = cut[e.hi + 1] = true;
+  }
+  int k = -1;
+  for (int b = 0; b < 256; ++b) {
+    if (cut[b]) ++k;
+    dfa.class_of_[b] = static_cast<uint8_t>(k);
+  }
+  dfa.num_classes_ = k + 1;
+  const size_t nc = static_cast<size_t>(dfa.num_classes_);
+
+  // Subset construction, one column per class.
   std::map<std::vector<int>, int32_t> ids;
   std::vector<std::vector<int>> sets;
   std::vector<int32_t> next;
@@ -126,23 +141,23 @@ ByteDfa ByteDfa::build(const RegexNode& pattern, int max_states) {
   std::vector<int> first{start};
   nfa.close(first);
   intern(std::move(first));
-  std::vector<std::vector<int>> by_byte(256);
+  std::vector<std::vector<int>> by_class(nc);
   for (size_t d = 0; d < sets.size(); ++d) {
-    for (auto& v : by_byte) v.clear();
+    for (auto& v : by_class) v.clear();
     for (int s : sets[d]) {
       for (const Nfa::Edge& e : nfa.edges[s]) {
-        for (int b = e.lo; b <= e.hi; ++b) by_byte[b].push_back(e.to);
+        for (int c = dfa.class_of_[e.lo]; c <= dfa.class_of_[e.hi]; ++c) by_class[c].push_back(e.to);
       }
     }
-    next.resize((d + 1) * 256, kDead);
-    for (int b = 0; b < 256; ++b) {
-      if (by_byte[b].empty()) continue;
-      std::vector<int> target = by_byte[b];
+    next.resize((d + 1) * nc, kDead);
+    for (size_t c = 0; c < nc; ++c) {
+      if (by_class[c].empty()) continue;
+      std::vector<int> target = by_class[c];
       std::sort(target.begin(), target.end());
       target.erase(std::unique(target.begin(), target.end()), target.end());
       nfa.close(target);
       const int32_t t = intern(std::move(target));
-      next[d * 256 + b] = t;  // `next` may have grown: index, never a saved reference
+      next[d * nc + c] = t;  // `next` may have grown: index, never a saved reference
     }
   }
   const size_t n = sets.size();
@@ -150,8 +165,8 @@ ByteDfa ByteDfa::build(const RegexNode& pattern, int max_states) {
   // Live states: those from which an accepting state is reachable.
   std::vector<std::vector<int32_t>> reverse(n);
   for (size_t d = 0; d < n; ++d) {
-    for (int b = 0; b < 256; ++b) {
-      const int32_t t = next[d * 256 + b];
+    for (size_t c = 0; c < nc; ++c) {
+      const int32_t t = next[d * nc + c];
       if (t != kDead && (reverse[t].empty() || reverse[t].back() != int32_t(d))) reverse[t].push_back(int32_t(d));
     }
   }
@@ -181,25 +196,16 @@ ByteDfa ByteDfa::build(const RegexNode& pattern, int max_states) {
   for (size_t d = 0; d < n; ++d) {
     if (live[d]) renum[d] = count++;
   }
-  ByteDfa dfa;
-  dfa.next_.assign(size_t(count) * 256, kDead);
+  dfa.next_.assign(size_t(count) * nc, kDead);
   dfa.accepting_.assign(count, 0);
   for (size_t d = 0; d < n; ++d) {
     if (!live[d]) continue;
     dfa.accepting_[renum[d]] = accepting[d];
-    for (int b = 0; b < 256; ++b) {
-      const int32_t t = next[d * 256 + b];
-      dfa.next_[size_t(renum[d]) * 256 + b] = t == kDead ? kDead : renum[t];
+    for (size_t c = 0; c < nc; ++c) {
+      const int32_t t = next[d * nc + c];
+      dfa.next_[size_t(renum[d]) * nc + c] = t == kDead ? kDead : renum[t];
     }
   }
   return dfa;
 }
-
-bool ByteDfa::is_final(int32_t state) const {
-  for (int b = 0; b < 256; ++b) {
-    if (next(state, uint8_t(b)) != kDead) return false;
-  }
-  return true;
-}
-
 }  // namespace kestrel::structured

@@ -1,5 +1,8 @@
 #include "structured/grammar.h"
 
+#include <functional>
+#include <string_view>
+
 #include "core/error.h"
 
 namespace kestrel::structured {
@@ -14,7 +17,7 @@ std::unique_ptr<TokenConstraint> Grammar::start() const {
 const Grammar::Mask& Grammar::mask_of(int32_t state) const {
   KS_ASSERT(state >= 0 && state < dfa_.num_states(), "DFA state {} of {}", state, dfa_.num_states());
   std::lock_guard<std::mutex> lock(mu_);
-  if (masks_[state]) return *masks_[state];
+  if (masks_[state] != nullptr) return *masks_[state];
   auto m = std::make_unique<Mask>();
   m->words.assign(vocab_->mask_words(), 0);
   const VocabTrie& t = *vocab_;
@@ -35,8 +38,13 @@ const Grammar::Mask& Grammar::mask_of(int32_t state) const {
     }
     ++i;
   }
-  masks_[state] = std::move(m);
-  return *masks_[state];
+  const std::string_view bytes(reinterpret_cast<const char*>(m->words.data()), m->words.size() * 4);
+  std::vector<std::unique_ptr<Mask>>& same_hash = distinct_[std::hash<std::string_view>{}(bytes)];
+  for (const auto& other : same_hash) {
+    if (other->words == m->words) return *(masks_[state] = other.get());
+  }
+  same_hash.push_back(std::move(m));
+  return *(masks_[state] = same_hash.back().get());
 }
 
 std::span<const uint32_t> Grammar::mask(int32_t state) const { return mask_of(state).words; }
@@ -54,8 +62,15 @@ int32_t Grammar::walk(int32_t state, std::string_view bytes) const {
 int Grammar::num_cached_masks() const {
   std::lock_guard<std::mutex> lock(mu_);
   int n = 0;
-  for (const auto& m : masks_) n += m ? 1 : 0;
+  for (const Mask* m : masks_) n += m != nullptr ? 1 : 0;
   return n;
+}
+
+int Grammar::num_distinct_masks() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t n = 0;
+  for (const auto& [hash, masks] : distinct_) n += masks.size();
+  return static_cast<int>(n);
 }
 
 std::span<const uint32_t> GrammarMatcher::allowed_tokens() {

@@ -93,6 +93,9 @@ TEST(JsonSchema, FreeFormValuesParse) {
   for (const std::string& e : testing::ajv_errors(ordered_json::parse(R"({"type": "object"})"), texts)) {
     EXPECT_EQ(e, "");
   }
+  // Strings at different depths are different DFA states with one mask, kept once.
+  EXPECT_LT(g->num_distinct_masks() * 4, g->num_cached_masks());
+  EXPECT_LT(g->dfa().num_byte_classes(), 64);
 }
 
 TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
