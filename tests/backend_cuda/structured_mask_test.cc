@@ -128,6 +128,9 @@ TEST(CudaStructuredMask, BadMasksAreErrors) {
   batch.allowed_masks.assign(4, ~0u);
   batch.allowed_row = {0, 1};  // only one mask row
   EXPECT_THROW(gpu().sample(upload_logits(logits, 2, 100), batch), Error);
+  batch.allowed_masks.clear();
+  batch.allowed_row = {0, -1};  // a row pointing at no mask at all
+  EXPECT_THROW(gpu().sample(upload_logits(logits, 2, 100), batch), Error);
 }
 
 }  // namespace

@@ -234,7 +234,7 @@ void CudaSampler::stage(CudaBackend& be, const SamplingBatch& batch, int vocab) 
     p.penalty_begin = static_cast<int32_t>(entries_.size());
     build_penalties(batch, r, vocab, prompt, output, masked);
     p.penalty_end = static_cast<int32_t>(entries_.size());
-    p.mask_row = num_masks > 0 ? batch.allowed_row[r] : -1;
+    p.mask_row = batch.allowed_row.empty() ? -1 : batch.allowed_row[r];
     KS_CHECK(p.mask_row >= -1 && p.mask_row < num_masks,
              "sample: row {}: allowed_row {} outside the {} masks", r, p.mask_row, num_masks);
     if (p.penalty_end > p.penalty_begin || p.mask_row >= 0) {
