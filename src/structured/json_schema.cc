@@ -1,9 +1,13 @@
 #include "structured/json_schema.h"
 
+#include <algorithm>
+#include <cmath>
+#include <optional>
 #include <set>
 #include <string>
 
 #include "core/error.h"
+#include "structured/integer_range.h"
 #include "structured/regex_parser.h"
 
 namespace kestrel::structured {
@@ -86,7 +90,8 @@ const std::set<std::string>& supported() {
   static const std::set<std::string> k = {
       "type",     "enum",     "const",     "properties", "required",  "additionalProperties",
       "items",    "minItems", "maxItems",  "minLength",  "maxLength", "pattern",
-      "anyOf",    "allOf",    "$ref"};
+      "anyOf",    "allOf",    "$ref",      "minimum",    "maximum",   "exclusiveMinimum",
+      "exclusiveMaximum"};
   return k;
 }
 
@@ -173,8 +178,11 @@ class SchemaCompiler {
       if (t == "string") {
         out.push_back(string_node(s, at));
       } else if (t == "integer") {
-        out.push_back(integer_node());
+        out.push_back(integer_bounds(s, at));
       } else if (t == "number") {
+        for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+          KS_CHECK(!s.contains(k), "JSON schema keyword '{}' at {} is supported on integers only", k, at);
+        }
         out.push_back(number_node());
       } else if (t == "boolean") {
         out.push_back(alt({literal("true"), literal("false")}));
@@ -210,6 +218,28 @@ class SchemaCompiler {
     KS_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= kMaxCount,
              "'{}' at {} must be an integer in [0, {}]", key, at, kMaxCount);
     return v.get<int>();
+  }
+
+  // An integer within minimum/maximum/exclusiveMinimum/exclusiveMaximum (any of them).
+  static RegexNode integer_bounds(const json& s, const std::string& at) {
+    bool bounded = false;
+    double lo = -1e16, hi = 1e16;  // beyond any generated integer
+    auto bound = [&](const char* key) -> std::optional<double> {
+      if (!s.contains(key)) return std::nullopt;
+      KS_CHECK(s[key].is_number(), "'{}' at {} must be a number", key, at);
+      bounded = true;
+      return std::clamp(s[key].get<double>(), -1e16, 1e16);
+    };
+    if (auto v = bound("minimum")) lo = std::max(lo, std::ceil(*v));
+    if (auto v = bound("exclusiveMinimum")) lo = std::max(lo, std::floor(*v) + 1);
+    if (auto v = bound("maximum")) hi = std::min(hi, std::floor(*v));
+    if (auto v = bound("exclusiveMaximum")) hi = std::min(hi, std::ceil(*v) - 1);
+    if (!bounded) return integer_node();
+    try {
+      return integer_range(static_cast<int64_t>(lo), static_cast<int64_t>(hi));
+    } catch (const Error& e) {
+      throw_error("integer bounds at {}: {}", at, e.what());
+    }
   }
 
   RegexNode ref(const json& target, const std::string& at) {

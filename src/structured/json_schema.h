@@ -12,12 +12,13 @@
 // Supported keywords: type (one or a list), enum, const, properties, required,
 // additionalProperties (false, true or a schema: used for the values of objects that
 // declare no properties), items, minItems, maxItems, minLength, maxLength, pattern (not
-// together with minLength/maxLength), anyOf, allOf of one schema, $ref to "#", "#/$defs/.."
-// or "#/definitions/.." (not recursive), and the annotations title, description, default,
-// examples, $schema, $id, $comment, $defs, definitions, deprecated, readOnly, writeOnly.
-// Any other keyword (format, minimum, oneOf, uniqueItems, ...) is an Error naming it and where it is
-// ("unsupported JSON schema keyword 'minimum' at /properties/age"): the output would
-// otherwise not be guaranteed to validate.
+// together with minLength/maxLength), minimum, maximum, exclusiveMinimum and
+// exclusiveMaximum on integers (not on numbers), anyOf, allOf of one schema, $ref to "#",
+// "#/$defs/.." or "#/definitions/.." (not recursive), and the annotations title,
+// description, default, examples, $schema, $id, $comment, $defs, definitions, deprecated,
+// readOnly, writeOnly. Any other keyword (format, oneOf, uniqueItems, multipleOf, ...) is
+// an Error naming it and where it is ("unsupported JSON schema keyword 'format' at
+// /properties/day"): the output would otherwise not be guaranteed to validate.
 //
 // Values of free form (json_object, a schema of true or {}, an object without properties)
 // nest at most kMaxFreeDepth containers deep: nesting is not regular, and the depth keeps

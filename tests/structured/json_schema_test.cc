@@ -72,6 +72,19 @@ TEST(JsonSchema, NestedObjectsArraysEnumsAndRefs) {
   })"));
 }
 
+TEST(JsonSchema, IntegerBounds) {
+  expect_all_valid(ordered_json::parse(R"({
+    "type": "object",
+    "properties": {
+      "age": {"type": "integer", "minimum": 0, "maximum": 130},
+      "delta": {"type": "integer", "exclusiveMinimum": -10.5, "exclusiveMaximum": 3},
+      "big": {"type": "integer", "minimum": 1000},
+      "neg": {"type": ["integer", "null"], "maximum": -7}
+    },
+    "required": ["age", "delta", "big", "neg"]
+  })"), 40, 8);
+}
+
 TEST(JsonSchema, StringLengthsCountCodePoints) {
   const ordered_json schema = ordered_json::parse(
       R"({"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 3}, "minItems": 2, "maxItems": 2})");
@@ -100,7 +113,9 @@ TEST(JsonSchema, FreeFormValuesParse) {
 
 TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
   const std::vector<std::pair<const char*, const char*>> bad = {
-      {R"({"type": "integer", "minimum": 0})", "'minimum' at /"},
+      {R"({"type": "number", "minimum": 0})", "'minimum' at / is supported on integers only"},
+      {R"({"type": "integer", "multipleOf": 3})", "unsupported JSON schema keyword 'multipleOf' at /"},
+      {R"({"type": "integer", "minimum": 5, "exclusiveMaximum": 5})", "no integer"},
       {R"({"type": "object", "properties": {"d": {"type": "string", "format": "date"}}})", "'format' at /properties/d"},
       {R"({"oneOf": [{"type": "integer"}]})", "'oneOf'"},
       {R"({"type": "array", "uniqueItems": true})", "'uniqueItems'"},
