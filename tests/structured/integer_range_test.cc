@@ -8,18 +8,12 @@
 #include "core/error.h"
 #include "structured/byte_dfa.h"
 #include "structured/integer_range.h"
+#include "structured_test_util.h"
 
 namespace kestrel::structured {
 namespace {
 
-bool accepts(const ByteDfa& dfa, const std::string& s) {
-  int32_t state = dfa.start();
-  for (char c : s) {
-    state = dfa.next(state, static_cast<uint8_t>(c));
-    if (state == ByteDfa::kDead) return false;
-  }
-  return dfa.accepting(state);
-}
+bool accepts(const ByteDfa& dfa, const std::string& s) { return testing::dfa_accepts(dfa, s); }
 
 TEST(IntegerRange, AcceptsExactlyTheRange) {
   const std::vector<std::pair<int64_t, int64_t>> ranges = {
@@ -28,7 +22,7 @@ TEST(IntegerRange, AcceptsExactlyTheRange) {
       {990, 1010}, {100, 100},   {-1000, -1}, {58, 1999},
   };
   for (const auto& [lo, hi] : ranges) {
-    SCOPED_TRACE(testing::Message() << "[" << lo << ", " << hi << "]");
+    SCOPED_TRACE(::testing::Message() << "[" << lo << ", " << hi << "]");
     const ByteDfa dfa = ByteDfa::build(integer_range(lo, hi));
     for (int64_t x = -2100; x <= 2100; ++x) {
       ASSERT_EQ(accepts(dfa, std::to_string(x)), x >= lo && x <= hi) << x;

@@ -13,14 +13,7 @@
 namespace kestrel::structured {
 namespace {
 
-bool dfa_accepts(const ByteDfa& dfa, const std::string& s) {
-  int32_t state = dfa.start();
-  for (char c : s) {
-    state = dfa.next(state, static_cast<uint8_t>(c));
-    if (state == ByteDfa::kDead) return false;
-  }
-  return dfa.accepting(state);
-}
+using testing::dfa_accepts;
 
 // A random accepted string: random live bytes, ending at an accepting state with
 // probability 0.3 (or when nothing else is possible).

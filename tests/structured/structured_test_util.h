@@ -34,6 +34,16 @@ inline GrammarCompiler& qwen3_compiler() {
   return compiler;
 }
 
+// Whether the DFA accepts all of `s`.
+inline bool dfa_accepts(const ByteDfa& dfa, const std::string& s) {
+  int32_t state = dfa.start();
+  for (char c : s) {
+    state = dfa.next(state, static_cast<uint8_t>(c));
+    if (state == ByteDfa::kDead) return false;
+  }
+  return dfa.accepting(state);
+}
+
 inline bool allowed(std::span<const uint32_t> mask, int id) {
   return static_cast<size_t>(id >> 5) < mask.size() && (mask[id >> 5] >> (id & 31) & 1u);
 }
