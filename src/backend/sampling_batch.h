@@ -27,6 +27,12 @@ struct SamplingBatch {
   std::vector<int> prompt_tokens, prompt_offsets;  // for repetition_penalty
   std::vector<int> output_tokens, output_offsets;  // for all three penalties
   std::vector<int> masked_tokens, masked_offsets;  // forced to -inf (min_tokens: EOS, stop ids)
+  // Structured outputs: row r may sample only the tokens set in row allowed_row[r] of
+  // allowed_masks ([rows with a mask, mask_words]; bit t % 32 of word t / 32;
+  // mask_words = ceil(vocab / 32)); -1: no mask. allowed_row is empty when no row has one.
+  int mask_words = 0;
+  std::vector<int> allowed_row;
+  std::vector<uint32_t> allowed_masks;
 
   // Appends a row's per-row values; the caller appends its token lists and offsets (which
   // lists a row needs is the caller's choice) and counts num_rows.

@@ -59,6 +59,7 @@ void LLMEngine::add_request(std::string request_id, std::vector<int> prompt,
     request.samples.push_back(std::make_unique<Sequence>(next_seq_id_++, request_id, i,
                                                          std::move(tokens), request.params,
                                                          sample_seed(request_seed, i)));
+    if (request.params->constraint) request.samples.back()->constraint = request.params->constraint->start();
   }
   std::vector<Sequence*> samples;
   for (auto& seq : request.samples) samples.push_back(seq.get());
@@ -217,7 +218,8 @@ std::vector<RequestOutput> LLMEngine::step_overlapped() {
 bool LLMEngine::must_settle_before_scheduling() const {
   if (!scheduler_.can_schedule_ahead()) return true;
   for (const ScheduledSeq& s : in_flight_.front().seqs) {
-    if (s.sample && s.seq->params->has_penalties()) return true;
+    // Penalties count the pending token; a constraint's mask follows from it.
+    if (s.sample && (s.seq->params->has_penalties() || s.seq->constraint)) return true;
   }
   return false;
 }

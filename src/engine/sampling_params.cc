@@ -20,6 +20,11 @@ void SamplingParams::validate(int vocab_size) const {
   KS_CHECK(min_p >= 0.0f && min_p <= 1.0f, "min_p must be in [0, 1], got {}", min_p);
   if (max_tokens) KS_CHECK(*max_tokens >= 1, "max_tokens must be >= 1, got {}", *max_tokens);
   KS_CHECK(min_tokens >= 0, "min_tokens must be >= 0, got {}", min_tokens);
+  // EOS is sometimes the only token a constraint allows (its pattern is complete): masking
+  // it would leave the row nothing to sample.
+  KS_CHECK(min_tokens == 0 || !constraint,
+           "min_tokens cannot be combined with structured outputs (the constraint decides where the "
+           "output may end), got {}", min_tokens);
   if (max_tokens) {
     KS_CHECK(min_tokens <= *max_tokens, "min_tokens must be <= max_tokens ({}), got {}",
              *max_tokens, min_tokens);

@@ -259,6 +259,7 @@ std::vector<Sequence*> Scheduler::settle(const ScheduledBatch& batch,
       KS_ASSERT(seq->num_pending_tokens > 0, "seq {}: a token for no placeholder", seq->seq_id);
       seq->token_ids[seq->num_settled_tokens()] = token->token_id;
       --seq->num_pending_tokens;
+      if (seq->constraint) seq->constraint->accept(token->token_id);
     }
     block_manager_.register_full_blocks(*seq);
     if (token == nullptr) continue;

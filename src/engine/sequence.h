@@ -12,6 +12,7 @@
 
 #include "kestrel/request_output.h"
 #include "kestrel/sampling_params.h"
+#include "kestrel/token_constraint.h"
 
 namespace kestrel {
 
@@ -65,6 +66,8 @@ class Sequence {
   const uint64_t seed;
   std::string finish_reason;           // set when finished
   std::vector<TokenLogprobs> logprobs; // per generated token, when params->logprobs is set
+  // From params->constraint (structured outputs): told each token as it settles.
+  std::unique_ptr<TokenConstraint> constraint;
   int num_preemptions = 0;
 };
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "runtime/constraint_masks.h"
 #include "sampling/penalties.h"
 
 namespace kestrel {
@@ -33,6 +34,8 @@ SamplingBatch make_sampling_batch(const ScheduledBatch& batch, const std::vector
     }
   };
 
+  b.mask_words = mask_words(vocab_size);
+  int row = 0;
   for (int seq_index : sample_seqs) {
     KS_ASSERT(seq_index >= 0 && static_cast<size_t>(seq_index) < batch.seqs.size(),
               "sample_seqs entry {} outside the batch of {}", seq_index, batch.seqs.size());
@@ -47,6 +50,12 @@ SamplingBatch make_sampling_batch(const ScheduledBatch& batch, const std::vector
       mask(p.stop_token_ids);
       if (!p.ignore_eos) mask(eos_token_ids);
     }
+    if (seq.constraint) {
+      if (b.allowed_row.empty()) b.allowed_row.assign(b.num_rows, -1);  // rows before: none
+      b.allowed_row[row] = static_cast<int>(b.allowed_masks.size() / mask_words(vocab_size));
+      append_allowed_mask(seq, eos_token_ids, vocab_size, b.allowed_masks);
+    }
+    ++row;
     b.prompt_offsets.push_back(static_cast<int>(b.prompt_tokens.size()));
     b.output_offsets.push_back(static_cast<int>(b.output_tokens.size()));
     b.masked_offsets.push_back(static_cast<int>(b.masked_tokens.size()));

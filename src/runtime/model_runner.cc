@@ -12,6 +12,7 @@
 #include "parallel/gloo_communicator.h"
 #include "parallel/process_group.h"
 #include "runtime/cuda_graph_runner.h"
+#include "runtime/constraint_masks.h"
 #include "runtime/device_sampling_batch.h"
 #include "runtime/kv_cache_sizing.h"
 #include "runtime/step_inputs.h"
@@ -470,6 +471,15 @@ std::vector<SampledToken> ModelRunner::sample_on_host(const Tensor& logits,
     backend_->copy_to_host(logits, rows);
     host = rows.data_as<float>();
   }
+  // Structured outputs: the masks of the constrained rows, all made before any row points in.
+  std::vector<uint32_t> masks;
+  std::vector<int> mask_of(num_rows, -1);
+  for (int r = 0; r < num_rows; ++r) {
+    const Sequence& seq = *batch.seqs[hb.sample_seqs[r]].seq;
+    if (!seq.constraint) continue;
+    mask_of[r] = static_cast<int>(masks.size());
+    append_allowed_mask(seq, eos_token_ids_, vocab, masks);
+  }
   std::vector<SamplingRow> rows;
   rows.reserve(num_rows);
   for (int seq_index : hb.sample_seqs) {
@@ -481,6 +491,7 @@ std::vector<SampledToken> ModelRunner::sample_on_host(const Tensor& logits,
     row.prompt_token_ids = seq.prompt_token_ids();
     row.output_token_ids = seq.output_token_ids();
     row.eos_token_ids = eos_token_ids_;
+    if (const int m = mask_of[rows.size()]; m >= 0) row.allowed = {masks.data() + m, size_t(mask_words(vocab))};
     rows.push_back(row);
   }
   return kestrel::sample(host, vocab, rows);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <exception>
+#include <limits>
 
 #include "core/error.h"
 #include "core/philox.h"
@@ -41,14 +42,24 @@ void validate_row(const SamplingRow& row, size_t index) {
   KS_CHECK(row.position >= 0, "row {}: position must be >= 0, got {}", index, row.position);
 }
 
+// Structured outputs: every token whose bit is clear (or past the mask) goes to -inf.
+void apply_allowed(std::span<float> logits, std::span<const uint32_t> allowed) {
+  const size_t covered = std::min(logits.size(), allowed.size() * 32);
+  for (size_t t = 0; t < covered; ++t) {
+    if (!(allowed[t >> 5] >> (t & 31) & 1u)) logits[t] = -std::numeric_limits<float>::infinity();
+  }
+  for (size_t t = covered; t < logits.size(); ++t) logits[t] = -std::numeric_limits<float>::infinity();
+}
+
 SampledToken sample_row(std::span<const float> raw, const SamplingRow& row, Workspace& ws) {
   const SamplingParams& p = *row.params;
   const size_t num_output = row.output_token_ids.size();
   const bool masks = num_output < static_cast<size_t>(std::max(p.min_tokens, 0));
   std::span<const float> logits = raw;
-  if (masks || has_penalties(p)) {
+  if (masks || has_penalties(p) || !row.allowed.empty()) {
     ws.logits.assign(raw.begin(), raw.end());
     std::span<float> processed(ws.logits);
+    if (!row.allowed.empty()) apply_allowed(processed, row.allowed);
     apply_min_tokens(processed, p, num_output, row.eos_token_ids);
     apply_penalties(processed, p, row.prompt_token_ids, row.output_token_ids, &ws.penalties);
     logits = processed;

@@ -2,6 +2,7 @@
 // reference that a GPU sampler must reproduce (docs/sampling.md).
 //
 // Per row, in this order (as vLLM):
+//   0. allowed: tokens outside the row's allowed mask (structured outputs) get -inf;
 //   1. min_tokens: stop ids (and EOS unless ignore_eos) get -inf while fewer than
 //      min_tokens tokens were generated;
 //   2. penalties: repetition (HF), then frequency and presence (OpenAI);
@@ -32,6 +33,10 @@ struct SamplingRow {
   // The model's EOS ids. Masked (with params->stop_token_ids) while
   // output_token_ids.size() < params->min_tokens, unless params->ignore_eos.
   std::span<const int> eos_token_ids;
+  // Structured outputs: when not empty, only tokens whose bit is set (bit t % 32 of word
+  // t / 32; tokens past the span are clear) may be sampled. Applied first, to a copy of
+  // the logits (-inf elsewhere); logprobs still come from the raw logits.
+  std::span<const uint32_t> allowed = {};
 };
 
 // logits: [rows.size(), vocab] F32, row-major; finite or -inf (at least one finite per

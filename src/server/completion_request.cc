@@ -87,7 +87,9 @@ GenerateRequest parse_completion_request(const nlohmann::ordered_json& body,
                     // vLLM's extensions
                     "top_k", "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos",
                     "min_tokens", "skip_special_tokens", "include_stop_str_in_output",
-                    "add_special_tokens"});
+                    "add_special_tokens", "response_format", "guided_json", "guided_regex",
+                    "guided_choice", "guided_grammar", "guided_decoding_backend",
+                    "guided_whitespace_pattern", "structured_outputs"});
   check_model(f, ctx);
   GenerateRequest req;
   const std::optional<int> max_tokens = read_sampling_fields(f, ctx, req);

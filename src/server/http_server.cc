@@ -123,6 +123,11 @@ HttpServer::HttpServer(LLM& llm, ServerConfig config) : impl_(new Impl(llm)) {
   }
   s.ctx.defaults = llm.default_sampling_params();
   s.ctx.vocab_size = llm.vocab_size();
+  if (s.ctx.tokenizer != nullptr) {
+    s.grammars = std::make_unique<structured::GrammarCompiler>(std::make_shared<const structured::VocabTrie>(
+        structured::VocabTrie::from_tokenizer(*s.ctx.tokenizer, s.ctx.vocab_size)));
+    s.ctx.grammars = s.grammars.get();
+  }
   s.ctx.max_model_len = llm.max_model_len();
   s.ctx.served_model_name = s.config.served_model_name;
   s.started_at = std::chrono::duration_cast<std::chrono::seconds>(

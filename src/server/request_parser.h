@@ -15,12 +15,18 @@
 #include "kestrel/sampling_params.h"
 #include "tokenizer/tokenizer.h"
 
+namespace kestrel::structured {
+class GrammarCompiler;
+}
+
 namespace kestrel::server {
 
 // Model facts the parsers need. Immutable while the server runs.
 struct ServingContext {
   const Tokenizer* tokenizer = nullptr;         // null: token-id prompts only
   const ChatTemplate* chat_template = nullptr;  // null: no chat endpoint
+  // Compiles structured-output requests (thread-safe); null without a tokenizer.
+  structured::GrammarCompiler* grammars = nullptr;
   SamplingParams defaults;                      // generation_config.json's values
   int vocab_size = 0;
   int max_model_len = 0;  // longest sequence the engine runs (prompt + output)
@@ -63,8 +69,9 @@ constexpr int kDefaultCompletionMaxTokens = 16;
 class FieldReader;
 // 404 unless `model` is absent or the served model name.
 void check_model(const FieldReader& f, const ServingContext& ctx);
-// Reads the fields both endpoints take into req.params (starting from ctx.defaults) and
-// the streaming flags. Returns the requested max_tokens (chat's
+// Reads the fields both endpoints take into req.params (starting from ctx.defaults, and
+// compiling a structured-output constraint, structured_request.h) and the streaming flags.
+// Returns the requested max_tokens (chat's
 // max_completion_tokens first, then max_tokens), if any.
 std::optional<int> read_sampling_fields(const FieldReader& f, const ServingContext& ctx,
                                         GenerateRequest& req);

@@ -6,6 +6,7 @@
 #include "server/api_error.h"
 #include "server/request_fields.h"
 #include "server/request_parser.h"
+#include "server/structured_request.h"
 
 #include <algorithm>
 
@@ -111,13 +112,6 @@ std::optional<int> read_sampling_fields(const FieldReader& f, const ServingConte
     if (!bias->is_object()) throw_bad_request("logit_bias", "'logit_bias' must be an object");
     if (!bias->empty()) throw_bad_request("logit_bias", "'logit_bias' is not supported");
   }
-  if (const nlohmann::ordered_json* format = f.find("response_format")) {
-    FieldReader rf(*format, "'response_format'", "response_format.");
-    if (rf.string("type").value_or("text") != "text") {
-      throw_bad_request("response_format",
-                        "'response_format' other than {{\"type\": \"text\"}} is not supported");
-    }
-  }
   (void)f.string("user");
 
   std::optional<int> max_tokens;
@@ -128,6 +122,8 @@ std::optional<int> read_sampling_fields(const FieldReader& f, const ServingConte
     throw_bad_request(f.find("max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
                       "max_tokens must be >= 1, got {}", *max_tokens);
   }
+  // Last: compiling is the costly part, and every cheaper mistake is reported first.
+  p.constraint = read_structured_output(f, ctx);
   return max_tokens;
 }
 

@@ -16,6 +16,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/request_parser.h"
+#include "structured/grammar_compiler.h"
 
 namespace httplib {
 struct Request;
@@ -28,6 +29,7 @@ struct ServerState {
   ServerConfig config;
   std::optional<ChatTemplate> chat_template;
   ServingContext ctx;
+  std::unique_ptr<structured::GrammarCompiler> grammars;  // ctx.grammars
   int64_t started_at = 0;  // Unix seconds
   ServerMetrics metrics;
   std::unique_ptr<EngineLoop> loop;

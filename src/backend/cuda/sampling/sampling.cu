@@ -16,8 +16,9 @@
 //     u = uniform01(seed, position, 0) by a two-level prefix sum in id order.
 //  4. logprobs from the raw row: one pass for log-sum-exp, rank and a histogram of the raw
 //     keys, then the top N by the same select-and-compact scheme.
-// Penalised or masked rows are first copied into a scratch buffer and edited there (one
-// block per such row), so the sampling kernel always reads one processed row.
+// Penalised or masked rows (min_tokens, or a structured-output mask of allowed tokens) are
+// first copied into a scratch buffer and edited there (one block per such row), so the
+// sampling kernel always reads one processed row.
 //
 // Launch: grid = rows, 512 threads, sizeof(Smem) (~88 KiB) of dynamic shared memory, two
 // blocks per SM. Tests: tests/backend_cuda/sampling_test.cc against the CPU sampler, and
@@ -33,19 +34,27 @@
 namespace kestrel::sampling_kernels {
 namespace {
 
+__device__ __forceinline__ bool allowed(const uint32_t* mask, int id) {
+  return mask == nullptr || ((mask[id >> 5] >> (id & 31)) & 1u);
+}
+
 __global__ void __launch_bounds__(kThreads)
     penalties_kernel(const float* __restrict__ logits, int vocab, const RowParams* __restrict__ rows,
                      const int32_t* __restrict__ processed_rows,
-                     const PenaltyEntry* __restrict__ entries, float* __restrict__ processed) {
+                     const PenaltyEntry* __restrict__ entries, const uint32_t* __restrict__ masks,
+                     int mask_words, float* __restrict__ processed) {
   const int row = processed_rows[blockIdx.x];
   const RowParams p = rows[row];
   const float* src = logits + static_cast<int64_t>(row) * vocab;
   float* dst = processed + static_cast<int64_t>(p.processed_row) * vocab;
-  for (int j = threadIdx.x; j < vocab; j += kThreads) dst[j] = src[j];
+  const uint32_t* mask =
+      p.mask_row >= 0 ? masks + static_cast<int64_t>(p.mask_row) * mask_words : nullptr;
+  for (int j = threadIdx.x; j < vocab; j += kThreads) dst[j] = allowed(mask, j) ? src[j] : kNegInf;
   __syncthreads();
   // Each id appears once per row (the host merged duplicates), so writes never collide.
   for (int e = p.penalty_begin + threadIdx.x; e < p.penalty_end; e += kThreads) {
     const PenaltyEntry pe = entries[e];
+    if (!allowed(mask, pe.id)) continue;  // stays -inf
     float l = src[pe.id];
     if (pe.flags & kPenaltyMasked) {
       l = kNegInf;
@@ -328,7 +337,8 @@ void sample_rows(const SampleArgs& args, cudaStream_t stream) {
   if (args.num_rows == 0) return;
   if (args.num_processed > 0) {
     penalties_kernel<<<args.num_processed, kThreads, 0, stream>>>(
-        args.logits, args.vocab, args.rows, args.processed_rows, args.penalties, args.processed);
+        args.logits, args.vocab, args.rows, args.processed_rows, args.penalties, args.masks,
+        args.mask_words, args.processed);
     KS_CUDA_CHECK_LAUNCH("penalties_kernel");
   }
   const bool plain = args.num_plain != 0 && args.plain_scratch != nullptr;

@@ -34,7 +34,8 @@ struct RowParams {
   int32_t processed_row = -1;   // row of the processed-logits buffer; -1: sample the raw row
   int32_t penalty_begin = 0;    // this row's PenaltyEntry range
   int32_t penalty_end = 0;
-  int32_t pad = 0;
+  // Row of SampleArgs::masks (structured outputs), or -1. A masked row is a processed row.
+  int32_t mask_row = -1;
   uint64_t seed = 0;
   int64_t position = 0;
 };
@@ -85,6 +86,10 @@ struct SampleArgs {
   const RowParams* rows = nullptr;   // [num_rows]
   const PenaltyEntry* penalties = nullptr;
   const int32_t* processed_rows = nullptr;  // [num_processed]: batch row of each processed row
+  // [rows with a mask, mask_words]: bit t of word t / 32 set = token t may be sampled;
+  // mask_words = ceil(vocab / 32). Null when no row has a mask.
+  const uint32_t* masks = nullptr;
+  int mask_words = 0;
   RowResult* results = nullptr;      // [num_rows]
   TopLogprob* top = nullptr;         // [num_rows, top_stride]
   int num_rows = 0;
@@ -104,8 +109,9 @@ struct SampleArgs {
 // Device scratch the split path of the plain rows needs (per-chunk statistics).
 size_t plain_scratch_bytes(int num_rows, int vocab);
 
-// Copies each processed row from the raw logits and applies its PenaltyEntry list (masks,
-// repetition, frequency and presence penalties; float arithmetic as the CPU sampler's),
+// Copies each processed row from the raw logits, -inf where its allowed-token mask (if any)
+// has a clear bit, and applies its PenaltyEntry list (masks, repetition, frequency and
+// presence penalties, skipping disallowed ids; float arithmetic as the CPU sampler's),
 // then samples every row: plain rows (is_plain) on the split path, the others with one block
 // per row.
 void sample_rows(const SampleArgs& args, cudaStream_t stream);

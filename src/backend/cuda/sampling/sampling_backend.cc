@@ -200,6 +200,18 @@ void CudaSampler::stage(CudaBackend& be, const SamplingBatch& batch, int vocab) 
   prompt.validate(num_rows);
   output.validate(num_rows);
   masked.validate(num_rows);
+  // Structured outputs: rows with an allowed-token mask (none: allowed_row is empty).
+  int num_masks = 0;
+  if (!batch.allowed_row.empty()) {
+    check_row_vector(batch.allowed_row, num_rows, "allowed_row");
+    KS_CHECK(batch.mask_words == (vocab + 31) / 32,
+             "sample: batch.mask_words is {} for vocab {} (needs {})", batch.mask_words, vocab,
+             (vocab + 31) / 32);
+    KS_CHECK(batch.allowed_masks.size() % batch.mask_words == 0,
+             "sample: batch.allowed_masks holds {} words, not whole rows of {}",
+             batch.allowed_masks.size(), batch.mask_words);
+    num_masks = static_cast<int>(batch.allowed_masks.size() / batch.mask_words);
+  }
 
   rows_.assign(num_rows, RowParams{});
   entries_.clear();
@@ -222,17 +234,22 @@ void CudaSampler::stage(CudaBackend& be, const SamplingBatch& batch, int vocab) 
     p.penalty_begin = static_cast<int32_t>(entries_.size());
     build_penalties(batch, r, vocab, prompt, output, masked);
     p.penalty_end = static_cast<int32_t>(entries_.size());
-    if (p.penalty_end > p.penalty_begin) {
+    p.mask_row = batch.allowed_row.empty() ? -1 : batch.allowed_row[r];
+    KS_CHECK(p.mask_row >= -1 && p.mask_row < num_masks,
+             "sample: row {}: allowed_row {} outside the {} masks", r, p.mask_row, num_masks);
+    if (p.penalty_end > p.penalty_begin || p.mask_row >= 0) {
       p.processed_row = static_cast<int32_t>(processed_rows_.size());
       processed_rows_.push_back(r);
     }
   }
 
-  // One device buffer: [rows | processed_rows | entries] uploaded, [results | top] read back.
+  // One device buffer: [rows | processed_rows | entries | masks] uploaded, [results | top]
+  // read back.
   const size_t rows_bytes = align_up(sizeof(RowParams) * num_rows);
   const size_t proc_bytes = align_up(sizeof(int32_t) * processed_rows_.size());
   const size_t entry_bytes = align_up(sizeof(PenaltyEntry) * entries_.size());
-  const size_t in_bytes = rows_bytes + proc_bytes + entry_bytes;
+  const size_t mask_bytes = num_masks > 0 ? align_up(sizeof(uint32_t) * batch.allowed_masks.size()) : 0;
+  const size_t in_bytes = rows_bytes + proc_bytes + entry_bytes + mask_bytes;
   const size_t result_bytes = align_up(sizeof(RowResult) * num_rows);
   const size_t top_bytes = sizeof(TopLogprob) * static_cast<size_t>(num_rows) * top_stride;
   const size_t out_bytes = result_bytes + top_bytes;
@@ -242,6 +259,10 @@ void CudaSampler::stage(CudaBackend& be, const SamplingBatch& batch, int vocab) 
   std::memcpy(host_in + rows_bytes, processed_rows_.data(), sizeof(int32_t) * processed_rows_.size());
   std::memcpy(host_in + rows_bytes + proc_bytes, entries_.data(),
               sizeof(PenaltyEntry) * entries_.size());
+  if (num_masks > 0) {
+    std::memcpy(host_in + rows_bytes + proc_bytes + entry_bytes, batch.allowed_masks.data(),
+                sizeof(uint32_t) * batch.allowed_masks.size());
+  }
   const cudaStream_t stream = be.stream();
   KS_CUDA_CHECK(cudaMemcpyAsync(dev, host_in, in_bytes, cudaMemcpyHostToDevice, stream));
 
@@ -253,6 +274,10 @@ void CudaSampler::stage(CudaBackend& be, const SamplingBatch& batch, int vocab) 
   args.rows = reinterpret_cast<const RowParams*>(dev);
   args.processed_rows = reinterpret_cast<const int32_t*>(dev + rows_bytes);
   args.penalties = reinterpret_cast<const PenaltyEntry*>(dev + rows_bytes + proc_bytes);
+  if (num_masks > 0) {
+    args.masks = reinterpret_cast<const uint32_t*>(dev + rows_bytes + proc_bytes + entry_bytes);
+    args.mask_words = batch.mask_words;
+  }
   results_[l.slot].get(out_bytes);
   uint8_t* out = results_[l.slot].device_ptr();
   args.results = reinterpret_cast<RowResult*>(out);

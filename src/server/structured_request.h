@@ -1,0 +1,21 @@
+// Structured outputs in a request body: OpenAI's response_format (json_object, json_schema)
+// and vLLM's guided_json, guided_regex, guided_choice and structured_outputs
+// ({"json" | "regex" | "choice" | "json_object": ...}), compiled into the token constraint
+// the engine applies (src/structured). docs/server.md lists what is supported.
+#pragma once
+
+#include <memory>
+
+#include "kestrel/token_constraint.h"
+#include "server/request_parser.h"
+
+namespace kestrel::server {
+
+// The constraint the request asks for, or nullptr for none ({"type": "text"}). Throws a
+// 400 ApiError naming the field for a malformed value, more than one form at once, a
+// model without a tokenizer, and what the compiler refuses (its message names the
+// unsupported JSON schema keyword or regex feature).
+std::shared_ptr<const TokenConstraintFactory> read_structured_output(const FieldReader& f,
+                                                                     const ServingContext& ctx);
+
+}  // namespace kestrel::server

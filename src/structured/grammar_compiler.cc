@@ -1,0 +1,75 @@
+#include "structured/grammar_compiler.h"
+
+#include "core/error.h"
+#include "structured/json_schema.h"
+#include "structured/regex_parser.h"
+
+namespace kestrel::structured {
+namespace {
+
+std::string cache_key(const StructuredOutputSpec& spec) {
+  std::string key(1, "osrc"[static_cast<int>(spec.kind)]);
+  switch (spec.kind) {
+    case StructuredOutputSpec::Kind::kJsonObject:
+      break;
+    case StructuredOutputSpec::Kind::kJsonSchema:
+      key += spec.schema.dump();
+      break;
+    case StructuredOutputSpec::Kind::kRegex:
+      key += spec.regex;
+      break;
+    case StructuredOutputSpec::Kind::kChoice:
+      key += nlohmann::json(spec.choices).dump();
+      break;
+  }
+  return key;
+}
+
+}  // namespace
+
+RegexNode pattern_of(const StructuredOutputSpec& spec) {
+  switch (spec.kind) {
+    case StructuredOutputSpec::Kind::kJsonObject:
+      return json_object_pattern();
+    case StructuredOutputSpec::Kind::kJsonSchema:
+      return json_schema_pattern(spec.schema);
+    case StructuredOutputSpec::Kind::kRegex:
+      return parse_regex(spec.regex);
+    case StructuredOutputSpec::Kind::kChoice: {
+      KS_CHECK(!spec.choices.empty(), "the choice list is empty");
+      std::vector<RegexNode> options;
+      for (const std::string& c : spec.choices) options.push_back(literal(c));
+      return alt(std::move(options));
+    }
+  }
+  throw_error("unknown structured output kind");
+}
+
+GrammarCompiler::GrammarCompiler(std::shared_ptr<const VocabTrie> vocab, size_t cache_size)
+    : vocab_(std::move(vocab)), cache_size_(cache_size) {}
+
+std::shared_ptr<const Grammar> GrammarCompiler::compile(const StructuredOutputSpec& spec) {
+  const std::string key = cache_key(spec);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = cache_.find(key);
+    if (it != cache_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.second);
+      return it->second.first;
+    }
+  }
+  std::shared_ptr<const Grammar> grammar = std::make_shared<Grammar>(ByteDfa::build(pattern_of(spec)), vocab_);
+  // The first step's mask, made here (the caller's thread) rather than in a batch's step.
+  grammar->mask(grammar->dfa().start());
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cache_.contains(key)) return cache_[key].first;  // compiled meanwhile by another thread
+  lru_.push_front(key);
+  cache_[key] = {grammar, lru_.begin()};
+  while (cache_.size() > cache_size_) {
+    cache_.erase(lru_.back());
+    lru_.pop_back();
+  }
+  return grammar;
+}
+
+}  // namespace kestrel::structured

@@ -1,0 +1,378 @@
+#include "structured/json_schema.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "core/error.h"
+#include "structured/integer_range.h"
+#include "structured/regex_parser.h"
+
+namespace kestrel::structured {
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr int kMaxCount = 1000;
+
+RegexNode ws() { return optional(literal(" ")); }
+RegexNode ws_comma() { return concat({ws(), literal(","), ws()}); }
+
+// Code points a JSON string holds only escaped.
+std::vector<CodeRange> json_escaped_code_points() { return {{0, 0x1F}, {'"', '"'}, {'\\', '\\'}}; }
+
+RegexNode hex() { return class_of({{'0', '9'}, {'a', 'f'}, {'A', 'F'}}); }
+
+RegexNode string_char() {
+  RegexNode plain = class_of(complement_ranges(json_escaped_code_points()));
+  // \uXXXX outside the surrogates D800-DFFF: one escape is always one code point.
+  RegexNode u = alt({concat({class_of({{'0', '9'}, {'a', 'c'}, {'A', 'C'}, {'e', 'f'}, {'E', 'F'}}),
+                             hex(), hex(), hex()}),
+                     concat({class_of({{'d', 'd'}, {'D', 'D'}}), class_of({{'0', '7'}}), hex(), hex()})});
+  RegexNode escape = concat({literal("\\"), alt({class_of({{'"', '"'}, {'\\', '\\'}, {'/', '/'},
+                                                           {'b', 'b'}, {'f', 'f'}, {'n', 'n'},
+                                                           {'r', 'r'}, {'t', 't'}}),
+                                                 concat({literal("u"), std::move(u)})})});
+  return alt({std::move(plain), std::move(escape)});
+}
+
+RegexNode string_of(int min, int max) {
+  return concat({literal("\""), repeat(string_char(), min, max), literal("\"")});
+}
+
+RegexNode integer_node() {
+  return concat({optional(literal("-")),
+                 alt({literal("0"), concat({class_of({{'1', '9'}}), repeat(class_of({{'0', '9'}}), 0, 14)})})});
+}
+
+RegexNode number_node() {
+  RegexNode digit = class_of({{'0', '9'}});
+  return concat({integer_node(), optional(concat({literal("."), repeat(digit, 1, 15)})),
+                 optional(concat({class_of({{'e', 'e'}, {'E', 'E'}}),
+                                  optional(class_of({{'+', '+'}, {'-', '-'}})), repeat(digit, 1, 2)}))});
+}
+
+RegexNode scalar_node() {
+  return alt({string_of(0, -1), number_node(), literal("true"), literal("false"), literal("null")});
+}
+
+// `{ key: value, ... }` with free keys.
+RegexNode free_object(const RegexNode& value) {
+  RegexNode pair = concat({string_of(0, -1), ws(), literal(":"), ws(), value});
+  RegexNode more = repeat(concat({ws_comma(), pair}), 0, -1);
+  return concat({literal("{"), ws(), optional(concat({pair, std::move(more)})), ws(), literal("}")});
+}
+
+RegexNode array_of(const RegexNode& item, int min, int max) {
+  if (max == 0) return concat({literal("["), ws(), literal("]")});
+  RegexNode rest = repeat(concat({ws_comma(), item}), min > 0 ? min - 1 : 0, max < 0 ? -1 : max - 1);
+  RegexNode body = concat({item, std::move(rest)});
+  if (min == 0) body = optional(std::move(body));
+  return concat({literal("["), ws(), std::move(body), ws(), literal("]")});
+}
+
+// Any JSON value with containers nested at most `depth` deep.
+RegexNode any_value(int depth) {
+  if (depth <= 0) return scalar_node();
+  RegexNode inner = any_value(depth - 1);
+  return alt({scalar_node(), free_object(inner), array_of(inner, 0, -1)});
+}
+
+const std::set<std::string>& annotations() {
+  static const std::set<std::string> k = {"title",   "description", "default",  "examples",
+                                          "$schema", "$id",         "$comment", "$defs",
+                                          "definitions", "deprecated", "readOnly", "writeOnly"};
+  return k;
+}
+const std::set<std::string>& supported() {
+  static const std::set<std::string> k = {
+      "type",     "enum",     "const",     "properties", "required",  "additionalProperties",
+      "items",    "minItems", "maxItems",  "minLength",  "maxLength", "pattern",
+      "anyOf",    "allOf",    "$ref",      "minimum",    "maximum",   "exclusiveMinimum",
+      "exclusiveMaximum"};
+  return k;
+}
+
+class SchemaCompiler {
+ public:
+  explicit SchemaCompiler(const json& root) : root_(root) {}
+
+  RegexNode node(const json& s, const std::string& path) {
+    const std::string at = path.empty() ? "/" : path;
+    if (s.is_boolean()) {
+      KS_CHECK(s.get<bool>(), "JSON schema false at {} matches nothing", at);
+      return any_value(kMaxFreeDepth);
+    }
+    KS_CHECK(s.is_object(), "JSON schema at {} must be an object or a boolean", at);
+    std::vector<std::string> keys;  // the constraining keywords present
+    for (const auto& [key, value] : s.items()) {
+      if (annotations().contains(key)) continue;
+      KS_CHECK(supported().contains(key), "unsupported JSON schema keyword '{}' at {}", key, at);
+      keys.push_back(key);
+    }
+    auto alone = [&](const char* key) {
+      KS_CHECK(keys.size() == 1, "JSON schema keyword '{}' together with '{}' at {} is not supported",
+               key, keys[0] == key ? keys[1] : keys[0], at);
+    };
+    if (s.contains("$ref")) {
+      alone("$ref");
+      return ref(s["$ref"], at);
+    }
+    if (s.contains("anyOf")) {
+      alone("anyOf");
+      const json& options = s["anyOf"];
+      KS_CHECK(options.is_array() && !options.empty(), "'anyOf' at {} must be a non-empty array", at);
+      std::vector<RegexNode> out;
+      for (size_t i = 0; i < options.size(); ++i) {
+        out.push_back(node(options[i], path + "/anyOf/" + std::to_string(i)));
+      }
+      return alt(std::move(out));
+    }
+    if (s.contains("allOf")) {
+      alone("allOf");
+      const json& all = s["allOf"];
+      KS_CHECK(all.is_array() && all.size() == 1,
+               "'allOf' at {} is supported only with exactly one schema", at);
+      return node(all[0], path + "/allOf/0");
+    }
+    std::vector<std::string> types;
+    if (s.contains("type")) {
+      const json& t = s["type"];
+      if (t.is_string()) {
+        types.push_back(t.get<std::string>());
+      } else {
+        KS_CHECK(t.is_array() && !t.empty(), "'type' at {} must be a string or a non-empty array", at);
+        for (const json& x : t) {
+          KS_CHECK(x.is_string(), "'type' at {} must list strings", at);
+          types.push_back(x.get<std::string>());
+        }
+      }
+    }
+    for (const char* key : {"enum", "const"}) {
+      if (!s.contains(key)) continue;
+      for (const std::string& k : keys) {
+        KS_CHECK(k == key || k == "type",
+                 "JSON schema keyword '{}' together with '{}' at {} is not supported", key, k, at);
+      }
+      const json values = std::string(key) == "const" ? json::array({s[key]}) : s[key];
+      KS_CHECK(values.is_array() && !values.empty(), "'enum' at {} must be a non-empty array", at);
+      std::vector<RegexNode> out;
+      for (const json& v : values) {
+        if (types.empty() || has_type(v, types)) out.push_back(literal(v.dump()));
+      }
+      KS_CHECK(!out.empty(), "no value of '{}' at {} has the schema's type", key, at);
+      return alt(std::move(out));
+    }
+    if (types.empty()) {
+      for (const std::string& k : keys) {
+        if (k == "properties" || k == "required" || k == "additionalProperties") types = {"object"};
+        if (k == "items" || k == "minItems" || k == "maxItems") types = {"array"};
+        if (k == "minLength" || k == "maxLength" || k == "pattern") types = {"string"};
+      }
+      if (types.empty()) return any_value(kMaxFreeDepth);
+    }
+    std::vector<RegexNode> out;
+    for (const std::string& t : types) {
+      if (t == "string") {
+        out.push_back(string_node(s, at));
+      } else if (t == "integer") {
+        out.push_back(integer_bounds(s, at));
+      } else if (t == "number") {
+        for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+          KS_CHECK(!s.contains(k), "JSON schema keyword '{}' at {} is supported on integers only", k, at);
+        }
+        out.push_back(number_node());
+      } else if (t == "boolean") {
+        out.push_back(alt({literal("true"), literal("false")}));
+      } else if (t == "null") {
+        out.push_back(literal("null"));
+      } else if (t == "object") {
+        out.push_back(object_node(s, path));
+      } else if (t == "array") {
+        out.push_back(array_node(s, path));
+      } else {
+        throw_error("unknown JSON schema type '{}' at {}", t, at);
+      }
+    }
+    return alt(std::move(out));
+  }
+
+ private:
+  static bool has_type(const json& v, const std::vector<std::string>& types) {
+    for (const std::string& t : types) {
+      if ((t == "string" && v.is_string()) || (t == "integer" && v.is_number_integer()) ||
+          (t == "number" && v.is_number()) || (t == "boolean" && v.is_boolean()) ||
+          (t == "null" && v.is_null()) || (t == "object" && v.is_object()) ||
+          (t == "array" && v.is_array())) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  static int count(const json& s, const char* key, int fallback, const std::string& at) {
+    if (!s.contains(key)) return fallback;
+    const json& v = s[key];
+    KS_CHECK(v.is_number_integer() && v.get<int64_t>() >= 0 && v.get<int64_t>() <= kMaxCount,
+             "'{}' at {} must be an integer in [0, {}]", key, at, kMaxCount);
+    return v.get<int>();
+  }
+
+  // An integer within minimum/maximum/exclusiveMinimum/exclusiveMaximum (any of them).
+  static RegexNode integer_bounds(const json& s, const std::string& at) {
+    bool bounded = false;
+    double lo = -1e16, hi = 1e16;  // beyond any generated integer
+    auto bound = [&](const char* key) -> std::optional<double> {
+      if (!s.contains(key)) return std::nullopt;
+      KS_CHECK(s[key].is_number(), "'{}' at {} must be a number", key, at);
+      bounded = true;
+      return std::clamp(s[key].get<double>(), -1e16, 1e16);
+    };
+    if (auto v = bound("minimum")) lo = std::max(lo, std::ceil(*v));
+    if (auto v = bound("exclusiveMinimum")) lo = std::max(lo, std::floor(*v) + 1);
+    if (auto v = bound("maximum")) hi = std::min(hi, std::floor(*v));
+    if (auto v = bound("exclusiveMaximum")) hi = std::min(hi, std::ceil(*v) - 1);
+    if (!bounded) return integer_node();
+    try {
+      return integer_range(static_cast<int64_t>(lo), static_cast<int64_t>(hi));
+    } catch (const Error& e) {
+      throw_error("integer bounds at {}: {}", at, e.what());
+    }
+  }
+
+  RegexNode ref(const json& target, const std::string& at) {
+    KS_CHECK(target.is_string(), "'$ref' at {} must be a string", at);
+    const std::string r = target.get<std::string>();
+    for (const std::string& open : refs_) {
+      KS_CHECK(open != r, "recursive '$ref' '{}' at {} is not supported", r, at);
+    }
+    const json* s = nullptr;
+    if (r == "#") {
+      s = &root_;
+    } else {
+      for (const char* prefix : {"#/$defs/", "#/definitions/"}) {
+        const std::string p = prefix;
+        if (r.rfind(p, 0) != 0) continue;
+        const std::string section = p.substr(2, p.size() - 3);
+        const std::string name = r.substr(p.size());
+        if (root_.contains(section) && root_[section].is_object() && root_[section].contains(name)) {
+          s = &root_[section][name];
+        }
+      }
+    }
+    KS_CHECK(s != nullptr, "'$ref' '{}' at {} does not name a schema in #/$defs or #/definitions", r, at);
+    refs_.push_back(r);
+    RegexNode out = node(*s, r.substr(1));
+    refs_.pop_back();
+    return out;
+  }
+
+  RegexNode string_node(const json& s, const std::string& at) {
+    if (s.contains("pattern")) {
+      KS_CHECK(!s.contains("minLength") && !s.contains("maxLength"),
+               "JSON schema keyword 'pattern' together with minLength/maxLength at {} is not supported", at);
+      KS_CHECK(s["pattern"].is_string(), "'pattern' at {} must be a string", at);
+      RegexNode p;
+      try {
+        p = parse_regex(s["pattern"].get<std::string>());
+      } catch (const Error& e) {
+        throw_error("'pattern' at {}: {}", at, e.what());
+      }
+      return concat({literal("\""), without_code_points(p, json_escaped_code_points()), literal("\"")});
+    }
+    const int min = count(s, "minLength", 0, at);
+    const int max = count(s, "maxLength", -1, at);
+    KS_CHECK(max < 0 || max >= min, "maxLength < minLength at {}", at);
+    return string_of(min, max);
+  }
+
+  RegexNode array_node(const json& s, const std::string& path) {
+    const std::string at = path.empty() ? "/" : path;
+    const int min = count(s, "minItems", 0, at);
+    const int max = count(s, "maxItems", -1, at);
+    KS_CHECK(max < 0 || max >= min, "maxItems < minItems at {}", at);
+    RegexNode item = s.contains("items") ? node(s["items"], path + "/items") : any_value(kMaxFreeDepth - 1);
+    return array_of(item, min, max);
+  }
+
+  RegexNode object_node(const json& s, const std::string& path) {
+    const std::string at = path.empty() ? "/" : path;
+    const json empty = json::object();
+    const json& props = s.contains("properties") ? s["properties"] : empty;
+    KS_CHECK(props.is_object(), "'properties' at {} must be an object", at);
+    std::set<std::string> required;
+    if (s.contains("required")) {
+      KS_CHECK(s["required"].is_array(), "'required' at {} must be an array of names", at);
+      for (const json& r : s["required"]) {
+        KS_CHECK(r.is_string(), "'required' at {} must be an array of names", at);
+        KS_CHECK(props.contains(r.get<std::string>()),
+                 "required property '{}' at {} must be listed in 'properties'", r.get<std::string>(), at);
+        required.insert(r.get<std::string>());
+      }
+    }
+    if (props.empty()) {
+      const json* extra = s.contains("additionalProperties") ? &s["additionalProperties"] : nullptr;
+      if (extra != nullptr && extra->is_boolean() && !extra->get<bool>()) {
+        return concat({literal("{"), ws(), literal("}")});
+      }
+      if (extra != nullptr && extra->is_object()) {
+        return free_object(node(*extra, path + "/additionalProperties"));
+      }
+      return free_object(any_value(kMaxFreeDepth - 1));
+    }
+    if (s.contains("additionalProperties")) {
+      const json& extra = s["additionalProperties"];
+      KS_CHECK(extra.is_boolean() || extra.is_object(),
+               "'additionalProperties' at {} must be a boolean or a schema", at);
+    }
+    std::vector<RegexNode> members;
+    std::vector<bool> is_required;
+    for (const auto& [name, schema] : props.items()) {
+      members.push_back(concat({literal(json(name).dump()), ws(), literal(":"), ws(),
+                                node(schema, path + "/properties/" + name)}));
+      is_required.push_back(required.contains(name));
+    }
+    const size_t n = members.size();
+    size_t first = n;
+    for (size_t i = 0; i < n && first == n; ++i) {
+      if (is_required[i]) first = i;
+    }
+    RegexNode body;
+    if (first < n) {
+      // Optional members before the first required one carry their comma after them, the
+      // others before them.
+      std::vector<RegexNode> parts;
+      for (size_t i = 0; i < first; ++i) parts.push_back(optional(concat({members[i], ws_comma()})));
+      parts.push_back(members[first]);
+      for (size_t i = first + 1; i < n; ++i) {
+        RegexNode m = concat({ws_comma(), members[i]});
+        parts.push_back(is_required[i] ? std::move(m) : optional(std::move(m)));
+      }
+      body = concat(std::move(parts));
+    } else {
+      std::vector<RegexNode> options;  // by the first member present
+      for (size_t j = 0; j < n; ++j) {
+        std::vector<RegexNode> seq{members[j]};
+        for (size_t i = j + 1; i < n; ++i) seq.push_back(optional(concat({ws_comma(), members[i]})));
+        options.push_back(concat(std::move(seq)));
+      }
+      body = optional(alt(std::move(options)));
+    }
+    return concat({literal("{"), ws(), std::move(body), ws(), literal("}")});
+  }
+
+  const json& root_;
+  std::vector<std::string> refs_;  // $refs being expanded
+};
+
+}  // namespace
+
+RegexNode json_schema_pattern(const nlohmann::ordered_json& schema) {
+  return SchemaCompiler(schema).node(schema, "");
+}
+
+RegexNode json_object_pattern() { return free_object(any_value(kMaxFreeDepth - 1)); }
+
+}  // namespace kestrel::structured

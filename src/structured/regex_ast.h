@@ -1,0 +1,48 @@
+// The pattern tree that every structured-output form compiles to (regex text, JSON schema,
+// choice lists): code-point classes combined by concatenation, alternation and counted
+// repetition. byte_dfa.h turns it into a DFA over UTF-8 bytes.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kestrel::structured {
+
+// Inclusive code-point range.
+using CodeRange = std::pair<uint32_t, uint32_t>;
+constexpr uint32_t kMaxCodePoint = 0x10FFFF;
+
+struct RegexNode {
+  enum class Kind : uint8_t { kEmpty, kClass, kConcat, kAlt, kRepeat };
+  Kind kind = Kind::kEmpty;
+  std::vector<CodeRange> ranges;    // kClass: sorted, disjoint, not adjacent; never empty
+  std::vector<RegexNode> children;  // kConcat, kAlt: any number; kRepeat: exactly one
+  int min = 0;                      // kRepeat
+  int max = -1;                     // kRepeat: -1 = unbounded
+};
+
+// Sorted, merged copy of `ranges` (surrogates D800-DFFF removed: UTF-8 cannot hold them).
+std::vector<CodeRange> normalize_ranges(std::vector<CodeRange> ranges);
+// Every code point (surrogates excepted) not in `ranges`.
+std::vector<CodeRange> complement_ranges(const std::vector<CodeRange>& ranges);
+// `ranges` without the code points of `remove`.
+std::vector<CodeRange> subtract_ranges(const std::vector<CodeRange>& ranges,
+                                       const std::vector<CodeRange>& remove);
+
+// Builders. A class whose ranges come out empty matches nothing: class_of returns an empty
+// alternation then (a node no string matches).
+RegexNode empty_node();
+RegexNode class_of(std::vector<CodeRange> ranges);
+RegexNode literal(std::string_view utf8);  // REQUIRES: valid UTF-8
+RegexNode concat(std::vector<RegexNode> parts);
+RegexNode alt(std::vector<RegexNode> options);
+RegexNode repeat(RegexNode node, int min, int max);
+inline RegexNode optional(RegexNode node) { return repeat(std::move(node), 0, 1); }
+
+// A copy of `node` whose classes lose the code points of `remove` (pattern inside a JSON
+// string: no quote, backslash or control characters, so that no escape is needed).
+RegexNode without_code_points(const RegexNode& node, const std::vector<CodeRange>& remove);
+
+}  // namespace kestrel::structured

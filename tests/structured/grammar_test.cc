@@ -1,0 +1,107 @@
+// Token masks over the real Qwen3 vocabulary: a token is allowed exactly when its bytes
+// keep the pattern alive, EOS only where the text so far is complete, and choices and
+// regexes come out whole.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <set>
+
+#include "structured_test_util.h"
+
+namespace kestrel::structured {
+namespace {
+
+std::shared_ptr<const Grammar> compile_regex(const std::string& re) {
+  StructuredOutputSpec spec;
+  spec.kind = StructuredOutputSpec::Kind::kRegex;
+  spec.regex = re;
+  return testing::qwen3_compiler().compile(spec);
+}
+
+// A token is allowed iff walking its bytes from the state does not die.
+void expect_mask_exact(const Grammar& g, int32_t state) {
+  const std::span<const uint32_t> mask = g.mask(state);
+  ASSERT_EQ(static_cast<int>(mask.size()), (testing::kModelVocab + 31) / 32);
+  for (int id = 0; id < testing::kModelVocab; ++id) {
+    const bool expect = id < g.vocab().num_ids() && !g.vocab().bytes(id).empty() &&
+                        g.walk(state, g.vocab().bytes(id)) != ByteDfa::kDead;
+    ASSERT_EQ(testing::allowed(mask, id), expect) << "token " << id << " state " << state;
+  }
+}
+
+TEST(Grammar, MaskIsExactlyTheLiveTokens) {
+  const auto g = compile_regex("\\{\"k\": \"[^\"]{0,3}\"\\}");
+  expect_mask_exact(*g, 0);
+  expect_mask_exact(*g, g->walk(0, "{\"k\": \"é"));
+  expect_mask_exact(*g, g->walk(0, "{\"k\": \"\xC3"));  // inside a two-byte character
+}
+
+TEST(Grammar, SpecialTokensAndPaddingAreNeverAllowed) {
+  const auto g = compile_regex(".*");
+  const std::span<const uint32_t> mask = g->mask(0);
+  const int im_end = *testing::qwen3().token_to_id("<|im_end|>");
+  EXPECT_FALSE(testing::allowed(mask, im_end));
+  EXPECT_FALSE(testing::allowed(mask, testing::kModelVocab - 1));
+  EXPECT_TRUE(testing::allowed(mask, testing::qwen3().encode("hello", false)[0]));
+}
+
+TEST(Grammar, EndOnlyWhenComplete) {
+  const auto g = compile_regex("(yes|no)!");
+  auto m = g->start();
+  EXPECT_FALSE(m->can_end());
+  for (int id : testing::qwen3().encode("yes", false)) m->accept(id);
+  EXPECT_FALSE(m->can_end());
+  m->accept(testing::qwen3().encode("!", false)[0]);
+  EXPECT_TRUE(m->can_end());
+  // Nothing may follow: the mask is empty and only EOS (added by the sampler) remains.
+  for (uint32_t w : m->allowed_tokens()) EXPECT_EQ(w, 0u);
+}
+
+TEST(Grammar, DisallowedTokenEndsTheConstraint) {
+  const auto g = compile_regex("[0-9]+");
+  auto m = g->start();
+  m->accept(testing::qwen3().encode("x", false)[0]);
+  EXPECT_TRUE(m->can_end());
+  EXPECT_TRUE(m->allowed_tokens().empty());
+}
+
+TEST(Grammar, ChoicesComeOutWhole) {
+  StructuredOutputSpec spec;
+  spec.kind = StructuredOutputSpec::Kind::kChoice;
+  spec.choices = {"positive", "negative", "neutral 😐", "a|b"};
+  const auto g = testing::qwen3_compiler().compile(spec);
+  std::mt19937 rng(3);
+  std::set<std::string> seen;
+  for (int i = 0; i < 60; ++i) {
+    auto tokens = testing::random_walk(*g, rng, 100, 1.0);
+    ASSERT_TRUE(tokens.has_value());
+    const std::string text = testing::qwen3().decode(*tokens);
+    EXPECT_TRUE(std::find(spec.choices.begin(), spec.choices.end(), text) != spec.choices.end()) << text;
+    seen.insert(text);
+  }
+  EXPECT_EQ(seen.size(), spec.choices.size());
+}
+
+TEST(Grammar, RegexOutputsFullmatchInPython) {
+  const std::string re = "[A-Z][a-z]{2,6} \\d{1,3}(\\.\\d)?(kg|g)";
+  const auto g = compile_regex(re);
+  std::mt19937 rng(11);
+  std::vector<std::string> texts;
+  for (int i = 0; i < 50; ++i) {
+    auto tokens = testing::random_walk(*g, rng, 200, 0.5);
+    ASSERT_TRUE(tokens.has_value());
+    texts.push_back(testing::qwen3().decode(*tokens));
+  }
+  const std::vector<bool> ok = testing::python_fullmatch(re, texts);
+  for (size_t i = 0; i < texts.size(); ++i) EXPECT_TRUE(ok[i]) << texts[i];
+}
+
+TEST(Grammar, CompilerCachesBySpec) {
+  const auto a = compile_regex("abc|abd");
+  const auto b = compile_regex("abc|abd");
+  EXPECT_EQ(a.get(), b.get());
+  EXPECT_NE(a.get(), compile_regex("abc").get());
+}
+
+}  // namespace
+}  // namespace kestrel::structured

@@ -1,0 +1,140 @@
+// JSON schemas through the real Qwen3 vocabulary: random token paths through each schema's
+// grammar, decoded by the tokenizer, must parse (Node's JSON.parse) and validate (ajv);
+// unsupported keywords are errors that name the keyword and where it is.
+#include <gtest/gtest.h>
+
+#include "core/error.h"
+#include "structured/json_schema.h"
+#include "structured_test_util.h"
+
+namespace kestrel::structured {
+namespace {
+
+using nlohmann::ordered_json;
+
+// Texts of `n` random paths through the grammar that ended (paths still running after
+// max_steps are dropped; at least half must end).
+std::vector<std::string> sample_texts(const Grammar& g, int n, uint32_t seed, int max_steps = 2000) {
+  std::mt19937 rng(seed);
+  std::vector<std::string> texts;
+  for (int i = 0; i < n; ++i) {
+    if (auto tokens = testing::random_walk(g, rng, max_steps)) texts.push_back(testing::qwen3().decode(*tokens));
+  }
+  EXPECT_GE(texts.size(), size_t(n / 2)) << "too few paths ended";
+  return texts;
+}
+
+void expect_all_valid(const ordered_json& schema, int n = 40, uint32_t seed = 1) {
+  StructuredOutputSpec spec;
+  spec.kind = StructuredOutputSpec::Kind::kJsonSchema;
+  spec.schema = schema;
+  const auto g = testing::qwen3_compiler().compile(spec);
+  const std::vector<std::string> texts = sample_texts(*g, n, seed);
+  const std::vector<std::string> errors = testing::ajv_errors(schema, texts);
+  ASSERT_EQ(errors.size(), texts.size());
+  for (const std::string& e : errors) EXPECT_EQ(e, "") << schema.dump();
+}
+
+TEST(JsonSchema, FlatObjectWithRequiredAndOptional) {
+  expect_all_valid(ordered_json::parse(R"({
+    "type": "object",
+    "properties": {
+      "name": {"type": "string", "maxLength": 8},
+      "age": {"type": "integer"},
+      "ok": {"type": "boolean"},
+      "note": {"type": ["string", "null"], "maxLength": 4}
+    },
+    "required": ["age", "ok"],
+    "additionalProperties": false
+  })"));
+}
+
+TEST(JsonSchema, NoRequiredPropertiesAndEscapedNames) {
+  expect_all_valid(ordered_json::parse(R"({
+    "type": "object",
+    "properties": {"a\"b": {"type": "number"}, "ü/\\": {"const": "ß\n"}, "c": {"type": "null"}}
+  })"));
+}
+
+TEST(JsonSchema, NestedObjectsArraysEnumsAndRefs) {
+  expect_all_valid(ordered_json::parse(R"({
+    "$defs": {"point": {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
+                        "required": ["x", "y"], "additionalProperties": false}},
+    "type": "object",
+    "properties": {
+      "points": {"type": "array", "items": {"$ref": "#/$defs/point"}, "minItems": 1, "maxItems": 3},
+      "color": {"enum": ["red", "grün", "蓝", 7, null, {"k": [1, 2]}]},
+      "tags": {"type": "array", "items": {"type": "string", "minLength": 1, "maxLength": 3}, "maxItems": 4},
+      "meta": {"type": "object", "additionalProperties": {"type": "integer"}},
+      "either": {"anyOf": [{"type": "integer"}, {"type": "string", "pattern": "^[a-z]{2}\\d$"}]}
+    },
+    "required": ["points", "color", "either"]
+  })"));
+}
+
+TEST(JsonSchema, IntegerBounds) {
+  expect_all_valid(ordered_json::parse(R"({
+    "type": "object",
+    "properties": {
+      "age": {"type": "integer", "minimum": 0, "maximum": 130},
+      "delta": {"type": "integer", "exclusiveMinimum": -10.5, "exclusiveMaximum": 3},
+      "big": {"type": "integer", "minimum": 1000},
+      "neg": {"type": ["integer", "null"], "maximum": -7}
+    },
+    "required": ["age", "delta", "big", "neg"]
+  })"), 40, 8);
+}
+
+TEST(JsonSchema, StringLengthsCountCodePoints) {
+  const ordered_json schema = ordered_json::parse(
+      R"({"type": "array", "items": {"type": "string", "minLength": 2, "maxLength": 3}, "minItems": 2, "maxItems": 2})");
+  expect_all_valid(schema, 60, 5);
+}
+
+TEST(JsonSchema, ScalarsAtTheTop) {
+  for (const char* s : {R"({"type": "integer"})", R"({"type": "number"})", R"({"type": "boolean"})",
+                        R"({"enum": ["a", "b", "c"]})", R"({"type": "string", "pattern": "[A-Z][a-z\"\\\\]{0,4}"})"}) {
+    expect_all_valid(ordered_json::parse(s), 30, 9);
+  }
+}
+
+TEST(JsonSchema, FreeFormValuesParse) {
+  expect_all_valid(ordered_json::parse(R"({"type": "object", "properties": {"any": {}}, "required": ["any"]})"), 30, 3);
+  StructuredOutputSpec spec;  // json_object
+  const auto g = testing::qwen3_compiler().compile(spec);
+  const std::vector<std::string> texts = sample_texts(*g, 30, 4);
+  for (const std::string& e : testing::ajv_errors(ordered_json::parse(R"({"type": "object"})"), texts)) {
+    EXPECT_EQ(e, "");
+  }
+  // Strings at different depths are different DFA states with one mask, kept once.
+  EXPECT_LT(g->num_distinct_masks() * 4, g->num_cached_masks());
+  EXPECT_LT(g->dfa().num_byte_classes(), 64);
+}
+
+TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
+  const std::vector<std::pair<const char*, const char*>> bad = {
+      {R"({"type": "number", "minimum": 0})", "'minimum' at / is supported on integers only"},
+      {R"({"type": "integer", "multipleOf": 3})", "unsupported JSON schema keyword 'multipleOf' at /"},
+      {R"({"type": "integer", "minimum": 5, "exclusiveMaximum": 5})", "no integer"},
+      {R"({"type": "object", "properties": {"d": {"type": "string", "format": "date"}}})", "'format' at /properties/d"},
+      {R"({"oneOf": [{"type": "integer"}]})", "'oneOf'"},
+      {R"({"type": "array", "uniqueItems": true})", "'uniqueItems'"},
+      {R"({"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "$ref": "#/$defs/n"})", "recursive"},
+      {R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})", "'b'"},
+      {R"({"type": "strin"})", "unknown JSON schema type 'strin'"},
+      {R"j({"type": "string", "pattern": "(?=x)"})j", "lookahead"},
+      {R"({"enum": [1], "maxLength": 3})", "'enum' together with 'maxLength'"},
+      {R"(false)", "matches nothing"},
+  };
+  for (const auto& [text, words] : bad) {
+    try {
+      json_schema_pattern(ordered_json::parse(text));
+      ADD_FAILURE() << text << " compiled";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << text << ": " << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kestrel::structured
