@@ -38,7 +38,9 @@ void expect_same_outputs(const EngineConfig& config, const char* what) {
       ASSERT_NE(tp.runner().communicator(), nullptr) << what;
       EXPECT_EQ(tp.runner().communicator()->name(), "nccl");
       got = tp.generate(f.prompts, {greedy(20, 5)});
-      if (!config.enforce_eager) EXPECT_GT(tp.runner().stats().graph_steps, 0) << what;
+      if (!config.enforce_eager) {
+        EXPECT_GT(tp.runner().stats().graph_steps, 0) << what;
+      }
     }
     double worst = 0;
     for (size_t p = 0; p < f.prompts.size(); ++p) {
