@@ -8,6 +8,7 @@
 #include "server/api_error.h"
 #include "server/request_fields.h"
 #include "server/request_parser.h"
+#include "server/tool_choice.h"
 
 namespace kestrel::server {
 namespace {
@@ -115,15 +116,8 @@ GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const Ser
   (void)f.boolean("parallel_tool_calls");
   (void)f.boolean("store");
   (void)f.string("service_tier");
-  bool tool_choice_none = false;
-  if (auto choice = f.find("tool_choice")) {
-    if (!choice->is_string() || (*choice != "none" && *choice != "auto")) {
-      throw_bad_request("tool_choice",
-                        "only 'none' and 'auto' tool_choice are supported (forcing a call "
-                        "needs constrained sampling, which this server does not have)");
-    }
-    tool_choice_none = *choice == "none";
-  }
+  const ojson* tool_choice = f.find("tool_choice");
+  const bool tool_choice_none = tool_choice != nullptr && *tool_choice == "none";
 
   ojson messages = prepare_messages(f);
   ojson extra = ojson::object();
@@ -140,6 +134,7 @@ GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const Ser
     extra["tools"] = *tools;
     req.tools = !tools->empty() && !tool_choice_none;
   }
+  if (tool_choice != nullptr) force_tool_calls(*tool_choice, f.find("tools"), ctx, req);
   if (const ojson* documents = f.find("documents")) extra["documents"] = *documents;
   if (const ojson* kwargs = f.find("chat_template_kwargs")) {
     if (!kwargs->is_object()) {

@@ -31,6 +31,7 @@ struct ServingContext {
   int vocab_size = 0;
   int max_model_len = 0;  // longest sequence the engine runs (prompt + output)
   std::string served_model_name;
+  std::string tool_call_parser;  // --tool-call-parser; empty: tool calls are not parsed
 };
 
 struct GenerateRequest {

@@ -122,7 +122,12 @@ std::shared_ptr<const TokenConstraintFactory> read_structured_output(const Field
     throw_bad_request(specs[1].first, "'{}' and '{}' both constrain the output: give one", specs[0].first,
                       specs[1].first);
   }
-  const auto& [param, spec] = specs[0];
+  return compile_structured_output(ctx, specs[0].second, specs[0].first);
+}
+
+std::shared_ptr<const TokenConstraintFactory> compile_structured_output(
+    const ServingContext& ctx, const structured::StructuredOutputSpec& spec,
+    const std::string& param) {
   if (ctx.grammars == nullptr) {
     throw_bad_request(param, "'{}' needs the model's tokenizer, and this model has none", param);
   }

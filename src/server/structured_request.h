@@ -5,9 +5,11 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "kestrel/token_constraint.h"
 #include "server/request_parser.h"
+#include "structured/grammar_compiler.h"
 
 namespace kestrel::server {
 
@@ -17,5 +19,10 @@ namespace kestrel::server {
 // unsupported JSON schema keyword or regex feature).
 std::shared_ptr<const TokenConstraintFactory> read_structured_output(const FieldReader& f,
                                                                      const ServingContext& ctx);
+
+// The constraint of `spec`, from ctx.grammars; errors are 400s naming `param`.
+std::shared_ptr<const TokenConstraintFactory> compile_structured_output(
+    const ServingContext& ctx, const structured::StructuredOutputSpec& spec,
+    const std::string& param);
 
 }  // namespace kestrel::server

@@ -190,6 +190,12 @@ std::unique_ptr<ToolCallParser> make_tool_call_parser(const std::string& name) {
   return std::make_unique<HermesParser>();
 }
 
+structured::ToolCallMarkup tool_call_markup(const std::string& name) {
+  if (name == "llama3_json") return {"", "", "; ", "parameters"};
+  // Calls back to back: a separator would be left over as the message's content.
+  return {"<tool_call>\n", "\n</tool_call>", "", "arguments"};
+}
+
 bool known_tool_call_parser(const std::string& name) {
   return name == "hermes" || name == "llama3_json";
 }

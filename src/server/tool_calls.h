@@ -21,6 +21,8 @@
 #include <string_view>
 #include <vector>
 
+#include "structured/grammar_compiler.h"
+
 namespace kestrel::server {
 
 struct ToolCall {
@@ -45,6 +47,11 @@ class ToolCallParser {
 
 // REQUIRES: known_tool_call_parser(name).
 std::unique_ptr<ToolCallParser> make_tool_call_parser(const std::string& name);
+
+// How parser `name` marks up calls, for tool_choice "required" and named functions, whose
+// output is constrained to calls in that markup (structured::StructuredOutputSpec).
+// REQUIRES: known_tool_call_parser(name).
+structured::ToolCallMarkup tool_call_markup(const std::string& name);
 
 // The names --tool-call-parser takes.
 bool known_tool_call_parser(const std::string& name);

@@ -8,7 +8,7 @@ namespace kestrel::structured {
 namespace {
 
 std::string cache_key(const StructuredOutputSpec& spec) {
-  std::string key(1, "osrc"[static_cast<int>(spec.kind)]);
+  std::string key(1, "osrct"[static_cast<int>(spec.kind)]);
   switch (spec.kind) {
     case StructuredOutputSpec::Kind::kJsonObject:
       break;
@@ -21,8 +21,35 @@ std::string cache_key(const StructuredOutputSpec& spec) {
     case StructuredOutputSpec::Kind::kChoice:
       key += nlohmann::json(spec.choices).dump();
       break;
+    case StructuredOutputSpec::Kind::kToolCalls:
+      key += nlohmann::json({spec.markup.prefix, spec.markup.suffix, spec.markup.separator,
+                             spec.markup.args_key, spec.single_call})
+                 .dump() +
+             spec.tools.dump();
+      break;
   }
   return key;
+}
+
+// One call to any of `tools` in `markup`: the prefix, {"name": <name>, <args_key>: <args>}
+// (compact, as every JSON pattern here), the suffix.
+RegexNode tool_call_pattern(const ToolCallMarkup& markup, const nlohmann::ordered_json& tools) {
+  KS_CHECK(tools.is_array() && !tools.empty(), "tool calls need at least one tool");
+  std::vector<RegexNode> calls;
+  for (const auto& tool : tools) {
+    const nlohmann::ordered_json& fn = tool.at("function");
+    nlohmann::ordered_json params = fn.contains("parameters") ? fn.at("parameters")
+                                                              : nlohmann::ordered_json::object();
+    if (params.empty()) params = {{"type", "object"}};
+    nlohmann::ordered_json object = {
+        {"type", "object"},
+        {"properties", {{"name", {{"enum", {fn.at("name")}}}}, {markup.args_key, params}}},
+        {"required", {"name", markup.args_key}},
+        {"additionalProperties", false}};
+    calls.push_back(concat({literal(markup.prefix), json_schema_pattern(object),
+                            literal(markup.suffix)}));
+  }
+  return alt(std::move(calls));
 }
 
 }  // namespace
@@ -40,6 +67,12 @@ RegexNode pattern_of(const StructuredOutputSpec& spec) {
       std::vector<RegexNode> options;
       for (const std::string& c : spec.choices) options.push_back(literal(c));
       return alt(std::move(options));
+    }
+    case StructuredOutputSpec::Kind::kToolCalls: {
+      RegexNode one = tool_call_pattern(spec.markup, spec.tools);
+      if (spec.single_call) return one;
+      RegexNode more = repeat(concat({literal(spec.markup.separator), one}), 0, -1);
+      return concat({std::move(one), std::move(more)});
     }
   }
   throw_error("unknown structured output kind");

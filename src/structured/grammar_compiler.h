@@ -15,12 +15,26 @@
 
 namespace kestrel::structured {
 
+// How a tool-call parser marks up one call (server/tool_calls.h): prefix, the JSON object
+// {"name": <tool>, <args_key>: <its arguments>}, suffix; several calls joined by separator.
+struct ToolCallMarkup {
+  std::string prefix, suffix, separator;
+  std::string args_key = "arguments";
+};
+
 struct StructuredOutputSpec {
-  enum class Kind { kJsonObject, kJsonSchema, kRegex, kChoice };
+  enum class Kind { kJsonObject, kJsonSchema, kRegex, kChoice, kToolCalls };
   Kind kind = Kind::kJsonObject;
   nlohmann::ordered_json schema;     // kJsonSchema
   std::string regex;                 // kRegex
   std::vector<std::string> choices;  // kChoice: the output is exactly one of them
+  // kToolCalls (a chat's tool_choice "required" or a named function): calls in `markup` to
+  // the OpenAI-style `tools` ([{"type": "function", "function": {"name", "parameters"}}]),
+  // their arguments valid under each tool's parameters schema; exactly one call when
+  // single_call, else one or more.
+  ToolCallMarkup markup;
+  nlohmann::ordered_json tools;
+  bool single_call = false;
 };
 
 // The pattern of the text to generate. Throws kestrel::Error naming what is unsupported or

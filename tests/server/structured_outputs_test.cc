@@ -1,5 +1,6 @@
 // Structured outputs end to end: the openai npm client against `kestrel serve` on the CPU
-// (tests/server/structured_outputs.mjs); outputs checked with ajv and JavaScript's RegExp.
+// (tests/server/structured_outputs.mjs, tool_choice.mjs); outputs checked with ajv and
+// JavaScript's RegExp.
 #include "server_harness.h"
 
 namespace kestrel::server_test {
@@ -8,6 +9,15 @@ namespace {
 TEST(StructuredOutputs, SampledRequestsValidateAgainstTheSchema) {
   ServerProcess server;
   const NodeResult r = run_node("structured_outputs.mjs", server.port(), {}, 540s);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("OK"), std::string::npos) << r.output;
+}
+
+// tool_choice "required" and named functions: sampling constrained to Hermes tool calls
+// (tests/server/tool_choice.mjs).
+TEST(StructuredOutputs, ForcedToolCallsAreValidCalls) {
+  ServerProcess server({"--tool-call-parser", "hermes"});
+  const NodeResult r = run_node("tool_choice.mjs", server.port(), {}, 300s);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("OK"), std::string::npos) << r.output;
 }
