@@ -1,6 +1,6 @@
 // Structured outputs end to end: the openai npm client against `kestrel serve` on the CPU
-// (tests/server/structured_outputs.mjs, tool_choice.mjs); outputs checked with ajv and
-// JavaScript's RegExp.
+// (tests/server/structured_outputs.mjs, tool_choice.mjs, mixed_load.mjs); outputs checked
+// with ajv and JavaScript's RegExp.
 #include "server_harness.h"
 
 namespace kestrel::server_test {
@@ -20,6 +20,15 @@ TEST(StructuredOutputs, ForcedToolCallsAreValidCalls) {
   const NodeResult r = run_node("tool_choice.mjs", server.port(), {}, 300s);
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("OK"), std::string::npos) << r.output;
+}
+
+// Plain, structured and forced-tool-call requests, 200 at once, each equal to its answer
+// alone (tests/server/mixed_load.mjs).
+TEST(StructuredOutputs, MixedLoadEqualsRequestsAlone) {
+  ServerProcess server({"--tool-call-parser", "hermes"});
+  const NodeResult r = run_node("mixed_load.mjs", server.port(), {}, 300s);
+  EXPECT_EQ(r.exit_code, 0) << r.output.substr(0, 8000);
+  EXPECT_NE(r.output.find("OK"), std::string::npos) << r.output.substr(0, 8000);
 }
 
 }  // namespace
