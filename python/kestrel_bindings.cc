@@ -81,6 +81,8 @@ void bind_config(py::module_& m) {
       .def_readwrite("stop_token_ids", &SamplingParams::stop_token_ids)
       .def_readwrite("stop", &SamplingParams::stop)
       .def_readwrite("include_stop_str_in_output", &SamplingParams::include_stop_str_in_output)
+      .def_readwrite("skip_special_tokens", &SamplingParams::skip_special_tokens)
+      .def_readwrite("detokenize", &SamplingParams::detokenize)
       .def_readwrite("repetition_penalty", &SamplingParams::repetition_penalty)
       .def_readwrite("presence_penalty", &SamplingParams::presence_penalty)
       .def_readwrite("frequency_penalty", &SamplingParams::frequency_penalty)
@@ -103,6 +105,7 @@ void bind_outputs(py::module_& m) {
       .def_readonly("token_ids", &CompletionOutput::token_ids)
       .def_readonly("text", &CompletionOutput::text)
       .def_readonly("finish_reason", &CompletionOutput::finish_reason)
+      .def_readonly("stop_reason", &CompletionOutput::stop_reason)  // None, str or int
       .def_readonly("logprobs", &CompletionOutput::logprobs);
   py::class_<RequestOutput>(m, "RequestOutput")
       .def_readonly("request_id", &RequestOutput::request_id)

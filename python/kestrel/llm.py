@@ -150,7 +150,8 @@ class LLM:
         return RequestOutput(
             request_id=out.request_id, prompt=prompt, prompt_token_ids=out.prompt_token_ids,
             outputs=[CompletionOutput(c.index, c.text, c.token_ids, c.finish_reason or None,
-                                      self._logprobs(c.logprobs) if c.logprobs else None)
+                                      self._logprobs(c.logprobs) if c.logprobs else None,
+                                      c.stop_reason)
                      for c in out.outputs],
             finished=out.finished, num_cached_tokens=out.num_cached_tokens)
 

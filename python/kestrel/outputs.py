@@ -6,7 +6,7 @@ out.prompt_token_ids, out.outputs[0].logprobs, out.finished) and nano-vLLM's dic
 """
 
 from collections.abc import Mapping
-from typing import Dict, List, NamedTuple, Optional
+from typing import Dict, List, NamedTuple, Optional, Union
 
 
 class Logprob(NamedTuple):
@@ -21,11 +21,15 @@ class CompletionOutput:
     """One sample: vLLM's CompletionOutput."""
 
     def __init__(self, index: int, text: str, token_ids: List[int], finish_reason: Optional[str],
-                 logprobs: Optional[List[Dict[int, Logprob]]]):
+                 logprobs: Optional[List[Dict[int, Logprob]]],
+                 stop_reason: Union[None, str, int] = None):
         self.index = index
         self.text = text
         self.token_ids = token_ids
         self.finish_reason = finish_reason  # "stop", "length" or "abort"
+        # With finish_reason "stop": the stop string or stop token id that ended the sample
+        # (None for the end-of-sequence token), as vLLM's.
+        self.stop_reason = stop_reason
         # Per generated token: {token_id: Logprob} for the sampled token and the requested
         # most likely ones. None unless SamplingParams.logprobs was set.
         self.logprobs = logprobs

@@ -30,6 +30,8 @@ class SamplingParams:
     repetition_penalty: float = 1.0
     logprobs: Optional[int] = None  # most likely tokens to return per position, 0..20
     include_stop_str_in_output: bool = False
+    skip_special_tokens: bool = True  # special tokens left out of the text
+    detokenize: bool = True  # False: token ids only, empty text
 
     def __post_init__(self):
         if isinstance(self.stop, str):

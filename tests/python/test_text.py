@@ -85,3 +85,27 @@ def test_no_tokenizer_is_a_value_error(tiny_llm):
         tiny_llm.get_tokenizer().encode("hi")
     with pytest.raises(ValueError, match="tokenizer"):
         tiny_llm.stream([1, 2, 3], SamplingParams())
+
+
+def test_stop_reason_names_the_stop_token(text_llm):
+    # The unstopped sample is the reference: stopping at its 4th token's id must end there.
+    [full] = text_llm.generate(PROMPT, SAMPLED, use_tqdm=False)
+    stop_id = full.outputs[0].token_ids[3]
+    first = full.outputs[0].token_ids.index(stop_id)
+    params = SamplingParams(temperature=1.0, seed=7, max_tokens=30, ignore_eos=True,
+                            stop_token_ids=[stop_id])
+    [out] = text_llm.generate(PROMPT, params, use_tqdm=False)
+    assert out.outputs[0].finish_reason == "stop"
+    assert out.outputs[0].stop_reason == stop_id
+    assert out.outputs[0].token_ids == full.outputs[0].token_ids[:first + 1]
+    assert full.outputs[0].stop_reason is None  # ended by length
+
+
+def test_detokenize_false_gives_ids_only(text_llm):
+    [with_text] = text_llm.generate(PROMPT, SAMPLED, use_tqdm=False)
+    params = SamplingParams(temperature=1.0, seed=7, max_tokens=30, ignore_eos=True,
+                            detokenize=False)
+    [ids_only] = text_llm.generate(PROMPT, params, use_tqdm=False)
+    assert ids_only.outputs[0].token_ids == with_text.outputs[0].token_ids
+    assert ids_only.outputs[0].text == ""
+    assert SamplingParams().skip_special_tokens and SamplingParams().detokenize
