@@ -21,21 +21,25 @@ bool pdl_allowed_by_env() {
 
 }  // namespace
 
-bool pdl_enabled() {
-  static const bool allowed = pdl_allowed_by_env();
-  static std::array<std::atomic<int>, 64> cache{};  // per device: 0 unknown, 1 no, 2 yes
-  if (!allowed) return false;
+int compute_capability() {
+  static std::array<std::atomic<int>, 64> cache{};  // per device: 0 = not yet asked
   int device = 0;
   KS_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= static_cast<int>(cache.size())) return false;
-  int state = cache[device].load(std::memory_order_relaxed);
-  if (state == 0) {
-    int major = 0;
+  if (device < 0 || device >= static_cast<int>(cache.size())) return 0;
+  int cc = cache[device].load(std::memory_order_relaxed);
+  if (cc == 0) {
+    int major = 0, minor = 0;
     KS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    state = major >= 9 ? 2 : 1;
-    cache[device].store(state, std::memory_order_relaxed);
+    KS_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+    cc = 10 * major + minor;
+    cache[device].store(cc, std::memory_order_relaxed);
   }
-  return state == 2;
+  return cc;
+}
+
+bool pdl_enabled() {
+  static const bool allowed = pdl_allowed_by_env();
+  return allowed && compute_capability() >= 90;
 }
 
 }  // namespace kestrel::kernels

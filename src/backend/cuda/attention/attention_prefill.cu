@@ -43,8 +43,6 @@
 // B x tiles and CTAs map to tiles directly, the longest tiles of all sequences first. grid.z
 // splits each tile's keys into chunks of whole 64-key tiles (kernels.h, AttentionSplit),
 // merged by attention.cu.
-#include <array>
-#include <atomic>
 #include <cfloat>
 #include <cstdlib>
 #include <string_view>
@@ -407,21 +405,9 @@ bool use_prefill_kernel(const PagedAttentionArgs& a) {
 }
 
 bool prefill_sm90_enabled() {
-  static std::array<std::atomic<int>, 64> cache{};  // per device: 0 unknown, 1 no, 2 yes
   const char* env = std::getenv("KESTREL_PREFILL_SM90");
   if (env != nullptr && std::string_view(env) == "0") return false;
-  int device = 0;
-  KS_CUDA_CHECK(cudaGetDevice(&device));
-  if (device < 0 || device >= static_cast<int>(cache.size())) return false;
-  int state = cache[device].load(std::memory_order_relaxed);
-  if (state == 0) {
-    int major = 0, minor = 0;
-    KS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    KS_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    state = major == 9 && minor == 0 ? 2 : 1;  // sm_90a code runs on 9.0 alone
-    cache[device].store(state, std::memory_order_relaxed);
-  }
-  return state == 2;
+  return compute_capability() == 90;  // sm_90a code runs on 9.0 alone
 }
 
 void prefill_attention(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,

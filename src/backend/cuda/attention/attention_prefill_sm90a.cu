@@ -18,7 +18,7 @@
 //   skipping is per warpgroup, not per warp).
 // Shared memory: Q 32 KB + 2 stages x (K + V) 128 KB + 2 KB of offsets at D = 128 (aligned
 // to 1 KB for the swizzle); one CTA per SM, 230 registers at D = 128.
-// The two warpgroups run in step (one barrier per tile). Three variants that overlap more
+// The two warpgroups run in step (barriers around each tile). Three variants that overlap more
 // measured slower (docs/cuda_backend.md, "wgmma prefill attention"): issuing the next
 // tile's Q K^T before this tile's softmax, three warpgroups, and a producer warpgroup
 // streaming 64-key tiles through mbarriers to two free-running consumers.
@@ -166,33 +166,26 @@ __global__ void __launch_bounds__(256, 1)
 #endif
 }
 
-template <typename Kernel>
-void launch(Kernel kernel, const char* name, int threads, int smem_bytes,
-            const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
+template <int D, bool kHeadMajor>
+void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
             float* part_acc, cudaStream_t stream) {
+  constexpr int kKeys = 128;
   const int group = a.num_q_heads / a.num_kv_heads;
   const int q_tile = kRows / group;
-  KS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     smem_bytes));
+  const int bytes = static_cast<int>(Layout<D, kKeys>::kAlloc);
+  allow_dynamic_smem<prefill_sm90_kernel<D, kHeadMajor, kKeys>>(bytes);
   int uniform_tiles;
   const dim3 grid = prefill_grid(a, split, q_tile, &uniform_tiles);
-  // launch_pdl checks the launch itself (its error names `name`).
-  launch_pdl(name, kernel, grid, threads, smem_bytes, stream, a, group, q_tile, uniform_tiles,
-             split, part_ml, part_acc);
-}
-
-template <int D, bool kHeadMajor>
-void launch_kernel(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
-                   float* part_acc, cudaStream_t stream) {
-  launch(prefill_sm90_kernel<D, kHeadMajor, 128>, "attention prefill_sm90_kernel", 256,
-         Layout<D, 128>::kAlloc, a, split, part_ml, part_acc, stream);
+  launch_pdl("attention prefill_sm90_kernel", prefill_sm90_kernel<D, kHeadMajor, kKeys>, grid,
+             256, bytes, stream, a, group, q_tile, uniform_tiles, split, part_ml, part_acc);
+  KS_CUDA_CHECK_LAUNCH("attention prefill_sm90_kernel");
 }
 
 template <int D>
 void launch_layout(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
                    float* part_acc, cudaStream_t stream) {
-  if (a.kv_head_major) return launch_kernel<D, true>(a, split, part_ml, part_acc, stream);
-  launch_kernel<D, false>(a, split, part_ml, part_acc, stream);
+  if (a.kv_head_major) return launch<D, true>(a, split, part_ml, part_acc, stream);
+  launch<D, false>(a, split, part_ml, part_acc, stream);
 }
 
 }  // namespace
