@@ -2,13 +2,12 @@
 // --reasoning-parser qwen3. The random test model writes <think> only when told to, so the
 // answers are shaped by guided_regex: "<think>" reasoning "</think>" content. Whole and
 // streamed answers must split into reasoning_content and content exactly where the tags
-// are, with the tags dropped (the split is checked against the regex's own groups).
+// are, with the tags dropped (the parts, tags put back, must match the regex again).
 import { MODEL, check, checkEqual, finish, makeClient } from "./common.mjs";
 
 const client = makeClient();
 const messages = [{ role: "user", content: "Think, then answer." }];
 const regex = "<think>[a-z]{1,8}( [a-z]{1,8}){0,3}</think>[a-z]{1,8}( [a-z]{1,8}){0,3}";
-const parts = /^<think>(.*)<\/think>(.*)$/s;
 
 for (let i = 0; i < 8; i++) {
   const body = { model: MODEL, messages, temperature: 1, seed: 900 + i, max_tokens: 120, guided_regex: regex };
@@ -19,8 +18,6 @@ for (let i = 0; i < 8; i++) {
   check(new RegExp(`^(?:${regex})$`).test(joined), `request ${i}: reasoning and content rejoin to the constrained text`, m);
   check(!(m.content ?? "").includes("think>") && !(m.reasoning_content ?? "").includes("think>"), `request ${i}: tags dropped`, m);
   check((m.reasoning_content ?? "").length > 0 && (m.content ?? "").length > 0, `request ${i}: both parts present`, m);
-  const parsed = parts.exec(joined);
-  check(parsed !== null, `request ${i}: one think block`, joined);
 
   const stream = await client.chat.completions.create({ ...body, stream: true });
   let reasoning = "", content = "";
