@@ -25,6 +25,10 @@ struct EngineConfig {
   int64_t kv_cache_memory_bytes = int64_t{4} << 30;
   // CUDA backend: fraction of device memory the engine may use.
   float gpu_memory_utilization = 0.9f;
+  // Storage of the KV cache: "auto" (the backend's compute dtype: bf16 on CUDA, f32 on the
+  // CPU), "bf16" (the same), or "fp8" / "fp8_e4m3" (8-bit e4m3 with a power-of-two scale per
+  // layer and KV head: twice the tokens in the same memory; docs/kv_cache.md).
+  std::string kv_cache_dtype = "auto";
   bool enable_prefix_caching = true;
   // When false, a prompt must fit in one step's budget and is never split.
   bool enable_chunked_prefill = true;

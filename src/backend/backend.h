@@ -46,12 +46,15 @@ struct KvCacheSpec {
   int block_size = 0;
   int num_kv_heads = 0;
   int head_dim = 0;
+  // Storage type of K and V: the backend's compute dtype, or kF8E4M3 (LayerKvCache says how
+  // values are scaled into it).
   DType dtype = DType::kF32;
-  // Throws kestrel::Error, naming `backend`, when a size is not positive or the dtype is not
-  // the one that backend stores.
-  void check(const char* backend, DType expected) const {
-    KS_CHECK(dtype == expected, "{} backend: the KV cache dtype must be {}, got {}", backend,
-             dtype_name(expected), dtype_name(dtype));
+  // Throws kestrel::Error, naming `backend`, when a size is not positive or the dtype is
+  // neither `compute` (the backend's) nor kF8E4M3.
+  void check(const char* backend, DType compute) const {
+    KS_CHECK(dtype == compute || dtype == DType::kF8E4M3,
+             "{} backend: the KV cache dtype must be {} or F8_E4M3, got {}", backend,
+             dtype_name(compute), dtype_name(dtype));
     KS_CHECK(num_layers > 0 && num_blocks > 0 && block_size > 0 && num_kv_heads > 0 && head_dim > 0,
              "{} backend: every KV cache size must be positive (layers {}, blocks {}, block size "
              "{}, kv heads {}, head_dim {})",
@@ -65,9 +68,21 @@ struct KvCacheSpec {
 
 // One layer's K and V pages. The layout belongs to the backend; the CPU backend uses
 // [num_blocks, block_size, num_kv_heads, head_dim] for each.
+//
+// An fp8 cache (k and v of dtype kF8E4M3) stores value x of KV head h as
+// e4m3(x / scale[i, h]) (core/fp8.h: round to nearest even, saturating at +-448) and reads
+// it back as e4m3 * scale[i, h], with i = 0 for K and 1 for V. Scales are powers of two, so
+// both divisions and products are exact and a dequantized value is exact in bf16: the CPU
+// and GPU backends read the same numbers. allocate_kv_cache sets every scale to 1; the
+// owner changes them (copy_from_host) before anything is stored. The three tensors live on
+// the backend's device and stay undefined for a cache of the compute dtype.
 struct LayerKvCache {
   Tensor k;
   Tensor v;
+  Tensor scale;    // f32 [2, num_kv_heads]
+  Tensor amax;     // f32 [2, num_kv_heads]: the largest |x| stored so far (the store keeps it)
+  Tensor clamped;  // i64 [2, num_kv_heads]: values stored so far with |x / scale| > 448
+  bool fp8() const { return k.defined() && k.dtype() == DType::kF8E4M3; }
 };
 
 struct AttentionShape {

@@ -12,6 +12,7 @@ size_t dtype_size(DType t) {
     case DType::kI32: return 4;
     case DType::kI64: return 8;
     case DType::kU8: return 1;
+    case DType::kF8E4M3: return 1;
   }
   return 0;
 }
@@ -24,6 +25,7 @@ std::string_view dtype_name(DType t) {
     case DType::kI32: return "I32";
     case DType::kI64: return "I64";
     case DType::kU8: return "U8";
+    case DType::kF8E4M3: return "F8_E4M3";
   }
   return "?";
 }
@@ -35,7 +37,8 @@ DType parse_safetensors_dtype(std::string_view s) {
   if (s == "I32") return DType::kI32;
   if (s == "I64") return DType::kI64;
   if (s == "U8") return DType::kU8;
-  throw_error("unsupported dtype '{}' (supported: F32, F16, BF16, I32, I64, U8)", s);
+  if (s == "F8_E4M3") return DType::kF8E4M3;
+  throw_error("unsupported dtype '{}' (supported: F32, F16, BF16, I32, I64, U8, F8_E4M3)", s);
 }
 
 float f16_to_f32(uint16_t h) {

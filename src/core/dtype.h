@@ -7,11 +7,13 @@
 
 namespace kestrel {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8 };
+// kF8E4M3: OCP FP8 E4M3 ("FN": no infinities, one NaN pattern per sign, largest finite 448),
+// the KV cache's 8-bit storage (core/fp8.h converts).
+enum class DType : uint8_t { kF32, kF16, kBF16, kI32, kI64, kU8, kF8E4M3 };
 
 size_t dtype_size(DType t);
 std::string_view dtype_name(DType t);
-// Parses a safetensors dtype string ("F32", "F16", "BF16", "I32", "I64", "U8").
+// Parses a safetensors dtype string ("F32", "F16", "BF16", "I32", "I64", "U8", "F8_E4M3").
 // Throws kestrel::Error naming the string when it is not one of these.
 DType parse_safetensors_dtype(std::string_view s);
 
