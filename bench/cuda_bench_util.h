@@ -12,6 +12,7 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/dtype.h"
+#include "core/fp8.h"
 
 namespace kestrel::cuda_bench {
 
@@ -33,6 +34,30 @@ inline Tensor random_bf16(Backend& be, Shape shape, float scale = 1.0f, bool aro
   const float offset = around_one ? 1.0f : 0.0f;
   for (int64_t i = 0; i < h.numel(); ++i) p[i] = f32_to_bf16(offset + scale * next_uniform());
   return be.upload(h, DType::kBF16);
+}
+
+// One layer's K and V pages of random values: bf16, or with `fp8` e4m3 bytes of values in
+// [-2, 2) with scales 1 for each of the `hkv` heads (backend.h, LayerKvCache).
+inline LayerKvCache random_kv_pages(Backend& be, Shape pages, int hkv, bool fp8) {
+  if (!fp8) return LayerKvCache{random_bf16(be, pages), random_bf16(be, pages)};
+  auto bytes = [&] {
+    Tensor h = Tensor::host(DType::kF8E4M3, pages);
+    for (int64_t i = 0; i < h.numel(); ++i) h.data_as<uint8_t>()[i] = f32_to_e4m3(2.0f * next_uniform());
+    return be.upload(h, DType::kF8E4M3);
+  };
+  const Shape quant{2, hkv};
+  Tensor ones = Tensor::host(DType::kF32, quant), zeros = Tensor::host(DType::kF32, quant);
+  Tensor counts = Tensor::host(DType::kI64, quant);
+  for (int i = 0; i < 2 * hkv; ++i) {
+    ones.data_as<float>()[i] = 1.0f;
+    zeros.data_as<float>()[i] = 0.0f;
+    counts.data_as<int64_t>()[i] = 0;
+  }
+  LayerKvCache kv{bytes(), bytes()};
+  kv.scale = be.upload(ones, DType::kF32);
+  kv.amax = be.upload(zeros, DType::kF32);
+  kv.clamped = be.upload(counts, DType::kI64);
+  return kv;
 }
 
 inline Tensor i32(Backend& be, const std::vector<int32_t>& v, Shape shape) {

@@ -218,10 +218,11 @@ void bench_small_gemms(CudaBackend& be, const Ceilings& c) {
 // Attention over sequences of lens[b] keys each, the last `q_len` of them new.
 // `general`: withhold the max_query_len hint, so decodes and prefills take the general
 // CUDA-core kernel (the decode and tensor-core kernels' baseline, measured in the same run).
-// `longest_first`: pass the runner's seq_order (longest sequence first).
+// `longest_first`: pass the runner's seq_order (longest sequence first). `fp8`: an e4m3
+// cache (1-byte K/V; the floor counts those bytes).
 void bench_attention_lens(CudaBackend& be, const Ceilings& c, const char* name,
                           const std::vector<int32_t>& lens, int q_len, bool scatter_pages = true,
-                          bool general = false, bool longest_first = false) {
+                          bool general = false, bool longest_first = false, bool fp8 = false) {
   const int hq = 16, hkv = 8, d = 128, bs = 16;
   const int num_seqs = static_cast<int>(lens.size());
   const int max_len = *std::max_element(lens.begin(), lens.end());
@@ -261,7 +262,7 @@ void bench_attention_lens(CudaBackend& be, const Ceilings& c, const char* name,
   }
   const Shape pages = be.kv_layout() == CudaKvLayout::kHeadMajor ? Shape{num_blocks, hkv, bs, d}
                                                                   : Shape{num_blocks, bs, hkv, d};
-  LayerKvCache kv{random_bf16(be, pages), random_bf16(be, pages)};
+  LayerKvCache kv = random_kv_pages(be, pages, hkv, fp8);
   Tensor q = random_bf16(be, Shape{t, hq * d});
   Tensor out = be.empty(DType::kBF16, Shape{t, hq * d});
   const AttentionShape shape{hq, hkv, d};
@@ -269,7 +270,7 @@ void bench_attention_lens(CudaBackend& be, const Ceilings& c, const char* name,
     be.attention(q, kv, shape, meta, 1.0f / std::sqrt(float(d)), out);
   });
   // The keys' K and V rows (not the pages' unused tails), q and out.
-  const double bytes = 2.0 * total_keys * hkv * d * 2 + q.nbytes() + out.nbytes();
+  const double bytes = 2.0 * total_keys * hkv * d * (fp8 ? 1 : 2) + q.nbytes() + out.nbytes();
   // Causal: query i of a sequence sees len - q_len + i + 1 keys; QK and PV are 2 D flops each.
   double keys = 0;
   for (int32_t len : lens) {
@@ -283,15 +284,15 @@ void bench_attention_lens(CudaBackend& be, const Ceilings& c, const char* name,
 }
 
 void bench_attention(CudaBackend& be, const Ceilings& c, const char* name, int num_seqs, int ctx,
-                     int q_len, bool scatter_pages = true, bool general = false) {
+                     int q_len, bool scatter_pages = true, bool general = false, bool fp8 = false) {
   bench_attention_lens(be, c, name, std::vector<int32_t>(num_seqs, ctx), q_len, scatter_pages,
-                       general);
+                       general, false, fp8);
 }
 
 // The decode attention rows: uniform batches, nano-vLLM's mixed lengths, a single stream.
-void bench_decode_attention(CudaBackend& be, const Ceilings& c) {
-  bench_attention(be, c, "decode 256 seqs x 1024 ctx", 256, 1024, 1);
-  bench_attention(be, c, "decode 128 seqs x 2048 ctx", 128, 2048, 1);
+void bench_decode_attention(CudaBackend& be, const Ceilings& c, bool fp8 = false) {
+  bench_attention(be, c, "decode 256 seqs x 1024 ctx", 256, 1024, 1, true, false, fp8);
+  bench_attention(be, c, "decode 128 seqs x 2048 ctx", 128, 2048, 1, true, false, fp8);
   // A decode step of nano-vLLM's benchmark: ~128 sequences of 100..2048 keys (fixed seed).
   std::vector<int32_t> mixed(128);
   uint64_t state = 12345;
@@ -299,11 +300,12 @@ void bench_decode_attention(CudaBackend& be, const Ceilings& c) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     len = 100 + static_cast<int32_t>((state >> 33) % 1949);
   }
-  bench_attention_lens(be, c, "decode 128 seqs x 100..2048 ctx (mixed)", mixed, 1);
-  bench_attention_lens(be, c, "the same, longest sequence first", mixed, 1, true, false, true);
-  bench_attention(be, c, "decode 64 seqs x 1024 ctx", 64, 1024, 1);
-  bench_attention(be, c, "decode 16 seqs x 4096 ctx", 16, 4096, 1);
-  bench_attention(be, c, "decode 1 seq x 640 ctx", 1, 640, 1);
+  bench_attention_lens(be, c, "decode 128 seqs x 100..2048 ctx (mixed)", mixed, 1, true, false,
+                       false, fp8);
+  bench_attention_lens(be, c, "the same, longest sequence first", mixed, 1, true, false, true, fp8);
+  bench_attention(be, c, "decode 64 seqs x 1024 ctx", 64, 1024, 1, true, false, fp8);
+  bench_attention(be, c, "decode 16 seqs x 4096 ctx", 16, 4096, 1, true, false, fp8);
+  bench_attention(be, c, "decode 1 seq x 640 ctx", 1, 640, 1, true, false, fp8);
 }
 
 // The prefill attention rows, each on the sm_90a wgmma kernel (where the device runs it) and
@@ -331,7 +333,8 @@ void bench_prefill_attention(CudaBackend& be, const Ceilings& c) {
 }
 
 // section: "" (everything), "decode" (the decode attention rows), "prefill" (the prefill
-// attention rows) or "gemm" (the GEMM rows).
+// attention rows), "fp8" (decode and prefill attention on an e4m3 cache) or "gemm" (the
+// GEMM rows).
 int run(const std::string& section) {
   if (!cuda_device_available()) {
     std::printf("cuda_ops_bench: no CUDA device\n");
@@ -344,6 +347,17 @@ int run(const std::string& section) {
   if (section == "decode") {
     std::printf("\n-- decode attention, Hq 16, Hkv 8, D 128, block 16, token-major pages --\n");
     bench_decode_attention(be, c);
+    return 0;
+  }
+  if (section == "fp8") {
+    std::printf("\n-- decode attention, e4m3 K/V cache, Hq 16, Hkv 8, D 128, block 16 --\n");
+    bench_decode_attention(be, c, true);
+    std::printf("\n-- prefill attention (mma.sync kernel), e4m3 K/V cache --\n");
+    for (int n : {1, 8, 32}) {
+      const std::string name = "prefill " + std::to_string(n) + " x 1024 new";
+      bench_attention(be, c, name.c_str(), n, 1024, 1024, true, false, true);
+    }
+    bench_attention(be, c, "prefill 1 seq x 8192 new", 1, 8192, 8192, true, false, true);
     return 0;
   }
   if (section == "prefill") {
@@ -381,9 +395,11 @@ int run(const std::string& section) {
 int main(int argc, char** argv) {
   try {
     const std::string section = argc > 1 ? argv[1] : "";
-    if (section != "" && section != "decode" && section != "prefill" && section != "gemm") {
+    if (section != "" && section != "decode" && section != "prefill" && section != "gemm" &&
+        section != "fp8") {
       std::fprintf(stderr,
-                   "cuda_ops_bench: unknown section '%s' (decode, prefill or gemm, or none for all)\n",
+                   "cuda_ops_bench: unknown section '%s' (decode, prefill, fp8 or gemm, or none "
+                   "for all)\n",
                    section.c_str());
       return 2;
     }

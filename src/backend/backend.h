@@ -79,9 +79,10 @@ struct KvCacheSpec {
 struct LayerKvCache {
   Tensor k;
   Tensor v;
-  Tensor scale;    // f32 [2, num_kv_heads]
-  Tensor amax;     // f32 [2, num_kv_heads]: the largest |x| stored so far (the store keeps it)
-  Tensor clamped;  // i64 [2, num_kv_heads]: values stored so far with |x / scale| > 448
+  // Default member initializers: {k, v} stays a warning-free aggregate for bf16/f32 caches.
+  Tensor scale{};    // f32 [2, num_kv_heads]
+  Tensor amax{};     // f32 [2, num_kv_heads]: the largest |x| stored so far (the store keeps it)
+  Tensor clamped{};  // i64 [2, num_kv_heads]: values stored so far with |x / scale| > 448
   bool fp8() const { return k.defined() && k.dtype() == DType::kF8E4M3; }
 };
 

@@ -56,8 +56,10 @@ struct Config {
   int hq, hkv, d, block_size;
 };
 
+// kv_dtype kF8E4M3: an fp8 cache of random bytes with random power-of-two scales per KV
+// head; the reference attends over the values the bytes hold.
 void run_case(const Config& c, const std::vector<SeqSpec>& seqs, CudaKvLayout layout,
-              std::mt19937& rng) {
+              std::mt19937& rng, DType kv_dtype = DType::kBF16) {
   Backend& be = gpu(layout);
   const int b_count = static_cast<int>(seqs.size());
   const int group = c.hq / c.hkv;
@@ -87,12 +89,15 @@ void run_case(const Config& c, const std::vector<SeqSpec>& seqs, CudaKvLayout la
     return tables[size_t(b) * max_blocks + pos / c.block_size] * c.block_size + pos % c.block_size;
   };
 
-  // K/V: NaN everywhere, random bf16 at each sequence's key slots.
-  HostKv cache = nan_kv_cache(layout, num_blocks, c.hkv, c.block_size, c.d);
+  // K/V: NaN everywhere, random values at each sequence's key slots.
+  const bool fp8 = kv_dtype == DType::kF8E4M3;
+  const std::vector<float> scales = fp8 ? random_pow2_scales(2 * c.hkv, rng) : std::vector<float>{};
+  HostKv cache = nan_kv_cache(layout, num_blocks, c.hkv, c.block_size, c.d, kv_dtype);
   std::vector<std::vector<double>> keys(b_count), vals(b_count);  // [pos, hkv, d]
   for (int b = 0; b < b_count; ++b) {
-    Bf16Data kd = random_bf16(Shape{seq_lens[b], c.hkv, c.d}, rng);
-    Bf16Data vd = random_bf16(Shape{seq_lens[b], c.hkv, c.d}, rng);
+    const Shape rows{seq_lens[b], c.hkv, c.d};
+    Bf16Data kd = fp8 ? random_fp8(rows, rng, scales.data()) : random_bf16(rows, rng);
+    Bf16Data vd = fp8 ? random_fp8(rows, rng, scales.data() + c.hkv) : random_bf16(rows, rng);
     store_sequence(cache, layout, &tables[size_t(b) * max_blocks], seq_lens[b], kd.host, vd.host,
                    c.hkv, c.block_size, c.d);
     keys[b] = std::move(kd.values);
@@ -116,7 +121,7 @@ void run_case(const Config& c, const std::vector<SeqSpec>& seqs, CudaKvLayout la
     meta.max_seq_len = std::max(meta.max_seq_len, s.cached + s.new_tokens);
   }
   upload_paged_indices(be, meta, positions, slots, qsl, seq_lens, tables, max_blocks, rng);
-  LayerKvCache kv{be.upload(cache.k, DType::kBF16), be.upload(cache.v, DType::kBF16)};
+  LayerKvCache kv = upload_kv(be, cache, scales);
   Tensor out = poisoned(DType::kBF16, Shape{t_count, int64_t(c.hq) * c.d}, be);
   const double scale = 1.0 / std::sqrt(double(c.d));
   be.attention(be.upload(q.host, DType::kBF16), kv, AttentionShape{c.hq, c.hkv, c.d}, meta,
@@ -500,6 +505,51 @@ TEST(CudaAttention, DecodeKernelMixedLengths) {
   for (const Config& c : {Config{16, 8, 128, 16}, Config{32, 2, 128, 16}}) {
     SCOPED_TRACE(testing::Message() << "Hq " << c.hq << " Hkv " << c.hkv << " D " << c.d);
     run_case(c, seqs, CudaKvLayout::kTokenMajor, rng);
+  }
+}
+
+// ---- fp8 cache (kernels.h, KvQuant) -----------------------------------------------------
+
+// Every kernel on an fp8 cache: the decode kernel (split and not, groups up to 16), the
+// tensor-core prefill kernel (mma.sync: the wgmma one reads bf16 only) and the general one
+// (head dims 16 and 32), both layouts.
+TEST(CudaAttention, Fp8CacheDecode) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(80);
+  const std::vector<SeqSpec> seqs{{0, 1}, {63, 1}, {300, 1}, {1023, 1}, {3000, 1}, {5, 1}};
+  const Config configs[] = {{16, 8, 128, 16}, {32, 2, 128, 1}, {10, 2, 64, 16}, {8, 2, 32, 16},
+                            {2, 2, 16, 1}};
+  for (const Config& c : configs) {
+    for (CudaKvLayout layout : kLayouts) {
+      SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " Hkv " << c.hkv
+                                      << " D " << c.d << " block " << c.block_size);
+      run_case(c, seqs, layout, rng, DType::kF8E4M3);
+    }
+  }
+  std::vector<SeqSpec> many;  // several CTA waves: halved tails
+  std::uniform_int_distribution<int> ctx(0, 1500);
+  for (int i = 0; i < 150; ++i) many.push_back({ctx(rng), 1});
+  run_case(Config{16, 8, 128, 16}, many, CudaKvLayout::kTokenMajor, rng, DType::kF8E4M3);
+}
+
+TEST(CudaAttention, Fp8CachePrefill) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(81);
+  const std::vector<std::vector<SeqSpec>> batches{
+      {{0, 300}, {700, 133}, {64, 64}, {1, 127}, {129, 65}, {250, 1}},
+      {{3000, 40}, {1500, 9}, {0, 2}},        // split keys
+      {{0, 100}, {37, 100}, {300, 100}}};     // uniform
+  const Config configs[] = {{16, 8, 128, 16}, {8, 8, 64, 1}, {32, 4, 128, 16}, {4, 2, 32, 16},
+                            {6, 3, 16, 1}};
+  for (const auto& seqs : batches) {
+    int i = 0;
+    for (const Config& c : configs) {
+      const CudaKvLayout layout = kLayouts[i++ % 2];
+      SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " Hkv " << c.hkv
+                                      << " D " << c.d << " block " << c.block_size
+                                      << " sequences " << seqs.size());
+      run_case(c, seqs, layout, rng, DType::kF8E4M3);
+    }
   }
 }
 

@@ -111,6 +111,21 @@ TEST(CudaBackend, KvCacheLayersAreDisjointPages) {
             (Shape{5, 2, 16, 64}));
   spec.dtype = DType::kF32;
   EXPECT_THROW(gpu().allocate_kv_cache(spec), Error);
+
+  // fp8: half the bytes, and per layer scales of 1, amax 0 and no clamps ([2, Hkv]).
+  spec.dtype = DType::kF8E4M3;
+  auto fp8 = gpu().allocate_kv_cache(spec);
+  EXPECT_EQ(fp8[1].k.nbytes(), tensor_bytes / 2);
+  EXPECT_EQ(fp8[1].k.dtype(), DType::kF8E4M3);
+  ASSERT_TRUE(fp8[1].fp8());
+  const Tensor scale = gpu().to_host(fp8[1].scale), amax = gpu().to_host(fp8[1].amax);
+  const Tensor clamped = gpu().to_host(fp8[1].clamped);
+  ASSERT_EQ(scale.shape(), (Shape{2, 2}));
+  for (int i = 0; i < 4; ++i) {
+    EXPECT_EQ(scale.data_as<float>()[i], 1.0f);
+    EXPECT_EQ(amax.data_as<float>()[i], 0.0f);
+    EXPECT_EQ(clamped.data_as<int64_t>()[i], 0);
+  }
 }
 
 TEST(CudaBackend, OpsRejectBadArguments) {

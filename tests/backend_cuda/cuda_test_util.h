@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
@@ -16,6 +17,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/dtype.h"
+#include "core/fp8.h"
 #include "core/tensor.h"
 
 namespace kestrel::cuda_test {
@@ -55,19 +57,55 @@ struct HostKv {
   Tensor k, v;
 };
 
+// dtype: kBF16, or kF8E4M3 for an fp8 cache (NaN is 0x7f there).
 inline HostKv nan_kv_cache(CudaKvLayout layout, int num_blocks, int num_kv_heads, int block_size,
-                           int head_dim) {
+                           int head_dim, DType dtype = DType::kBF16) {
   const Shape shape = layout == CudaKvLayout::kHeadMajor
                           ? Shape{num_blocks, num_kv_heads, block_size, head_dim}
                           : Shape{num_blocks, block_size, num_kv_heads, head_dim};
-  HostKv kv{Tensor::host(DType::kBF16, shape), Tensor::host(DType::kBF16, shape)};
-  std::fill_n(kv.k.data_as<uint16_t>(), kv.k.numel(), uint16_t{0x7fc0});
-  std::fill_n(kv.v.data_as<uint16_t>(), kv.v.numel(), uint16_t{0x7fc0});
+  HostKv kv{Tensor::host(dtype, shape), Tensor::host(dtype, shape)};
+  if (dtype == DType::kF8E4M3) {
+    std::fill_n(kv.k.data_as<uint8_t>(), kv.k.numel(), uint8_t{0x7f});
+    std::fill_n(kv.v.data_as<uint8_t>(), kv.v.numel(), uint8_t{0x7f});
+  } else {
+    std::fill_n(kv.k.data_as<uint16_t>(), kv.k.numel(), uint16_t{0x7fc0});
+    std::fill_n(kv.v.data_as<uint16_t>(), kv.v.numel(), uint16_t{0x7fc0});
+  }
   return kv;
 }
 
-// Writes positions [0, n) of one sequence, keys and values bf16 [n, num_kv_heads, head_dim],
-// into `kv` through the sequence's block table.
+// A host cache on the device. An fp8 one gets `scales` [2 * Hkv] (K's then V's, powers of
+// two), amax and clamp counts zero (backend.h, LayerKvCache).
+inline LayerKvCache upload_kv(Backend& be, const HostKv& cache, const std::vector<float>& scales = {}) {
+  const DType dtype = cache.k.dtype();
+  LayerKvCache kv;
+  kv.k = be.upload(cache.k, dtype);
+  kv.v = be.upload(cache.v, dtype);
+  if (dtype != DType::kF8E4M3) return kv;
+  const Shape shape{2, static_cast<int64_t>(scales.size() / 2)};
+  Tensor s = Tensor::host(DType::kF32, shape), zeros = Tensor::host(DType::kF32, shape);
+  Tensor counts = Tensor::host(DType::kI64, shape);
+  for (size_t i = 0; i < scales.size(); ++i) {
+    s.data_as<float>()[i] = scales[i];
+    zeros.data_as<float>()[i] = 0.0f;
+    counts.data_as<int64_t>()[i] = 0;
+  }
+  kv.scale = be.upload(s, DType::kF32);
+  kv.amax = be.upload(zeros, DType::kF32);
+  kv.clamped = be.upload(counts, DType::kI64);
+  return kv;
+}
+
+// Random powers of two from 2^-3 to 2^2, n of them.
+inline std::vector<float> random_pow2_scales(int n, std::mt19937& rng) {
+  std::uniform_int_distribution<int> e(-3, 2);
+  std::vector<float> s(n);
+  for (float& x : s) x = std::ldexp(1.0f, e(rng));
+  return s;
+}
+
+// Writes positions [0, n) of one sequence, keys and values [n, num_kv_heads, head_dim] of the
+// cache's dtype, into `kv` through the sequence's block table.
 inline void store_sequence(HostKv& kv, CudaKvLayout layout, const int32_t* table, int n,
                            const Tensor& keys, const Tensor& values, int num_kv_heads,
                            int block_size, int head_dim) {
@@ -76,8 +114,9 @@ inline void store_sequence(HostKv& kv, CudaKvLayout layout, const int32_t* table
       const size_t src = (size_t(pos) * num_kv_heads + h) * head_dim;
       const size_t dst = kv_row(layout, table[pos / block_size], pos % block_size, h,
                                 num_kv_heads, block_size, head_dim);
-      std::copy_n(keys.data_as<uint16_t>() + src, head_dim, kv.k.data_as<uint16_t>() + dst);
-      std::copy_n(values.data_as<uint16_t>() + src, head_dim, kv.v.data_as<uint16_t>() + dst);
+      const size_t es = dtype_size(kv.k.dtype());
+      std::memcpy(kv.k.data_as<uint8_t>() + dst * es, keys.data_as<uint8_t>() + src * es, head_dim * es);
+      std::memcpy(kv.v.data_as<uint8_t>() + dst * es, values.data_as<uint8_t>() + src * es, head_dim * es);
     }
   }
 }
@@ -100,6 +139,21 @@ inline Bf16Data random_bf16(Shape shape, std::mt19937& rng, float lo = -1.0f, fl
   return d;
 }
 
+// Random fp8 rows [n, Hkv, D] (core/fp8.h): the bytes of uniform values in [-2, 2) (normals,
+// subnormals and zeros) and the values they hold, byte x head_scales[h].
+inline Bf16Data random_fp8(Shape shape, std::mt19937& rng, const float* head_scales) {
+  Bf16Data d{Tensor::host(DType::kF8E4M3, shape), {}};
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  auto* p = d.host.data_as<uint8_t>();
+  const int64_t hkv = shape[1], dim = shape[2];
+  d.values.resize(static_cast<size_t>(shape.numel()));
+  for (size_t i = 0; i < d.values.size(); ++i) {
+    p[i] = f32_to_e4m3(dist(rng));
+    d.values[i] = double(e4m3_to_f32(p[i])) * head_scales[(i / dim) % hkv];
+  }
+  return d;
+}
+
 inline Tensor i32_host(const std::vector<int32_t>& v, Shape shape) {
   Tensor t = Tensor::host(DType::kI32, shape);
   for (size_t i = 0; i < v.size(); ++i) t.data_as<int32_t>()[i] = v[i];
@@ -115,6 +169,7 @@ inline Tensor poisoned(DType dtype, Shape shape, Backend& be = gpu()) {
   Tensor h = Tensor::host(dtype, shape);
   for (int64_t i = 0; i < h.numel(); ++i) {
     if (dtype == DType::kBF16) h.data_as<uint16_t>()[i] = 0x7fc0;
+    else if (dtype == DType::kF8E4M3) h.data_as<uint8_t>()[i] = 0x7f;
     else h.data_as<float>()[i] = std::numeric_limits<float>::quiet_NaN();
   }
   return be.upload(h, dtype);

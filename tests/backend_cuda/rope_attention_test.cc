@@ -5,7 +5,8 @@
 // Decode batches of odd lengths (one-key sequences, 640 keys split 13 ways, 3,000 keys), a
 // padding row (slot -1), GQA groups 1 to 16, head dims 16 to 128, with and without q/k norms,
 // split plans made for the batch and for a longer context (as a captured graph's), both KV
-// layouts. Cache slots no sequence owns hold NaN.
+// layouts. Cache slots no sequence owns hold NaN. The same on an fp8 cache (random power-of-two
+// scales), where the fused kernel quantizes the new K/V and attends over their bytes' values.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -28,18 +29,23 @@ struct Config {
   bool norms;
 };
 
-// The raw bf16 bits of a device tensor.
+// The raw bits of a device tensor's elements (bf16 or fp8), each widened to 16 bits.
 std::vector<uint16_t> bits(const Tensor& t, Backend& be) {
   Tensor h = be.to_host(t);
   std::vector<uint16_t> v(static_cast<size_t>(h.numel()));
-  std::memcpy(v.data(), h.data(), v.size() * 2);
+  if (h.dtype() == DType::kF8E4M3) {
+    std::copy_n(h.data_as<uint8_t>(), v.size(), v.begin());
+  } else {
+    std::memcpy(v.data(), h.data(), v.size() * 2);
+  }
   return v;
 }
 
 // cached[b]: keys already in the cache for sequence b, whose new token sits at position
 // cached[b]; `padding` appends a row as the runner pads graphs (seq_len 1, slot -1).
 void run_case(const Config& c, const std::vector<int>& cached, bool padding, int plan_len,
-              CudaKvLayout layout, std::mt19937& rng) {
+              CudaKvLayout layout, std::mt19937& rng, DType kv_dtype = DType::kBF16) {
+  const bool fp8 = kv_dtype == DType::kF8E4M3;
   Backend& be = gpu(layout);
   const int real = static_cast<int>(cached.size());
   const int b_count = real + (padding ? 1 : 0);
@@ -65,14 +71,18 @@ void run_case(const Config& c, const std::vector<int>& cached, bool padding, int
   }
 
   // K/V: NaN, random at every cached key; the new tokens' slots are still NaN.
-  HostKv cache = nan_kv_cache(layout, num_blocks, c.hkv, c.block_size, c.d);
+  HostKv cache = nan_kv_cache(layout, num_blocks, c.hkv, c.block_size, c.d, kv_dtype);
+  const std::vector<float> scales = fp8 ? random_pow2_scales(2 * c.hkv, rng) : std::vector<float>{};
+  auto rows = [&](int n, const float* head_scales) {
+    const Shape shape{std::max(n, 1), c.hkv, c.d};
+    return fp8 ? random_fp8(shape, rng, head_scales).host : random_bf16(shape, rng).host;
+  };
   std::vector<int32_t> positions, slots;
   for (int b = 0; b < b_count; ++b) {
     const int n = b < real ? cached[b] : 0;
     const int32_t* table = &tables[size_t(b) * max_blocks];
-    store_sequence(cache, layout, table, n, random_bf16(Shape{std::max(n, 1), c.hkv, c.d}, rng).host,
-                   random_bf16(Shape{std::max(n, 1), c.hkv, c.d}, rng).host, c.hkv, c.block_size,
-                   c.d);
+    store_sequence(cache, layout, table, n, rows(n, scales.data()),
+                   rows(n, scales.data() + (fp8 ? c.hkv : 0)), c.hkv, c.block_size, c.d);
     positions.push_back(n);
     slots.push_back(b < real ? table[n / c.block_size] * c.block_size + n % c.block_size : -1);
   }
@@ -96,14 +106,14 @@ void run_case(const Config& c, const std::vector<int>& cached, bool padding, int
   const Shape q_shape{b_count, int64_t(c.hq) * c.d};
 
   // The two ops, one after the other.
-  LayerKvCache kv_ref{be.upload(cache.k, DType::kBF16), be.upload(cache.v, DType::kBF16)};
+  LayerKvCache kv_ref = upload_kv(be, cache, scales);
   Tensor q_ref = poisoned(DType::kBF16, q_shape, be);
   Tensor out_ref = poisoned(DType::kBF16, q_shape, be);
   be.qk_norm_rope_store(qkv, qn, kn, kEps, cos_sin, shape, meta, kv_ref, q_ref);
   be.attention(q_ref, kv_ref, shape, meta, scale, out_ref);
 
   // The fused op, twice (the split counters must be back at zero after the first).
-  LayerKvCache kv{be.upload(cache.k, DType::kBF16), be.upload(cache.v, DType::kBF16)};
+  LayerKvCache kv = upload_kv(be, cache, scales);
   Tensor q = poisoned(DType::kBF16, q_shape, be);
   Tensor out = poisoned(DType::kBF16, q_shape, be);
   Tensor out2 = poisoned(DType::kBF16, q_shape, be);
@@ -123,13 +133,15 @@ void run_case(const Config& c, const std::vector<int>& cached, bool padding, int
   EXPECT_EQ(o1, o2) << "a second launch gave other results";
 
   // The cache: the same bits everywhere (NaN where nothing was written), except that a new
-  // K element may be one bf16 step away (its RMSNorm sums in another order).
+  // K element may be one bf16 (or e4m3) step away (its RMSNorm sums in another order).
+  const uint16_t nan_bits = fp8 ? 0x7f : 0x7fc0;
   const std::vector<uint16_t> k_got = bits(kv.k, be), k_ref = bits(kv_ref.k, be);
   const std::vector<uint16_t> v_got = bits(kv.v, be), v_ref = bits(kv_ref.v, be);
   int k_bad = 0, v_bad = 0;
   for (size_t i = 0; i < k_ref.size(); ++i) {
-    const int diff = std::abs(int(int16_t(k_got[i])) - int(int16_t(k_ref[i])));
-    if (k_got[i] != k_ref[i] && (diff > 1 || k_ref[i] == 0x7fc0 || k_got[i] == 0x7fc0)) ++k_bad;
+    const int diff = fp8 ? std::abs(int(int8_t(k_got[i])) - int(int8_t(k_ref[i])))
+                         : std::abs(int(int16_t(k_got[i])) - int(int16_t(k_ref[i])));
+    if (k_got[i] != k_ref[i] && (diff > 1 || k_ref[i] == nan_bits || k_got[i] == nan_bits)) ++k_bad;
     if (v_got[i] != v_ref[i]) ++v_bad;
   }
   EXPECT_EQ(k_bad, 0) << "K cache elements that differ";
@@ -164,6 +176,25 @@ TEST(CudaRopeAttention, MatchesTheOpsItFuses) {
             run_case(c, cached, padding, plan_len, layout, rng);
           }
         }
+      }
+    }
+  }
+}
+
+TEST(CudaRopeAttention, Fp8CacheMatchesTheOpsItFuses) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(8);
+  const Config configs[] = {{16, 8, 128, 16, true}, {8, 2, 128, 1, false}, {32, 2, 64, 16, true},
+                            {4, 2, 32, 16, true}, {2, 1, 16, 16, false}};
+  const std::vector<std::vector<int>> batches = {{639}, {0}, {5, 100, 1023, 31, 0}, {2999}};
+  for (CudaKvLayout layout : {CudaKvLayout::kTokenMajor, CudaKvLayout::kHeadMajor}) {
+    for (const Config& c : configs) {
+      for (const std::vector<int>& cached : batches) {
+        const int longest = *std::max_element(cached.begin(), cached.end()) + 1;
+        SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " Hkv "
+                                        << c.hkv << " D " << c.d << " block " << c.block_size
+                                        << " seqs " << cached.size() << " longest " << longest);
+        run_case(c, cached, true, longest, layout, rng, DType::kF8E4M3);
       }
     }
   }

@@ -35,6 +35,18 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool v
   cp_async_16<kCache>(static_cast<uint32_t>(__cvta_generic_to_shared(smem)), gmem, valid);
 }
 
+// Copies 8 bytes (both 8-byte aligned; zeros when !valid) through L1, the only way for
+// copies under 16 bytes, with a 256-byte L2 prefetch (long contiguous streams: fp8 K/V rows).
+__device__ __forceinline__ void cp_async_8(uint32_t smem, const void* gmem, bool valid) {
+  const int src_bytes = valid ? 8 : 0;
+  asm volatile("cp.async.ca.shared.global.L2::256B [%0], [%1], 8, %2;\n" ::"r"(smem), "l"(gmem),
+               "r"(src_bytes));
+}
+
+__device__ __forceinline__ void cp_async_8(void* smem, const void* gmem, bool valid) {
+  cp_async_8(static_cast<uint32_t>(__cvta_generic_to_shared(smem)), gmem, valid);
+}
+
 // Closes the group of copies issued since the last commit.
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
 

@@ -136,13 +136,24 @@ std::vector<LayerKvCache> CudaBackend::allocate_kv_cache(const KvCacheSpec& spec
                           ? Shape{spec.num_blocks, spec.num_kv_heads, spec.block_size, spec.head_dim}
                           : Shape{spec.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_dim};
   const size_t per_tensor = total / (2 * static_cast<size_t>(spec.num_layers));
+  const bool fp8 = spec.dtype == DType::kF8E4M3;
+  const Shape quant_shape{2, spec.num_kv_heads};
+  Tensor ones = Tensor::host(DType::kF32, quant_shape);
+  for (int64_t i = 0; i < ones.numel(); ++i) static_cast<float*>(ones.data())[i] = 1.0f;
   std::vector<LayerKvCache> layers;
   layers.reserve(spec.num_layers);
   auto* base = static_cast<char*>(p);
   for (int i = 0; i < spec.num_layers; ++i) {
     LayerKvCache kv;
-    kv.k = Tensor(storage, base + (2 * i) * per_tensor, DType::kBF16, shape, Device::kCuda);
-    kv.v = Tensor(storage, base + (2 * i + 1) * per_tensor, DType::kBF16, shape, Device::kCuda);
+    kv.k = Tensor(storage, base + (2 * i) * per_tensor, spec.dtype, shape, Device::kCuda);
+    kv.v = Tensor(storage, base + (2 * i + 1) * per_tensor, spec.dtype, shape, Device::kCuda);
+    if (fp8) {
+      kv.scale = upload(ones, DType::kF32);
+      kv.amax = empty(DType::kF32, quant_shape);
+      kv.clamped = empty(DType::kI64, quant_shape);
+      KS_CUDA_CHECK(cudaMemsetAsync(kv.amax.data(), 0, kv.amax.nbytes(), holder_->stream));
+      KS_CUDA_CHECK(cudaMemsetAsync(kv.clamped.data(), 0, kv.clamped.nbytes(), holder_->stream));
+    }
     layers.push_back(std::move(kv));
   }
   return layers;

@@ -15,6 +15,27 @@ struct alignas(2 * N) BfVec {
   __nv_bfloat16 v[N];
 };
 
+// 8 bf16 (one 16-byte load) to floats and back (round to nearest even).
+__device__ __forceinline__ void unpack8(const uint4& u, float* f) {
+  const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    f[2 * i] = __uint_as_float(w[i] << 16);
+    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+  }
+}
+
+__device__ __forceinline__ uint4 pack8(const float* f) {
+  uint4 u;
+  unsigned* w = &u.x;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
+    w[i] = *reinterpret_cast<const unsigned*>(&h);
+  }
+  return u;
+}
+
 // 2^x as the bare ex2.approx.ftz (results below 2^-126 flush to zero; exp2f's denormal
 // handling costs instructions in a softmax's inner loop).
 __device__ __forceinline__ float exp2_ftz(float x) {

@@ -43,6 +43,16 @@ void add_bias_f32(float* out, const bf16* bias, int64_t rows, int n, cudaStream_
 // dst[i] = bf16(dst[i] + src[i]) for i < n.
 void add_into(bf16* dst, const bf16* src, int64_t n, cudaStream_t stream);
 
+// An fp8 KV cache (backend.h, LayerKvCache): K/V rows hold e4m3 bytes, value = byte x scale,
+// scales f32 [2, Hkv] (K then V), powers of two. Kernels taking a cache get it as bytes
+// (`void*`) and read `kv_fp8` to know which of the two it is.
+struct KvQuant {
+  bool fp8 = false;
+  const float* scale = nullptr;           // [2, Hkv]
+  float* amax = nullptr;                  // [2, Hkv]: the store raises it to the largest |x|
+  unsigned long long* clamped = nullptr;  // [2, Hkv]: the store counts |x / scale| > 448
+};
+
 struct QkNormRopeArgs {
   const bf16* qkv = nullptr;        // [T, (Hq + 2 Hkv) D]
   const bf16* q_norm = nullptr;     // [D] or null (no q norm)
@@ -51,8 +61,9 @@ struct QkNormRopeArgs {
   const int32_t* positions = nullptr;     // [T], clamped to [0, max_pos)
   const int32_t* slot_mapping = nullptr;  // [T], -1 = do not store
   bf16* q_out = nullptr;            // [T, Hq D]
-  bf16* k_cache = nullptr;          // one layer's pages, layout per kv_head_major
-  bf16* v_cache = nullptr;
+  void* k_cache = nullptr;          // one layer's pages (bf16 or e4m3: kv), layout per kv_head_major
+  void* v_cache = nullptr;
+  KvQuant kv;
   bool kv_head_major = false;       // see kv_layout.cuh
   int block_size = 0;
   float eps = 1e-6f;
@@ -66,8 +77,9 @@ void qk_norm_rope_store(const QkNormRopeArgs& args, cudaStream_t stream);
 
 struct PagedAttentionArgs {
   const bf16* q = nullptr;                 // [T, Hq D]
-  const bf16* k_cache = nullptr;           // one layer's pages, layout per kv_head_major
-  const bf16* v_cache = nullptr;
+  const void* k_cache = nullptr;           // one layer's pages (bf16 or e4m3: kv), layout per kv_head_major
+  const void* v_cache = nullptr;
+  KvQuant kv;                              // amax and clamped unused (no store)
   bool kv_head_major = false;              // see kv_layout.cuh
   const int32_t* query_start_loc = nullptr;  // [B + 1]
   const int32_t* seq_lens = nullptr;         // [B]

@@ -8,7 +8,9 @@
 // norm(x) = bf16(w * bf16(x * rsqrt(mean(x^2) + eps))) when a norm weight is given;
 // rope is neox style (pairs i and i + D/2) with cos/sin rounded to bf16 and each product and
 // the sum rounded to bf16, as HF's apply_rotary_pos_emb does in a bf16 model.
-// slot(t) = slot_mapping[t]; -1 stores nothing. K/V layout: kv_layout.cuh.
+// slot(t) = slot_mapping[t]; -1 stores nothing. K/V layout: kv_layout.cuh. An fp8 cache
+// (KvQuant) gets e4m3(x / scale) of each K/V value x as bf16 (the value a bf16 cache would
+// hold) and its scale's amax and clamp count (kv_fp8.cuh).
 //
 // Launch: one warp per (token, head), 4 warps per block. Lane l holds the pairs
 // [l*P, l*P + P) of the first half and their partners in the second half (P = D / 64; for
@@ -17,6 +19,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/attention/kv_fp8.cuh"
 #include "backend/cuda/attention/kv_layout.cuh"
 
 namespace kestrel::kernels {
@@ -24,7 +27,21 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 
-template <int D, bool kHeadMajor>
+// Writes a lane's pairs: dims [p0, p0 + P) from x1, [half + p0, half + p0 + P) from x2.
+template <int P>
+__device__ __forceinline__ void store_pairs(bf16* dst, int p0, int half, const float* x1,
+                                            const float* x2) {
+  BfVec<P> lo, hi;
+#pragma unroll
+  for (int j = 0; j < P; ++j) {
+    lo.v[j] = __float2bfloat16(x1[j]);
+    hi.v[j] = __float2bfloat16(x2[j]);
+  }
+  *reinterpret_cast<BfVec<P>*>(dst + p0) = lo;
+  *reinterpret_cast<BfVec<P>*>(dst + half + p0) = hi;
+}
+
+template <int D, bool kHeadMajor, bool kFp8>
 __global__ void qk_norm_rope_store_kernel(QkNormRopeArgs a) {
   pdl_wait();  // launch.cuh: before touching what earlier kernels write
   pdl_trigger();
@@ -78,36 +95,60 @@ __global__ void qk_norm_rope_store_kernel(QkNormRopeArgs a) {
     }
   }
 
-  bf16* dst;
   if (h < a.num_q_heads) {
-    dst = a.q_out + (t * a.num_q_heads + h) * D;
+    if (active) store_pairs<P>(a.q_out + (t * a.num_q_heads + h) * D, p0, kHalf, x1, x2);
+    return;
+  }
+  const int slot = a.slot_mapping[t];
+  if (slot < 0) return;  // whole warp
+  const int kv_head = is_v ? h - a.num_q_heads - a.num_kv_heads : h - a.num_q_heads;
+  const int block = slot / a.block_size;
+  const int64_t off = kv_row_offset<kHeadMajor>(block, slot - block * a.block_size, kv_head,
+                                                a.num_kv_heads, a.block_size, D);
+  void* cache = is_v ? a.v_cache : a.k_cache;
+  if constexpr (!kFp8) {
+    if (active) store_pairs<P>(static_cast<bf16*>(cache) + off, p0, kHalf, x1, x2);
   } else {
-    const int slot = a.slot_mapping[t];
-    if (slot < 0) return;
-    const int kv_head = is_v ? h - a.num_q_heads - a.num_kv_heads : h - a.num_q_heads;
-    bf16* cache = is_v ? a.v_cache : a.k_cache;
-    const int block = slot / a.block_size;
-    dst = cache + kv_row_offset<kHeadMajor>(block, slot - block * a.block_size, kv_head,
-                                            a.num_kv_heads, a.block_size, D);
-  }
-  if (!active) return;
+    const int q = (is_v ? a.num_kv_heads : 0) + kv_head;  // [2, Hkv] index
+    const float inv = 1.0f / a.kv.scale[q];                 // exact: a power of two
+    float amax = 0.0f, clamped = 0.0f;
+    uint8_t* dst = static_cast<uint8_t*>(cache) + off;
 #pragma unroll
-  for (int j = 0; j < P; ++j) {
-    lo.v[j] = __float2bfloat16(x1[j]);
-    hi.v[j] = __float2bfloat16(x2[j]);
+    for (int j = 0; j < P; ++j) {
+      if (!active) break;
+      // The bf16 value a bf16 cache would hold (RoPE's last sum is not rounded yet), so that
+      // fp8 quantizes what the model computes, once.
+      x1[j] = round_bf16(x1[j]);
+      x2[j] = round_bf16(x2[j]);
+      amax = fmaxf(amax, fmaxf(fabsf(x1[j]), fabsf(x2[j])));
+      const float y1 = x1[j] * inv, y2 = x2[j] * inv;
+      clamped += (fabsf(y1) > kE4M3Max) + (fabsf(y2) > kE4M3Max);
+      dst[p0 + j] = float_to_fp8(y1);
+      dst[kHalf + p0 + j] = float_to_fp8(y2);
+    }
+    amax = warp_max(amax);
+    clamped = warp_sum(clamped);
+    if (lane == 0) {
+      raise_amax(a.kv.amax + q, amax);
+      count_clamped(a.kv.clamped + q, static_cast<int>(clamped));
+    }
   }
-  *reinterpret_cast<BfVec<P>*>(dst + p0) = lo;
-  *reinterpret_cast<BfVec<P>*>(dst + kHalf + p0) = hi;
+}
+
+template <int D, bool kFp8>
+void launch(const QkNormRopeArgs& a, unsigned grid, cudaStream_t stream) {
+  constexpr int kThreads = kWarpsPerBlock * 32;
+  if (a.kv_head_major) {
+    launch_pdl("qk_norm_rope_store_kernel", qk_norm_rope_store_kernel<D, true, kFp8>, grid, kThreads, 0, stream, a);
+  } else {
+    launch_pdl("qk_norm_rope_store_kernel", qk_norm_rope_store_kernel<D, false, kFp8>, grid, kThreads, 0, stream, a);
+  }
 }
 
 template <int D>
 void launch(const QkNormRopeArgs& a, unsigned grid, cudaStream_t stream) {
-  constexpr int kThreads = kWarpsPerBlock * 32;
-  if (a.kv_head_major) {
-    launch_pdl("qk_norm_rope_store_kernel", qk_norm_rope_store_kernel<D, true>, grid, kThreads, 0, stream, a);
-  } else {
-    launch_pdl("qk_norm_rope_store_kernel", qk_norm_rope_store_kernel<D, false>, grid, kThreads, 0, stream, a);
-  }
+  if (a.kv.fp8) return launch<D, true>(a, grid, stream);
+  launch<D, false>(a, grid, stream);
 }
 
 }  // namespace

@@ -28,6 +28,10 @@
 // writes its rows' (max, sum, unnormalised output) in fp32 and merge_kernel combines them.
 // Head dims below 32 leave lanes D..31 idle in P.V.
 //
+// fp8 cache (kernels.h, KvQuant): a tile's e4m3 rows are copied into the second K and V
+// buffers (staging) and turned into the first ones' bf16 rows (x scale, exact) before the
+// maths, the next tile's copy then overlapping the maths.
+//
 // Bytes: each CTA reads K and V of keys [0, last position of its tile], so decode reads the
 // KV cache once per step (the floor); prefill re-reads it once per query tile (from L2 mostly).
 // Decode through this kernel ran at ~26% of the copy rate (one 16 KB tile in flight per CTA,
@@ -42,6 +46,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/attention/kv_fp8.cuh"
 #include "backend/cuda/attention/kv_layout.cuh"
 
 namespace kestrel::kernels {
@@ -77,7 +82,7 @@ struct alignas(16) Smem {  // 16-byte rows: cp.async targets and float4 reads
 };
 
 
-template <int D, bool kHeadMajor>
+template <int D, bool kHeadMajor, bool kFp8>
 __global__ void __launch_bounds__(kThreads)
     paged_attention_kernel(PagedAttentionArgs a, int group, int q_tile, AttentionSplit split,
                            float* part_ml, float* part_acc) {
@@ -144,8 +149,30 @@ __global__ void __launch_bounds__(kThreads)
                                         a.num_kv_heads, a.block_size, D) +
               part * 8;
       }
-      cp_async_16(&sm.k[buf][key][part * 8], a.k_cache + off, valid);
-      cp_async_16(&sm.v[buf][key][part * 8], a.v_cache + off, valid);
+      cp_async_16(&sm.k[buf][key][part * 8], static_cast<const bf16*>(a.k_cache) + off, valid);
+      cp_async_16(&sm.v[buf][key][part * 8], static_cast<const bf16*>(a.v_cache) + off, valid);
+    }
+    cp_async_commit();
+  };
+  // fp8: tile kt's e4m3 rows ([kKeysPerTile][D] bytes each) into k[1] and v[1] (staging),
+  // and from there into k[0] and v[0] as bf16.
+  auto* const stage_k = reinterpret_cast<uint8_t*>(&sm.k[1][0][0]);
+  auto* const stage_v = reinterpret_cast<uint8_t*>(&sm.v[1][0][0]);
+  auto stage_tile = [&](int kt) {
+    constexpr int kChunks8 = D / 16;  // 16-byte chunks of an e4m3 row
+    for (int i = tid; i < kKeysPerTile * kChunks8; i += kThreads) {
+      const int key = i / kChunks8;
+      const int part = i % kChunks8;
+      const int j = kt * kKeysPerTile + key;
+      const bool valid = j < k_end;
+      int64_t off = 0;
+      if (valid) {
+        off = kv_row_offset<kHeadMajor>(block_table[j / a.block_size], j % a.block_size, g,
+                                        a.num_kv_heads, a.block_size, D) +
+              part * 16;
+      }
+      cp_async_16(stage_k + key * D + part * 16, static_cast<const uint8_t*>(a.k_cache) + off, valid);
+      cp_async_16(stage_v + key * D + part * 16, static_cast<const uint8_t*>(a.v_cache) + off, valid);
     }
     cp_async_commit();
   };
@@ -164,16 +191,33 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   const int end_tile = k_end > k_begin ? (k_end + kKeysPerTile - 1) / kKeysPerTile : first_tile;
-  if (end_tile > first_tile) load_tile(first_tile, 0);
-  for (int kt = first_tile; kt < end_tile; ++kt) {
-    const int buf = (kt - first_tile) & 1;
-    if (kt + 1 < end_tile) {
-      load_tile(kt + 1, buf ^ 1);
-      cp_async_wait<1>();
+  if (end_tile > first_tile) {
+    if (kFp8) {
+      stage_tile(first_tile);
     } else {
-      cp_async_wait<0>();
+      load_tile(first_tile, 0);
     }
-    __syncthreads();  // tile kt (and, on the first pass, sm.q) visible to all warps
+  }
+  for (int kt = first_tile; kt < end_tile; ++kt) {
+    const int buf = kFp8 ? 0 : (kt - first_tile) & 1;
+    if constexpr (kFp8) {
+      cp_async_wait<0>();
+      __syncthreads();  // tile kt's bytes (and, on the first pass, sm.q) visible
+      fp8_tile_to_bf16<kKeysPerTile, D, kThreads>(stage_k, &sm.k[0][0][0], D + kKPad,
+                                                   a.kv.scale[g], tid);
+      fp8_tile_to_bf16<kKeysPerTile, D, kThreads>(stage_v, &sm.v[0][0][0], D,
+                                                   a.kv.scale[a.num_kv_heads + g], tid);
+      __syncthreads();  // bf16 tile visible, staging free
+      if (kt + 1 < end_tile) stage_tile(kt + 1);
+    } else {
+      if (kt + 1 < end_tile) {
+        load_tile(kt + 1, buf ^ 1);
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();  // tile kt (and, on the first pass, sm.q) visible to all warps
+    }
 
     const int key = kt * kKeysPerTile + lane;
     float s[kRowsPerWarp];
@@ -298,12 +342,16 @@ void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* par
   const int q_tile = kMaxRows / group;
   const dim3 grid(static_cast<unsigned>((a.num_tokens + q_tile - 1) / q_tile + a.num_seqs),
                   static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(split.num_splits));
-  if (a.kv_head_major) {
-    launch_pdl("paged_attention_kernel", paged_attention_kernel<D, true>, grid, kThreads, 0,
-               stream, a, group, q_tile, split, part_ml, part_acc);
+  auto go = [&](auto kernel) {
+    launch_pdl("paged_attention_kernel", kernel, grid, kThreads, 0, stream, a, group, q_tile,
+               split, part_ml, part_acc);
+  };
+  if (a.kv.fp8) {
+    a.kv_head_major ? go(paged_attention_kernel<D, true, true>)
+                    : go(paged_attention_kernel<D, false, true>);
   } else {
-    launch_pdl("paged_attention_kernel", paged_attention_kernel<D, false>, grid, kThreads, 0,
-               stream, a, group, q_tile, split, part_ml, part_acc);
+    a.kv_head_major ? go(paged_attention_kernel<D, true, false>)
+                    : go(paged_attention_kernel<D, false, false>);
   }
   KS_CUDA_CHECK_LAUNCH("paged_attention_kernel");
 }

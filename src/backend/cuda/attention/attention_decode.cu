@@ -53,6 +53,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
+#include "backend/cuda/attention/kv_fp8.cuh"
 #include "backend/cuda/attention/kv_layout.cuh"
 
 namespace kestrel::kernels::detail {
@@ -61,7 +62,7 @@ namespace {
 constexpr int kThreads = 128;
 constexpr float kLog2e = 1.4426950408889634f;
 
-template <int D, int kRows>
+template <int D, int kRows, bool kFp8 = false>
 struct DecodeGeom {
   static constexpr int kLanes = D / 8;               // lanes sharing one key, 16 bytes each
   static constexpr int kSlots = kThreads / kLanes;   // keys per step
@@ -72,8 +73,9 @@ struct DecodeGeom {
   static constexpr int kSteps = D <= 32 ? 1 : 2;
   static constexpr int kStages = 4;
   static constexpr int kTile = kSlots * kSteps;      // keys per loop turn
-  static constexpr int kStageVecs = kSteps * 2 * kThreads;  // uint4 per ring tile (K and V)
-  static constexpr int kRingBytes = kStages * kStageVecs * 16;
+  static constexpr int kStageVecs = kSteps * 2 * kThreads;  // copies per ring tile (K and V)
+  static constexpr int kVecBytes = kFp8 ? 8 : 16;             // a lane's 8 dims of a key
+  static constexpr int kRingBytes = kStages * kStageVecs * kVecBytes;
   // The end-of-loop merge reuses the ring: [kRows][kSlots][D] sums and [kRows][kSlots][2] (m, l).
   static constexpr int kMergeBytes = kRows * kSlots * D * 4 + kRows * kSlots * 2 * 4;
   static constexpr int kSmemBytes = kRingBytes > kMergeBytes ? kRingBytes : kMergeBytes;
@@ -119,14 +121,24 @@ __device__ __forceinline__ int atomic_add_acq_rel(int* p, int v) {
 
 // kFused: q, k, v come from rope.qkv (paged_attention_rope); a separate instantiation, so
 // that the plain kernel keeps its registers.
-template <int D, int kRows, bool kFused>
-__global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
+// A lane's 8 dims of a K or V row as copied: 8 bf16, or 8 e4m3 bytes (fp8 cache).
+__device__ __forceinline__ void to_floats(const uint4& u, float* f) { unpack8(u, f); }
+__device__ __forceinline__ void to_floats(const uint2& u, float* f) { fp8x8_to_float(u, f); }
+
+// kFp8: the cache holds e4m3 bytes (KvQuant). K's scale folds into q and V's into the
+// accumulators before the merge (powers of two: exact), so the key loop works on the bytes'
+// values; the fused path stores the new token's K/V as bytes and uses their read-back values.
+template <int D, int kRows, bool kFused, bool kFp8>
+__global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows, kFp8>::kMinCtas)
     decode_kernel(PagedAttentionArgs a, QkNormRopeArgs rope, DecodeRows gr, AttentionSplit split,
                   float* part_ml, float* part_acc) {
-  using G = DecodeGeom<D, kRows>;
+  using G = DecodeGeom<D, kRows, kFp8>;
+  using Vec = std::conditional_t<kFp8, uint2, uint4>;
+  using Elem = std::conditional_t<kFp8, uint8_t, bf16>;
   constexpr int kLanes = G::kLanes, kSlots = G::kSlots, kSteps = G::kSteps;
   constexpr int kStages = G::kStages, kTile = G::kTile, kStageVecs = G::kStageVecs;
-  extern __shared__ uint4 ring[];  // [kStages][kSteps][K, V][kThreads]
+  extern __shared__ uint4 ring_raw[];
+  Vec* const ring = reinterpret_cast<Vec*>(ring_raw);  // [kStages][kSteps][K, V][kThreads]
   __shared__ int s_last, s_splits;
 
   // With rope (fused), the new token's q, k, v come from the qkv product and everything
@@ -197,7 +209,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
   };
   auto issue = [&](int t, const int* pages) {  // tile t into ring stage t % kStages
     if (t < num_tiles) {
-      uint4* stage = ring + (t % kStages) * kStageVecs;
+      Vec* stage = ring + (t % kStages) * kStageVecs;
 #pragma unroll
       for (int s = 0; s < kSteps; ++s) {
         const int j = k_begin + t * kTile + s * kSlots + slot;
@@ -209,8 +221,15 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
                      : kv_row_offset<false>(pages[s], j % bs, g, a.num_kv_heads, bs, D)) +
                 sub * 8;
         }
-        cp_async_16<CopyCache::kL2Prefetch256>(stage + (2 * s) * kThreads + tid, a.k_cache + off, valid);
-        cp_async_16<CopyCache::kL2Prefetch256>(stage + (2 * s + 1) * kThreads + tid, a.v_cache + off, valid);
+        const Elem* k_src = static_cast<const Elem*>(a.k_cache) + off;
+        const Elem* v_src = static_cast<const Elem*>(a.v_cache) + off;
+        if constexpr (kFp8) {
+          cp_async_8(stage + (2 * s) * kThreads + tid, k_src, valid);
+          cp_async_8(stage + (2 * s + 1) * kThreads + tid, v_src, valid);
+        } else {
+          cp_async_16<CopyCache::kL2Prefetch256>(stage + (2 * s) * kThreads + tid, k_src, valid);
+          cp_async_16<CopyCache::kL2Prefetch256>(stage + (2 * s + 1) * kThreads + tid, v_src, valid);
+        }
       }
     }
     cp_async_commit();  // an empty group past the end keeps the wait counts uniform
@@ -235,7 +254,8 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
 
   // q rows (and with rope, the new token's k and v rows) of this CTA's heads.
   const int64_t qkv_stride = int64_t(a.num_q_heads + 2 * a.num_kv_heads) * D;
-  const float qscale = a.scale * kLog2e;  // scores in the log2 domain
+  // Scores in the log2 domain; an fp8 cache's K scale too (scores from K's bytes).
+  const float qscale = a.scale * kLog2e * (kFp8 ? a.kv.scale[g] : 1.0f);
   float q[kRows][8];
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
@@ -269,14 +289,31 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
     unpack8(k_raw, kf);
     unpack8(v_raw, vf);
     norm_rope8<kLanes>(kf, rope.k_norm != nullptr, rr.k_norm, rope.eps, rr, sub);
-    if (part == 0 && slot == 0 && rr.kv_slot >= 0) {  // one CTA of the group stores it
+    const bool store = part == 0 && slot == 0 && rr.kv_slot >= 0;  // one CTA of the group
+    int64_t off = 0;
+    if (store) {
       const int kv_slot = rr.kv_slot;
-      const int64_t off = (a.kv_head_major
-                               ? kv_row_offset<true>(kv_slot / bs, kv_slot % bs, g, a.num_kv_heads, bs, D)
-                               : kv_row_offset<false>(kv_slot / bs, kv_slot % bs, g, a.num_kv_heads, bs, D)) +
-                          sub * 8;
-      *reinterpret_cast<uint4*>(rope.k_cache + off) = pack8(kf);
-      *reinterpret_cast<uint4*>(rope.v_cache + off) = v_raw;
+      off = (a.kv_head_major
+                 ? kv_row_offset<true>(kv_slot / bs, kv_slot % bs, g, a.num_kv_heads, bs, D)
+                 : kv_row_offset<false>(kv_slot / bs, kv_slot % bs, g, a.num_kv_heads, bs, D)) +
+            sub * 8;
+    }
+    if constexpr (kFp8) {  // stored as bytes; kf and vf become the bytes' values
+      float amax_k = 0.0f, amax_v = 0.0f;
+      int clamped_k = 0, clamped_v = 0;
+      const uint2 kq = quantize8(kf, 1.0f / a.kv.scale[g], amax_k, clamped_k);
+      const uint2 vq = quantize8(vf, 1.0f / a.kv.scale[a.num_kv_heads + g], amax_v, clamped_v);
+      if (store) {
+        *reinterpret_cast<uint2*>(static_cast<uint8_t*>(rope.k_cache) + off) = kq;
+        *reinterpret_cast<uint2*>(static_cast<uint8_t*>(rope.v_cache) + off) = vq;
+        raise_amax(rope.kv.amax + g, amax_k);
+        raise_amax(rope.kv.amax + a.num_kv_heads + g, amax_v);
+        count_clamped(rope.kv.clamped + g, clamped_k);
+        count_clamped(rope.kv.clamped + a.num_kv_heads + g, clamped_v);
+      }
+    } else if (store) {
+      *reinterpret_cast<uint4*>(static_cast<bf16*>(rope.k_cache) + off) = pack8(kf);
+      *reinterpret_cast<uint4*>(static_cast<bf16*>(rope.v_cache) + off) = v_raw;
     }
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
@@ -298,14 +335,14 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
     issue(t + kStages - 1, next_pages);  // into the stage tile t - 1 used
     load_pages(t + kStages, next_pages);
     cp_async_wait<kStages - 1>();  // tile t has landed (this thread's own copies)
-    const uint4* stage = ring + (t % kStages) * kStageVecs;
+    const Vec* stage = ring + (t % kStages) * kStageVecs;
     const int base = k_begin + t * kTile;
 
     float sc[kSteps][kRows];
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
       float kf[8];
-      unpack8(stage[(2 * s) * kThreads + tid], kf);
+      to_floats(stage[(2 * s) * kThreads + tid], kf);
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         const float lo = q[r][0] * kf[0] + q[r][1] * kf[1] + q[r][2] * kf[2] + q[r][3] * kf[3];
@@ -338,7 +375,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
     for (int s = 0; s < kSteps; ++s) {
       const bool valid = base + s * kSlots + slot < cache_end;
       float vf[8];
-      unpack8(stage[(2 * s + 1) * kThreads + tid], vf);
+      to_floats(stage[(2 * s + 1) * kThreads + tid], vf);
 #pragma unroll
       for (int r = 0; r < kRows; ++r) {
         const float p = valid ? exp2f(sc[s][r] - m[r]) : 0.0f;
@@ -351,6 +388,14 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
 
   // Merge the kSlots per-thread states of each (row, dim) in the ring's memory.
   cp_async_wait<0>();
+  if constexpr (kFp8) {
+    const float v_scale = a.kv.scale[a.num_kv_heads + g];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) acc[r][e] *= v_scale;
+    }
+  }
   __syncthreads();
   float* s_acc = reinterpret_cast<float*>(ring);  // [kRows][kSlots][D]
   float* s_ml = s_acc + kRows * kSlots * D;       // [kRows][kSlots][2]
@@ -439,11 +484,11 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows>::kMinCtas)
                          part_ml, part_acc, reinterpret_cast<float*>(ring));
 }
 
-template <int D, int kRows, bool kFused>
+template <int D, int kRows, bool kFused, bool kFp8>
 void launch(const PagedAttentionArgs& a, const QkNormRopeArgs& rope, const DecodeRows& gr,
             const AttentionSplit& split, float* part_ml, float* part_acc, cudaStream_t stream) {
-  constexpr int kSmem = DecodeGeom<D, kRows>::kSmemBytes;
-  constexpr auto kernel = decode_kernel<D, kRows, kFused>;
+  constexpr int kSmem = DecodeGeom<D, kRows, kFp8>::kSmemBytes;
+  constexpr auto kernel = decode_kernel<D, kRows, kFused, kFp8>;
   if constexpr (kSmem > 48 * 1024) allow_dynamic_smem<kernel>(kSmem);
   // x = sequence-major, so the CTAs of one group's parts are adjacent (share K/V through L2).
   // tail_seqs: one grid position per whole sequence and two per halved one, z = 1.
@@ -455,12 +500,12 @@ void launch(const PagedAttentionArgs& a, const QkNormRopeArgs& rope, const Decod
   KS_CUDA_CHECK_LAUNCH("attention decode_kernel");
 }
 
-template <int D, int kRows, bool kFused>
+template <int D, int kRows, bool kFused, bool kFp8>
 int ctas_per_sm() {
   static const int ctas = [] {
     int n = 0;
     KS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &n, decode_kernel<D, kRows, kFused>, kThreads, DecodeGeom<D, kRows>::kSmemBytes));
+        &n, decode_kernel<D, kRows, kFused, kFp8>, kThreads, DecodeGeom<D, kRows, kFp8>::kSmemBytes));
     return n;
   }();
   return ctas;
@@ -469,28 +514,32 @@ int ctas_per_sm() {
 template <int N>
 using Int = std::integral_constant<int, N>;
 
-// Calls f(Int<D>, Int<kRows>, std::bool_constant<kFused>) for the instantiation that serves
-// `a`: its head dim, its group's rows per CTA rounded up to 1, 2, 4 or 8, plain or fused.
+// Calls f(Int<D>, Int<kRows>, std::bool_constant<kFused>, std::bool_constant<kFp8>) for the
+// instantiation that serves `a`: its head dim, its group's rows per CTA rounded up to 1, 2, 4
+// or 8, plain or fused, bf16 or fp8 cache.
 template <typename F>
 auto with_decode_kernel(const PagedAttentionArgs& a, bool fused, F&& f) {
-  auto by_rows = [&](auto d, auto kf) {
+  auto by_rows = [&](auto d, auto kf, auto k8) {
     const int rows = decode_rows(a).rows;
-    if (rows <= 1) return f(d, Int<1>{}, kf);
-    if (rows <= 2) return f(d, Int<2>{}, kf);
-    if (rows <= 4) return f(d, Int<4>{}, kf);
-    return f(d, Int<8>{}, kf);
+    if (rows <= 1) return f(d, Int<1>{}, kf, k8);
+    if (rows <= 2) return f(d, Int<2>{}, kf, k8);
+    if (rows <= 4) return f(d, Int<4>{}, kf, k8);
+    return f(d, Int<8>{}, kf, k8);
   };
-  auto by_dim = [&](auto kf) {
+  auto by_dim = [&](auto kf, auto k8) {
     switch (a.head_dim) {
-      case 16: return by_rows(Int<16>{}, kf);
-      case 32: return by_rows(Int<32>{}, kf);
-      case 64: return by_rows(Int<64>{}, kf);
+      case 16: return by_rows(Int<16>{}, kf, k8);
+      case 32: return by_rows(Int<32>{}, kf, k8);
+      case 64: return by_rows(Int<64>{}, kf, k8);
       case 128: break;
       default: KS_CUDA_CHECK(cudaErrorInvalidValue);  // use_decode_kernel() said no
     }
-    return by_rows(Int<128>{}, kf);
+    return by_rows(Int<128>{}, kf, k8);
   };
-  return fused ? by_dim(std::true_type{}) : by_dim(std::false_type{});
+  auto by_cache = [&](auto kf) {
+    return a.kv.fp8 ? by_dim(kf, std::true_type{}) : by_dim(kf, std::false_type{});
+  };
+  return fused ? by_cache(std::true_type{}) : by_cache(std::false_type{});
 }
 
 }  // namespace
@@ -511,8 +560,9 @@ bool use_decode_kernel(const PagedAttentionArgs& a) {
 }
 
 int decode_ctas_per_sm(const PagedAttentionArgs& a, bool rope) {
-  return with_decode_kernel(a, rope, [](auto d, auto rows, auto fused) {
-    return ctas_per_sm<decltype(d)::value, decltype(rows)::value, decltype(fused)::value>();
+  return with_decode_kernel(a, rope, [](auto d, auto rows, auto fused, auto fp8) {
+    return ctas_per_sm<decltype(d)::value, decltype(rows)::value, decltype(fused)::value,
+                       decltype(fp8)::value>();
   });
 }
 
@@ -520,8 +570,8 @@ void decode_attention(const PagedAttentionArgs& a, const QkNormRopeArgs& rope,
                       const AttentionSplit& split, float* part_ml, float* part_acc,
                       cudaStream_t stream) {
   const DecodeRows gr = decode_rows(a);
-  with_decode_kernel(a, rope.qkv != nullptr, [&](auto d, auto rows, auto fused) {
-    launch<decltype(d)::value, decltype(rows)::value, decltype(fused)::value>(
+  with_decode_kernel(a, rope.qkv != nullptr, [&](auto d, auto rows, auto fused, auto fp8) {
+    launch<decltype(d)::value, decltype(rows)::value, decltype(fused)::value, decltype(fp8)::value>(
         a, rope, gr, split, part_ml, part_acc, stream);
   });
 }

@@ -1,6 +1,6 @@
-// Device helpers of the fused decode kernel (attention_decode.cu): a head held as 8 dims per
-// lane by the D/8 adjacent lanes of a key slot, unpacked from and packed to bf16, and
-// qk_norm_rope_store's RMSNorm and RoPE applied to it in registers.
+// Device helpers of the fused decode kernel (attention_decode.cu): qk_norm_rope_store's RMSNorm
+// and RoPE applied in registers to a head held as 8 dims per lane by the D/8 adjacent lanes
+// of a key slot.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -11,26 +11,6 @@
 #include "backend/cuda/kernels.h"
 
 namespace kestrel::kernels::detail {
-
-__device__ __forceinline__ void unpack8(const uint4& u, float* f) {
-  const unsigned w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    f[2 * i] = __uint_as_float(w[i] << 16);
-    f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-  }
-}
-
-__device__ __forceinline__ uint4 pack8(const float* f) {
-  uint4 u;
-  unsigned* w = &u.x;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const __nv_bfloat162 h = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-    w[i] = *reinterpret_cast<const unsigned*>(&h);
-  }
-  return u;
-}
 
 // What the fused path needs of the rope besides qkv, for one token and this lane's 8 dims:
 // cos, sin and the norm weights (inputs and weights, loaded before the wait), the KV slot.

@@ -36,6 +36,11 @@
 // offsets = 103 KB at D = 128, so two CTAs per SM on sm_80/sm_90; 255 registers at D = 128
 // (about 100 bytes spilled).
 //
+// fp8 cache (kFp8; kernels.h, KvQuant): each tile's e4m3 rows are copied (cp.async, 16 bytes
+// = 16 dims) into the second K and V buffers, which serve as staging, and turned into the
+// first buffers' bf16 rows (x scale, exact) by the CTA before the maths; the copy of the next
+// tile then overlaps the maths on this one, as the two bf16 buffers do.
+//
 // Work lookup and key splits as in attention.cu: grid.x = ceil(T / q_tile) + B bounds the
 // (sequence, tile) pairs, found by a warp prefix scan over query_start_loc, taken in reverse
 // so that the longest (last) tiles of each sequence start first. When every sequence has
@@ -54,6 +59,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/attention/kv_fp8.cuh"
 #include "backend/cuda/attention/kv_layout.cuh"
 
 namespace kestrel::kernels::detail {
@@ -102,7 +108,7 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const unsigned (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-template <int D, bool kHeadMajor>
+template <int D, bool kHeadMajor, bool kFp8>
 __global__ void __launch_bounds__(kThreads, 2)
     prefill_kernel(PagedAttentionArgs a, int group, int q_tile, int uniform_tiles,
                    AttentionSplit split, float* part_ml, float* part_acc) {
@@ -160,10 +166,37 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int64_t row = sm.off[slot][key];
       const bool valid = row >= 0;
       const int64_t off = valid ? row + part * 8 : 0;
-      cp_async_16(&sm.k[buf][key][part * 8], a.k_cache + off, valid);
-      cp_async_16(&sm.v[buf][key][part * 8], a.v_cache + off, valid);
+      cp_async_16(&sm.k[buf][key][part * 8], static_cast<const bf16*>(a.k_cache) + off, valid);
+      cp_async_16(&sm.v[buf][key][part * 8], static_cast<const bf16*>(a.v_cache) + off, valid);
     }
     cp_async_commit();
+  };
+  // fp8: the e4m3 tile of off[slot] into the staging buffers (K and V [kKeys][D] bytes in
+  // k[1] and v[1]), and from there into k[0] and v[0] as bf16.
+  auto* const stage_k = reinterpret_cast<uint8_t*>(&sm.k[1][0][0]);
+  auto* const stage_v = reinterpret_cast<uint8_t*>(&sm.v[1][0][0]);
+  auto stage_tile = [&](int slot) {
+    constexpr int kChunks8 = D / 16;  // 16-byte chunks of an e4m3 row
+    const int part = tid % kChunks8;
+#pragma unroll
+    for (int n = 0; n < kKeys * kChunks8 / kThreads; ++n) {
+      const int key = tid / kChunks8 + n * (kThreads / kChunks8);
+      const int64_t row = sm.off[slot][key];
+      const bool valid = row >= 0;
+      const int64_t off = valid ? row + part * 16 : 0;
+      cp_async_16(stage_k + key * D + part * 16, static_cast<const uint8_t*>(a.k_cache) + off, valid);
+      cp_async_16(stage_v + key * D + part * 16, static_cast<const uint8_t*>(a.v_cache) + off, valid);
+    }
+    cp_async_commit();
+  };
+  float k_scale = 1.0f, v_scale = 1.0f;
+  if constexpr (kFp8) {
+    k_scale = a.kv.scale[g];
+    v_scale = a.kv.scale[a.num_kv_heads + g];
+  }
+  auto unstage_tile = [&] {
+    fp8_tile_to_bf16<kKeys, D, kThreads>(stage_k, &sm.k[0][0][0], D + kPad, k_scale, tid);
+    fp8_tile_to_bf16<kKeys, D, kThreads>(stage_v, &sm.v[0][0][0], D + kPad, v_scale, tid);
   };
 
   // This thread's rows: (mt, h) is row warp_row0 + 16 mt + lane / 4 + 8 h, at position
@@ -199,7 +232,10 @@ __global__ void __launch_bounds__(kThreads, 2)
   store_offset(k_begin, page_of(k_begin), 0);
   store_offset(k_begin + kKeys, page_of(k_begin + kKeys), 1);
   __syncthreads();
-  if (num_tiles > 0) {
+  if (kFp8) {
+    if (num_tiles > 0) stage_tile(0);
+    cp_async_wait<0>();  // Q and tile 0's bytes
+  } else if (num_tiles > 0) {
     load_tile_from(0, 0);
     cp_async_wait<1>();  // Q; tile 0 may stay in flight (the loop waits for it)
   } else {
@@ -208,15 +244,22 @@ __global__ void __launch_bounds__(kThreads, 2)
   __syncthreads();
 
   for (int it = 0; it < num_tiles; ++it) {
-    const int buf = it & 1;
+    const int slot = it & 1;        // off[] of this tile
+    const int buf = kFp8 ? 0 : slot;  // its bf16 rows
     const int key0 = k_begin + it * kKeys;
-    if (it + 1 < num_tiles) {
-      load_tile_from(buf ^ 1, buf ^ 1);
-      cp_async_wait<1>();
+    if constexpr (kFp8) {
+      unstage_tile();   // bytes landed (waited for at the end of the last turn)
+      __syncthreads();  // bf16 tile visible, staging free
+      if (it + 1 < num_tiles) stage_tile(slot ^ 1);
     } else {
-      cp_async_wait<0>();
+      if (it + 1 < num_tiles) {
+        load_tile_from(slot ^ 1, buf ^ 1);
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      __syncthreads();  // tile `it` visible to every warp
     }
-    __syncthreads();  // tile `it` visible to every warp
     // Tile it + 2's pages; their offsets go to off[buf] (tile it's, read by the loads issued
     // before the barrier above) after the maths.
     const int next_page = page_of(key0 + 2 * kKeys);
@@ -322,7 +365,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
       }
     }
-    store_offset(key0 + 2 * kKeys, next_page, buf);
+    store_offset(key0 + 2 * kKeys, next_page, slot);
+    if (kFp8) cp_async_wait<0>();  // the next tile's bytes, visible after the barrier
     __syncthreads();  // every warp done with buf before it is refilled
   }
   cp_async_wait<0>();
@@ -362,19 +406,19 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-template <int D, bool kHeadMajor>
+template <int D, bool kHeadMajor, bool kFp8>
 void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
             float* part_acc, cudaStream_t stream) {
   const int group = a.num_q_heads / a.num_kv_heads;
   const int q_tile = kRows / group;
   const int bytes = static_cast<int>(sizeof(PrefillSmem<D>));
-  allow_dynamic_smem<prefill_kernel<D, kHeadMajor>>(bytes);
+  allow_dynamic_smem<prefill_kernel<D, kHeadMajor, kFp8>>(bytes);
   // Batches whose sequences all have max_query_len new tokens take their tiles longest first
   // across sequences, with no lookup scan (the prefill workload: 5% faster than the scan's
   // order, docs/cuda_backend.md).
   int uniform_tiles;
   const dim3 grid = prefill_grid(a, split, q_tile, &uniform_tiles);
-  launch_pdl("attention prefill_kernel", prefill_kernel<D, kHeadMajor>, grid, kThreads, bytes,
+  launch_pdl("attention prefill_kernel", prefill_kernel<D, kHeadMajor, kFp8>, grid, kThreads, bytes,
              stream, a, group, q_tile, uniform_tiles, split, part_ml, part_acc);
   KS_CUDA_CHECK_LAUNCH("attention prefill_kernel");
 }
@@ -382,8 +426,12 @@ void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* par
 template <int D>
 void launch_layout(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
                    float* part_acc, cudaStream_t stream) {
-  if (a.kv_head_major) return launch<D, true>(a, split, part_ml, part_acc, stream);
-  launch<D, false>(a, split, part_ml, part_acc, stream);
+  if (a.kv.fp8) {
+    if (a.kv_head_major) return launch<D, true, true>(a, split, part_ml, part_acc, stream);
+    return launch<D, false, true>(a, split, part_ml, part_acc, stream);
+  }
+  if (a.kv_head_major) return launch<D, true, false>(a, split, part_ml, part_acc, stream);
+  launch<D, false, false>(a, split, part_ml, part_acc, stream);
 }
 
 }  // namespace
@@ -412,7 +460,10 @@ bool prefill_sm90_enabled() {
 
 void prefill_attention(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
                        float* part_acc, cudaStream_t stream) {
-  if (prefill_sm90_enabled()) return prefill_attention_sm90(a, split, part_ml, part_acc, stream);
+  // The wgmma kernel reads bf16 caches only; fp8 ones take the mma.sync kernel.
+  if (prefill_sm90_enabled() && !a.kv.fp8) {
+    return prefill_attention_sm90(a, split, part_ml, part_acc, stream);
+  }
   switch (a.head_dim) {
     case 64:
       launch_layout<64>(a, split, part_ml, part_acc, stream);

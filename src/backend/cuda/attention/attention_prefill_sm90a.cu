@@ -119,8 +119,8 @@ __global__ void __launch_bounds__(256, 1)
       const bool valid = row >= 0;
       const int64_t src = valid ? row + part * 8 : 0;
       const uint32_t at = buf * L::kTile + swizzled_chunk(key, part, L::kKvPanel);
-      cp_async_16(base + L::kK + at, a.k_cache + src, valid);
-      cp_async_16(base + L::kV + at, a.v_cache + src, valid);
+      cp_async_16(base + L::kK + at, static_cast<const bf16*>(a.k_cache) + src, valid);
+      cp_async_16(base + L::kV + at, static_cast<const bf16*>(a.v_cache) + src, valid);
     }
     cp_async_commit();
   };

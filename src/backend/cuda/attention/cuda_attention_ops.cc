@@ -22,10 +22,31 @@ void check_metadata(const char* op, const AttentionMetadata& meta) {
            meta.positions.shape().str(), meta.slot_mapping.shape().str(), meta.num_tokens);
 }
 
+// The cache's storage and, for fp8, its scale, amax and clamp tensors; returns the KvQuant.
+kernels::KvQuant kv_quant(const char* op, const LayerKvCache& kv, const AttentionShape& shape) {
+  const DType dtype = kv.fp8() ? DType::kF8E4M3 : DType::kBF16;
+  check_tensor(op, "kv.k", kv.k, dtype, 4);
+  check_tensor(op, "kv.v", kv.v, dtype, 4);
+  kernels::KvQuant q;
+  if (!kv.fp8()) return q;
+  check_tensor(op, "kv.scale", kv.scale, DType::kF32, 2);
+  check_tensor(op, "kv.amax", kv.amax, DType::kF32, 2);
+  check_tensor(op, "kv.clamped", kv.clamped, DType::kI64, 2);
+  const Shape s{2, shape.num_kv_heads};
+  KS_CHECK(kv.scale.shape() == s && kv.amax.shape() == s && kv.clamped.shape() == s,
+           "{}: kv.scale {}, kv.amax {} and kv.clamped {} must be [2, {}]", op,
+           kv.scale.shape().str(), kv.amax.shape().str(), kv.clamped.shape().str(),
+           shape.num_kv_heads);
+  q.fp8 = true;
+  q.scale = static_cast<const float*>(kv.scale.data());
+  q.amax = static_cast<float*>(kv.amax.data());
+  q.clamped = static_cast<unsigned long long*>(kv.clamped.data());
+  return q;
+}
+
 void check_kv(const char* op, const LayerKvCache& kv, const AttentionShape& shape,
               int block_size, CudaKvLayout layout) {
-  check_tensor(op, "kv.k", kv.k, DType::kBF16, 4);
-  check_tensor(op, "kv.v", kv.v, DType::kBF16, 4);
+  kv_quant(op, kv, shape);
   const bool head_major = layout == CudaKvLayout::kHeadMajor;
   const int64_t d1 = head_major ? shape.num_kv_heads : block_size;
   const int64_t d2 = head_major ? block_size : shape.num_kv_heads;
@@ -83,8 +104,9 @@ kernels::QkNormRopeArgs rope_args(const char* op, const Tensor& qkv, const Tenso
   a.positions = i32(meta.positions);
   a.slot_mapping = i32(meta.slot_mapping);
   a.q_out = bf_mut(q_out);
-  a.k_cache = bf_mut(kv.k);
-  a.v_cache = bf_mut(kv.v);
+  a.k_cache = kv.k.data();
+  a.v_cache = kv.v.data();
+  a.kv = kv_quant(op, kv, shape);
   a.kv_head_major = layout == CudaKvLayout::kHeadMajor;
   a.block_size = meta.block_size;
   a.eps = eps;
@@ -137,8 +159,9 @@ kernels::PagedAttentionArgs attention_args(const char* op, const Tensor& q, cons
 
   kernels::PagedAttentionArgs a;
   a.q = bf(q);
-  a.k_cache = bf(kv.k);
-  a.v_cache = bf(kv.v);
+  a.k_cache = kv.k.data();
+  a.v_cache = kv.v.data();
+  a.kv = kv_quant(op, kv, shape);
   a.kv_head_major = layout == CudaKvLayout::kHeadMajor;
   a.query_start_loc = i32(meta.query_start_loc);
   a.seq_lens = i32(meta.seq_lens);
