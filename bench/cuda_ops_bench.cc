@@ -358,6 +358,15 @@ int run(const std::string& section) {
       bench_attention(be, c, name.c_str(), n, 1024, 1024, true, false, true);
     }
     bench_attention(be, c, "prefill 1 seq x 8192 new", 1, 8192, 8192, true, false, true);
+    bench_attention(be, c, "decode 256 x 1024, pages in order", 256, 1024, 1, false, false, true);
+    backend.reset();
+    auto head_major = make_cuda_backend(0, CudaKvLayout::kHeadMajor);
+    auto& hm = dynamic_cast<CudaBackend&>(*head_major);
+    std::printf("\n-- the same, head-major pages --\n");
+    bench_decode_attention(hm, c, true);
+    bench_attention(hm, c, "decode 256 x 1024, pages in order", 256, 1024, 1, false, false, true);
+    std::printf("  bf16:\n");
+    bench_attention(hm, c, "decode 256 seqs x 1024 ctx", 256, 1024, 1);
     return 0;
   }
   if (section == "prefill") {
