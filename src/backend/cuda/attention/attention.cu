@@ -371,10 +371,11 @@ void launch_merge(const float* part_ml, const float* part_acc, int num_splits, i
 template <int D>
 void run(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml, float* part_acc,
          cudaStream_t stream) {
-  if (detail::use_decode_kernel(a)) {
+  if (detail::use_decode_mma(a)) {
+    detail::decode_mma_attention(a, split, part_ml, part_acc, stream);
+  } else if (detail::use_decode_kernel(a)) {
     return detail::decode_attention(a, QkNormRopeArgs{}, split, part_ml, part_acc, stream);
-  }
-  if (detail::use_prefill_kernel(a)) {
+  } else if (detail::use_prefill_kernel(a)) {
     detail::prefill_attention(a, split, part_ml, part_acc, stream);
   } else {
     launch<D>(a, split, part_ml, part_acc, stream);
@@ -402,7 +403,8 @@ constexpr int kMinTailKeys = 128;
 AttentionSplit plan_attention_split(const PagedAttentionArgs& a, int max_seq_len, int num_sms,
                                     int decode_ctas_per_sm) {
   int64_t ctas = 0, slots = 0;
-  const bool decode = detail::use_decode_kernel(a);
+  // The fp8 tensor-core decode kernel splits as the general kernel does (no tail halves).
+  const bool decode = detail::use_decode_kernel(a) && !detail::use_decode_mma(a);
   if (decode) {  // one CTA per (sequence, KV head, part of the group)
     ctas = int64_t(a.num_seqs) * a.num_kv_heads * detail::decode_rows(a).parts;
     slots = int64_t(num_sms) *
@@ -468,10 +470,12 @@ void paged_attention(const PagedAttentionArgs& a, const AttentionSplit& split, v
   }
 }
 
-bool attention_rope_supported(const PagedAttentionArgs& a) { return detail::use_decode_kernel(a); }
+bool attention_rope_supported(const PagedAttentionArgs& a) {
+  return detail::use_decode_kernel(a) && !detail::use_decode_mma(a);
+}
 
 int decode_kernel_ctas_per_sm(const PagedAttentionArgs& a, bool rope) {
-  return detail::use_decode_kernel(a) ? detail::decode_ctas_per_sm(a, rope) : 0;
+  return attention_rope_supported(a) ? detail::decode_ctas_per_sm(a, rope) : 0;
 }
 
 void paged_attention_rope(const PagedAttentionArgs& a, const QkNormRopeArgs& rope,

@@ -44,4 +44,14 @@ void decode_attention(const PagedAttentionArgs& a, const QkNormRopeArgs& rope,
                       const AttentionSplit& split, float* part_ml, float* part_acc,
                       cudaStream_t stream);
 
+// True when `a` is a decode batch (use_decode_kernel) over an fp8 cache at head dim 64 or
+// 128: it takes the tensor-core decode kernel (attention_decode_mma.cu) instead, whose key
+// splits are the general kernel's (no tail halves) and whose partials attention.cu's merge
+// kernel combines. No fused rope variant: the store runs before it.
+bool use_decode_mma(const PagedAttentionArgs& a);
+// Launches it over grid (B, Hkv, split.num_splits); with num_splits > 1 it writes partials
+// (part_ml [splits, T Hq, 2], part_acc [splits, T Hq, D]) for the merge, else a.out.
+void decode_mma_attention(const PagedAttentionArgs& a, const AttentionSplit& split,
+                          float* part_ml, float* part_acc, cudaStream_t stream);
+
 }  // namespace kestrel::kernels::detail
