@@ -148,7 +148,7 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
   }
   const KvCacheSpec spec = model_->kv_cache_spec(num_kv_blocks_, block_size_, kv_fp8_);
   kv_cache_bytes_ = spec.bytes_per_block() * static_cast<size_t>(num_kv_blocks_);
-  kv_cache_ = backend_->allocate_kv_cache(spec);
+  kv_cache_ = allocate_kv_cache(spec);
   KS_LOG_INFO("{} backend: weights {:.1f} MiB, KV cache {} blocks x {} tokens ({:.1f} MiB, {})",
               backend_->name(), weight_bytes() / 1048576.0, num_kv_blocks_, block_size_,
               kv_cache_bytes_ / 1048576.0, dtype_name(spec.dtype));
@@ -219,7 +219,7 @@ void ModelRunner::profile_run() {
   const StepShape shape{T, B, B, hb.max_blocks};
   inputs_->upload(hb, shape);
   std::vector<LayerKvCache> one_block =
-      backend_->allocate_kv_cache(model_->kv_cache_spec(1, block_size_, kv_fp8_));
+      allocate_kv_cache(model_->kv_cache_spec(1, block_size_, kv_fp8_));
   const Tensor logits =
       model_->forward(inputs_->input_ids(shape),
                       inputs_->metadata(shape, hb.max_query_len, hb.max_seq_len, block_size_),
@@ -245,6 +245,16 @@ void ModelRunner::profile_run() {
     backend_->sample(logits, sb);
   }
   backend_->synchronize();
+}
+
+// A backend that does not store fp8 yet must not be handed kernels that would treat its
+// cache as fp8 (or fp8 as its own): refused before any forward runs on it.
+std::vector<LayerKvCache> ModelRunner::allocate_kv_cache(const KvCacheSpec& spec) {
+  std::vector<LayerKvCache> kv = backend_->allocate_kv_cache(spec);
+  KS_CHECK(!kv.empty() && kv[0].k.dtype() == spec.dtype,
+           "the {} backend does not store a KV cache of {} (kv_cache_dtype {})", backend_->name(),
+           dtype_name(spec.dtype), kv_fp8_ ? "fp8" : "auto");
+  return kv;
 }
 
 // The checkpoint's scales when it has them, else a calibration prompt's (kv_scales.h): one

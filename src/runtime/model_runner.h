@@ -146,6 +146,9 @@ class ModelRunner : public ModelExecutor {
   HostBatch prompt_batch(int num_seqs, int num_tokens) const;
   void profile_run();
   void set_up_kv_scales(const std::string& model_dir);
+  // backend_->allocate_kv_cache(spec); throws kestrel::Error when the backend stores another
+  // dtype than the spec asks for.
+  std::vector<LayerKvCache> allocate_kv_cache(const KvCacheSpec& spec);
   void warm_up_prompt_sizes();
   void capture_graphs();
   StepShape graph_shape(int size) const;
