@@ -36,8 +36,8 @@ using KvScales = std::vector<std::vector<float>>;
 
 constexpr double kKvCalibrationHeadroom = 4.0;
 constexpr float kMinKvScale = 0x1p-10f;
-// Tokens of the calibration prompt, at most (fewer when max_model_len, the step budget or
-// the cache is smaller).
+// Tokens of the calibration prompt, at most (fewer when max_model_len or the cache is
+// smaller; it runs in chunks of the step budget).
 constexpr int kKvCalibrationTokens = 512;
 
 // The smallest power of two >= x. REQUIRES: x finite and positive.

@@ -258,23 +258,36 @@ std::vector<LayerKvCache> ModelRunner::allocate_kv_cache(const KvCacheSpec& spec
 }
 
 // The checkpoint's scales when it has them, else a calibration prompt's (kv_scales.h): one
-// prompt of deterministic ids written to blocks 0.. of the cache (free blocks: the engine
-// has not started, and without a prefix hash nobody can reuse what they hold).
+// sequence of deterministic ids (prompt_batch's) written to blocks 0.. of the cache, in
+// chunks of the step budget, so that the scales do not depend on it. The blocks are free
+// (the engine has not started), and without a prefix hash nobody reuses what they hold.
 void ModelRunner::set_up_kv_scales(const std::string& model_dir) {
   const auto t0 = Clock::now();
   std::optional<KvScales> scales =
       checkpoint_kv_scales(WeightStore::open(model_dir), model_->config(), model_->shard_plan());
   std::string source = "the checkpoint";
   if (!scales) {
-    const int T = std::min({kKvCalibrationTokens, max_model_len_, max_num_batched_tokens_,
-                            num_kv_blocks_ * block_size_});
-    HostBatch hb = prompt_batch(1, T);
-    for (int i = 0; i < T; ++i) hb.slot_mapping[i] = i;
-    for (int b = 0; b < hb.max_blocks; ++b) hb.block_tables[b] = b;
-    const StepShape shape{T, 1, 1, hb.max_blocks};
+    const int T = std::min({kKvCalibrationTokens, max_model_len_, num_kv_blocks_ * block_size_});
+    const HostBatch prompt = prompt_batch(1, T);
     scales = calibrate_kv_scales(*backend_, kv_cache_, [&] {
-      inputs_->upload(hb, shape);
-      forward(shape, hb.max_query_len, hb.max_seq_len);
+      for (int begin = 0; begin < T; begin += max_num_batched_tokens_) {
+        const int end = std::min(T, begin + max_num_batched_tokens_);
+        HostBatch hb;
+        hb.input_ids.assign(prompt.input_ids.begin() + begin, prompt.input_ids.begin() + end);
+        for (int p = begin; p < end; ++p) hb.positions.push_back(p);
+        hb.slot_mapping = hb.positions;  // blocks 0, 1, .. in order: slot = position
+        hb.query_start_loc = {0, end - begin};
+        hb.seq_lens = {end};
+        hb.max_blocks = ceil_div(end, block_size_);
+        for (int b = 0; b < hb.max_blocks; ++b) hb.block_tables.push_back(b);
+        hb.max_query_len = end - begin;
+        hb.max_seq_len = end;
+        hb.sample_rows = {end - begin - 1};
+        hb.sample_seqs = {0};
+        const StepShape shape{end - begin, 1, 1, hb.max_blocks};
+        inputs_->upload(hb, shape);
+        forward(shape, hb.max_query_len, hb.max_seq_len);
+      }
     });
     source = fmt::format("a calibration prompt of {} tokens", T);
   }
