@@ -58,6 +58,7 @@ void bind_config(py::module_& m) {
       .def_readwrite("num_kv_blocks", &EngineConfig::num_kv_blocks)
       .def_readwrite("kv_cache_memory_bytes", &EngineConfig::kv_cache_memory_bytes)
       .def_readwrite("gpu_memory_utilization", &EngineConfig::gpu_memory_utilization)
+      .def_readwrite("kv_cache_dtype", &EngineConfig::kv_cache_dtype)
       .def_readwrite("enable_prefix_caching", &EngineConfig::enable_prefix_caching)
       .def_readwrite("enable_chunked_prefill", &EngineConfig::enable_chunked_prefill)
       .def_readwrite("num_threads", &EngineConfig::num_threads)

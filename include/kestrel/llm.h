@@ -92,6 +92,10 @@ class LLM {
   std::string fatal_error() const;
   // Counters and timers of the scheduler, the KV cache and the model runner.
   LLMStats stats() const;
+  // fp8 KV cache: the values clamped so far, read from the device now (waits for the steps
+  // in flight; LLMStats::kv_cache_clamped is the count as of the last such read). 0 for
+  // another cache.
+  int64_t kv_cache_clamped();
   // The backend's memory now (on the CPU: the host's).
   DeviceMemory device_memory() const;
   int vocab_size() const;

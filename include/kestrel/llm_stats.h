@@ -23,6 +23,15 @@ struct LLMStats {
   int64_t prefix_cache_queries = 0;  // prompt tokens looked up
   int64_t prefix_cache_hits = 0;     // prompt tokens found
   double prefix_cache_hit_rate = 0.0;
+  // What the cache stores: "fp8_e4m3", or the backend's unquantized "bf16" (CUDA) / "f32"
+  // (CPU) (EngineConfig::kv_cache_dtype).
+  std::string kv_cache_dtype;
+  // fp8 cache: values stored as +-448 x scale because they exceeded it, since start-up
+  // (docs/kv_cache.md; rank 0's KV heads under tensor parallelism), as of the engine's last
+  // read of its device counters: every 1,024 steps, whenever the engine goes idle, and at
+  // LLM::kv_cache_clamped(). Reading them waits for the device, so stats() does not. 0 for
+  // another cache.
+  int64_t kv_cache_clamped = 0;
   // Tokens.
   int64_t prompt_tokens = 0;      // prompt lengths of the requests added
   int64_t generation_tokens = 0;  // tokens sampled

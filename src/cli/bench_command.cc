@@ -184,7 +184,9 @@ Runner add_bench_command(CLI::App& app) {
     const bool on_gpu = device.rfind("cuda", 0) == 0;
     // Under tensor parallelism: one rank's share (weight_bytes is rank 0's shard), over one
     // device's ceilings.
-    const WorkloadCost cost = workload_cost(config, weight_bytes, on_gpu ? 2 : 4, prompt_lens,
+    // The cache's element: fp8 1 byte, bf16 2 (CUDA), f32 4 (CPU).
+    const size_t kv_element = m.kv_cache_dtype == "fp8_e4m3" ? 1 : m.kv_cache_dtype == "bf16" ? 2 : 4;
+    const WorkloadCost cost = workload_cost(config, weight_bytes, kv_element, prompt_lens,
                                             output_lens, o->engine.max_num_seqs,
                                             o->engine.tensor_parallel_size);
     DeviceCeilings ceil;
@@ -253,9 +255,12 @@ Runner add_bench_command(CLI::App& app) {
       std::printf("forward alone:     batch %d, context %d: %.3f ms (device time of one decode forward, no sampling)\n",
                   f.batch, f.context, 1e3 * f.seconds);
     }
-    std::printf("engine:            %lld preemptions; kv cache %d blocks x %d tokens; weights %.1f MiB\n",
+    std::printf("engine:            %lld preemptions; kv cache %d blocks x %d tokens (%s); weights %.1f MiB\n",
                 static_cast<long long>(m.num_preemptions), m.num_kv_blocks, m.block_size,
-                weight_bytes / 1048576.0);
+                m.kv_cache_dtype.c_str(), weight_bytes / 1048576.0);
+    if (m.kv_cache_dtype == "fp8_e4m3") {
+      std::printf("fp8 kv cache:      %lld values clamped\n", static_cast<long long>(m.kv_cache_clamped));
+    }
     if (!device_memory.empty()) std::printf("device memory:     %s\n", device_memory.c_str());
     std::printf("peak host memory:  %.1f MiB\n", usage.ru_maxrss / 1024.0);
 

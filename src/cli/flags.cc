@@ -40,6 +40,7 @@ void add_engine_flags(CLI::App& app, EngineConfig& c) {
   app.add_option("--num-kv-blocks", c.num_kv_blocks, "KV blocks; 0 = size from memory")->check(at_least(0));
   app.add_option("--kv-cache-memory", c.kv_cache_memory_bytes, "CPU: KV cache bytes when --num-kv-blocks is 0")->check(at_least(1));
   app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization, "CUDA: fraction of GPU memory to use")->check(CLI::Range(0.05f, 1.0f))->capture_default_str();
+  app.add_option("--kv-cache-dtype", c.kv_cache_dtype, "KV cache storage: auto or bf16 (the backend's: bf16 on CUDA, f32 on the CPU), fp8 or fp8_e4m3 (8-bit, scaled per layer and KV head; docs/kv_cache.md)")->capture_default_str();
   app.add_flag("!--no-prefix-caching", c.enable_prefix_caching, "disable prefix caching");
   app.add_flag("!--no-chunked-prefill", c.enable_chunked_prefill, "never split a prompt across steps");
   // The upper bound (a few times the cores) is the CPU backend's check.

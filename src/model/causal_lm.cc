@@ -26,14 +26,14 @@ std::unique_ptr<CausalLM> CausalLM::load(const ModelConfig& config, const Weight
   return m;
 }
 
-KvCacheSpec CausalLM::kv_cache_spec(int num_blocks, int block_size) const {
+KvCacheSpec CausalLM::kv_cache_spec(int num_blocks, int block_size, bool fp8) const {
   KvCacheSpec s;
   s.num_layers = config_.num_hidden_layers;
   s.num_blocks = num_blocks;
   s.block_size = block_size;
   s.num_kv_heads = plan_.num_kv_heads;
   s.head_dim = config_.head_dim;
-  s.dtype = backend_.compute_dtype();
+  s.dtype = fp8 ? DType::kF8E4M3 : backend_.compute_dtype();
   return s;
 }
 

@@ -61,9 +61,10 @@ class CausalLM {
   // is rejected by forward().
   int64_t max_positions() const { return cos_sin_.dim(0); }
 
-  // Cache geometry for this model (this rank's KV heads) in the backend's compute dtype;
-  // pass to Backend::allocate_kv_cache.
-  KvCacheSpec kv_cache_spec(int num_blocks, int block_size) const;
+  // Cache geometry for this model (this rank's KV heads) in the backend's compute dtype, or
+  // F8_E4M3 when `fp8` (whose scales the owner sets, runtime/kv_scales.h); pass to
+  // Backend::allocate_kv_cache.
+  KvCacheSpec kv_cache_spec(int num_blocks, int block_size, bool fp8 = false) const;
 
   // input_ids i32 [T] and meta in backend memory (meta.num_tokens == T); kv from
   // allocate_kv_cache(kv_cache_spec(..)), one entry per layer; sample_rows i32 [S] with

@@ -4,6 +4,13 @@
 
 namespace kestrel {
 
+bool kv_cache_is_fp8(const std::string& kv_cache_dtype) {
+  if (kv_cache_dtype == "auto" || kv_cache_dtype == "bf16") return false;
+  if (kv_cache_dtype == "fp8" || kv_cache_dtype == "fp8_e4m3") return true;
+  throw_error("kv_cache_dtype must be one of auto, bf16, fp8, fp8_e4m3; got '{}'",
+              kv_cache_dtype);
+}
+
 EngineLimits resolve_engine_limits(const EngineConfig& config, const ModelRunner& runner,
                                    std::vector<int> eos_token_ids) {
   const ModelConfig& model = runner.model_config();

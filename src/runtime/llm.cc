@@ -12,6 +12,7 @@
 
 #include "chat/chat_template.h"
 #include "core/error.h"
+#include "core/logging.h"
 #include "engine/llm_engine.h"
 #include "io/model_config.h"
 #include "parallel/communicator.h"
@@ -40,6 +41,28 @@ struct LLM::Impl {
   uint64_t next_request = 0;
   // Requests whose streams still expect outputs.
   std::unordered_map<std::string, std::shared_ptr<RequestState>> live;
+  // fp8 cache: its clamp count as last read, steps since then, whether a warning went out.
+  int64_t kv_clamped = 0;
+  int64_t steps_since_clamp_check = 0;
+  bool clamp_warned = false;
+
+  // Reads the fp8 cache's clamp count and warns the first time it is not zero. The read
+  // waits for the device, so step() does it only every kClampCheckSteps steps and when the
+  // engine has gone idle (nothing in flight to wait for), never per step: servers and
+  // benchmarks call stats() after every step.
+  static constexpr int64_t kClampCheckSteps = 1024;
+  int64_t check_kv_clamps() {
+    steps_since_clamp_check = 0;
+    kv_clamped = runner->kv_cache_clamped();
+    if (kv_clamped > 0 && !clamp_warned) {
+      clamp_warned = true;
+      KS_LOG_WARN(
+          "fp8 KV cache: {} values exceeded 448 x their scale and were stored as +-448 x scale "
+          "(LLMStats::kv_cache_clamped counts them; docs/kv_cache.md)",
+          kv_clamped);
+    }
+    return kv_clamped;
+  }
 };
 
 LLM::LLM(const std::string& model_dir, const EngineConfig& config) : impl_(new Impl) {
@@ -117,6 +140,10 @@ bool LLM::step() {
       state.finished = true;
       im.live.erase(it);
     }
+  }
+  if (im.runner->kv_cache_fp8() && (++im.steps_since_clamp_check >= Impl::kClampCheckSteps ||
+                                    !im.engine->has_unfinished())) {
+    im.check_kv_clamps();
   }
   return true;
 }
@@ -252,6 +279,9 @@ LLMStats LLM::stats() const {
   s.prefix_cache_queries = e.prefix_cache_queries;
   s.prefix_cache_hits = e.prefix_cache_hits;
   s.prefix_cache_hit_rate = e.prefix_cache_hit_rate;
+  const DType kv = impl_->runner->kv_cache_dtype();
+  s.kv_cache_dtype = kv == DType::kF8E4M3 ? "fp8_e4m3" : kv == DType::kBF16 ? "bf16" : "f32";
+  s.kv_cache_clamped = impl_->kv_clamped;
   s.prompt_tokens = e.total_prompt_tokens;
   s.generation_tokens = e.total_generation_tokens;
   s.computed_tokens = e.total_computed_tokens;
@@ -266,6 +296,10 @@ LLMStats LLM::stats() const {
   s.sample_seconds = r.sample_seconds;
   if (const Communicator* c = impl_->runner->communicator()) s.communicator = c->name();
   return s;
+}
+
+int64_t LLM::kv_cache_clamped() {
+  return impl_->runner->kv_cache_fp8() ? impl_->check_kv_clamps() : 0;
 }
 
 DeviceMemory LLM::device_memory() const {

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <optional>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -14,7 +15,9 @@
 #include "runtime/cuda_graph_runner.h"
 #include "runtime/constraint_masks.h"
 #include "runtime/device_sampling_batch.h"
+#include "runtime/engine_limits.h"
 #include "runtime/kv_cache_sizing.h"
+#include "runtime/kv_scales.h"
 #include "runtime/step_inputs.h"
 #include "sampling/sampler.h"
 #if KESTREL_WITH_CUDA
@@ -72,7 +75,8 @@ std::unique_ptr<Communicator> make_device_communicator(Backend& backend, Communi
 
 ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& config,
                          const TensorParallelRank* tp)
-    : block_size_(config.block_size),
+    : kv_fp8_(kv_cache_is_fp8(config.kv_cache_dtype)),
+      block_size_(config.block_size),
       max_num_batched_tokens_(config.max_num_batched_tokens),
       max_num_seqs_(config.max_num_seqs) {
   KS_CHECK(block_size_ > 0 && (block_size_ & (block_size_ - 1)) == 0,
@@ -134,7 +138,7 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
     num_kv_blocks_ = size_kv_cache(config, free_after_weights);
   } else {
     num_kv_blocks_ = kv_blocks_for_host_budget(
-        config.kv_cache_memory_bytes, model_->kv_cache_spec(1, block_size_).bytes_per_block(),
+        config.kv_cache_memory_bytes, model_->kv_cache_spec(1, block_size_, kv_fp8_).bytes_per_block(),
         max_num_seqs_, max_model_len_, block_size_);
   }
   // Every rank's cache holds the same blocks (one block table for all), so each takes the
@@ -142,12 +146,15 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
   if (model_comm_ != nullptr) {
     num_kv_blocks_ = static_cast<int>(model_comm_->all_reduce_min_host(num_kv_blocks_));
   }
-  const KvCacheSpec spec = model_->kv_cache_spec(num_kv_blocks_, block_size_);
+  const KvCacheSpec spec = model_->kv_cache_spec(num_kv_blocks_, block_size_, kv_fp8_);
   kv_cache_bytes_ = spec.bytes_per_block() * static_cast<size_t>(num_kv_blocks_);
-  kv_cache_ = backend_->allocate_kv_cache(spec);
-  KS_LOG_INFO("{} backend: weights {:.1f} MiB, KV cache {} blocks x {} tokens ({:.1f} MiB)",
+  kv_cache_ = allocate_kv_cache(spec);
+  KS_LOG_INFO("{} backend: weights {:.1f} MiB, KV cache {} blocks x {} tokens ({:.1f} MiB, {})",
               backend_->name(), weight_bytes() / 1048576.0, num_kv_blocks_, block_size_,
-              kv_cache_bytes_ / 1048576.0);
+              kv_cache_bytes_ / 1048576.0, dtype_name(spec.dtype));
+  // Before the warm-up and the graphs: both read the scales, and the store must never run
+  // with the placeholder scales of 1.
+  if (kv_fp8_) set_up_kv_scales(model_dir);
   if (on_device) warm_up_prompt_sizes();
   if (on_device && !config.enforce_eager) capture_graphs();
 }
@@ -168,7 +175,7 @@ int ModelRunner::size_kv_cache(const EngineConfig& config, size_t free_after_wei
   p.activation_bytes = free_after_weights > m.free ? free_after_weights - m.free : 0;
   const KvCacheSize s =
       size_kv_cache_for_device(p, config.gpu_memory_utilization,
-                               model_->kv_cache_spec(1, block_size_).bytes_per_block(),
+                               model_->kv_cache_spec(1, block_size_, kv_fp8_).bytes_per_block(),
                                block_size_, max_model_len_);
   KS_LOG_INFO("KV cache from a profile of {} tokens: {} (pool peak {})", max_num_batched_tokens_,
               s.summary, format_gib(static_cast<double>(m.peak_bytes)));
@@ -211,7 +218,8 @@ void ModelRunner::profile_run() {
   const HostBatch hb = prompt_batch(B, T);
   const StepShape shape{T, B, B, hb.max_blocks};
   inputs_->upload(hb, shape);
-  std::vector<LayerKvCache> one_block = backend_->allocate_kv_cache(model_->kv_cache_spec(1, block_size_));
+  std::vector<LayerKvCache> one_block =
+      allocate_kv_cache(model_->kv_cache_spec(1, block_size_, kv_fp8_));
   const Tensor logits =
       model_->forward(inputs_->input_ids(shape),
                       inputs_->metadata(shape, hb.max_query_len, hb.max_seq_len, block_size_),
@@ -237,6 +245,60 @@ void ModelRunner::profile_run() {
     backend_->sample(logits, sb);
   }
   backend_->synchronize();
+}
+
+// A backend that does not store fp8 yet must not be handed kernels that would treat its
+// cache as fp8 (or fp8 as its own): refused before any forward runs on it.
+std::vector<LayerKvCache> ModelRunner::allocate_kv_cache(const KvCacheSpec& spec) {
+  std::vector<LayerKvCache> kv = backend_->allocate_kv_cache(spec);
+  KS_CHECK(!kv.empty() && kv[0].k.dtype() == spec.dtype,
+           "the {} backend does not store a KV cache of {} (kv_cache_dtype {})", backend_->name(),
+           dtype_name(spec.dtype), kv_fp8_ ? "fp8" : "auto");
+  return kv;
+}
+
+// The checkpoint's scales when it has them, else a calibration prompt's (kv_scales.h): one
+// sequence of deterministic ids (prompt_batch's) written to blocks 0.. of the cache, in
+// chunks of the step budget, so that the scales do not depend on it. The blocks are free
+// (the engine has not started), and without a prefix hash nobody reuses what they hold.
+void ModelRunner::set_up_kv_scales(const std::string& model_dir) {
+  const auto t0 = Clock::now();
+  std::optional<KvScales> scales =
+      checkpoint_kv_scales(WeightStore::open(model_dir), model_->config(), model_->shard_plan());
+  std::string source = "the checkpoint";
+  if (!scales) {
+    const int T = std::min({kKvCalibrationTokens, max_model_len_, num_kv_blocks_ * block_size_});
+    const HostBatch prompt = prompt_batch(1, T);
+    scales = calibrate_kv_scales(*backend_, kv_cache_, [&] {
+      for (int begin = 0; begin < T; begin += max_num_batched_tokens_) {
+        const int end = std::min(T, begin + max_num_batched_tokens_);
+        HostBatch hb;
+        hb.input_ids.assign(prompt.input_ids.begin() + begin, prompt.input_ids.begin() + end);
+        for (int p = begin; p < end; ++p) hb.positions.push_back(p);
+        hb.slot_mapping = hb.positions;  // blocks 0, 1, .. in order: slot = position
+        hb.query_start_loc = {0, end - begin};
+        hb.seq_lens = {end};
+        hb.max_blocks = ceil_div(end, block_size_);
+        for (int b = 0; b < hb.max_blocks; ++b) hb.block_tables.push_back(b);
+        hb.max_query_len = end - begin;
+        hb.max_seq_len = end;
+        hb.sample_rows = {end - begin - 1};
+        hb.sample_seqs = {0};
+        const StepShape shape{end - begin, 1, 1, hb.max_blocks};
+        inputs_->upload(hb, shape);
+        forward(shape, hb.max_query_len, hb.max_seq_len);
+      }
+    });
+    source = fmt::format("a calibration prompt of {} tokens", T);
+  }
+  set_kv_scales(*backend_, kv_cache_, *scales);
+  backend_->synchronize();
+  KS_LOG_INFO("fp8 KV cache scales from {}: {} ({:.2f} s)", source, describe_kv_scales(*scales),
+              seconds_since(t0));
+}
+
+int64_t ModelRunner::kv_cache_clamped() {
+  return kv_fp8_ ? kv_clamped_total(*backend_, kv_cache_) : 0;
 }
 
 // The first step of a size nobody ran before paid ~10 ms of host time on the H100 (a

@@ -2,7 +2,8 @@
 // scheduled step (ModelExecutor) end to end: batch preparation, forward, sampling.
 //
 // Start-up: load the weights; on a GPU, profile one forward at the largest step and give
-// the KV cache what gpu_memory_utilization leaves (kv_cache_sizing.h); then, unless
+// the KV cache what gpu_memory_utilization leaves (kv_cache_sizing.h); an fp8 cache gets
+// its scales from the checkpoint or a calibration prompt (kv_scales.h); then, unless
 // enforce_eager, capture one CUDA graph per decode batch size (cuda_graph_runner.h).
 // Each step: the batch's inputs go to fixed device buffers in one copy (step_inputs.h); a
 // pure-decode step (every sequence computes one token and samples it) of up to the largest
@@ -117,6 +118,15 @@ class ModelRunner : public ModelExecutor {
   // EngineConfig's max_model_len, or the model's max_position_embeddings when it gives none.
   int max_model_len() const { return max_model_len_; }
   size_t kv_cache_bytes() const { return kv_cache_bytes_; }
+  // The cache stores fp8 (EngineConfig::kv_cache_dtype; kv_scales.h says how it is scaled).
+  bool kv_cache_fp8() const { return kv_fp8_; }
+  // "F8_E4M3", or the backend's compute dtype ("BF16", "F32").
+  DType kv_cache_dtype() const { return kv_fp8_ ? DType::kF8E4M3 : backend_->compute_dtype(); }
+  // The cache, one entry per layer (tests and tools read an fp8 cache's scales from it).
+  const std::vector<LayerKvCache>& kv_cache() const { return kv_cache_; }
+  // Values this rank's fp8 cache clamped since its scales were set (0 for another cache).
+  // Reads the device's counters: waits for every step launched so far.
+  int64_t kv_cache_clamped();
   size_t weight_bytes() const;
   // EOS ids: generation_config.json's, else config.json's.
   const std::vector<int>& eos_token_ids() const { return eos_token_ids_; }
@@ -135,6 +145,10 @@ class ModelRunner : public ModelExecutor {
   int size_kv_cache(const EngineConfig& config, size_t free_after_weights);
   HostBatch prompt_batch(int num_seqs, int num_tokens) const;
   void profile_run();
+  void set_up_kv_scales(const std::string& model_dir);
+  // backend_->allocate_kv_cache(spec); throws kestrel::Error when the backend stores another
+  // dtype than the spec asks for.
+  std::vector<LayerKvCache> allocate_kv_cache(const KvCacheSpec& spec);
   void warm_up_prompt_sizes();
   void capture_graphs();
   StepShape graph_shape(int size) const;
@@ -154,6 +168,7 @@ class ModelRunner : public ModelExecutor {
   std::unique_ptr<CudaGraphRunner> graphs_;  // null when eager
   Tensor graph_logits_;                      // where every graph writes its logits
   Tensor host_logits_;                       // F32 [max_num_seqs, V], for host sampling
+  bool kv_fp8_ = false;
   int block_size_ = 0;
   int max_model_len_ = 0;
   int max_num_batched_tokens_ = 0;

@@ -30,6 +30,7 @@ nlohmann::json to_json(const EngineConfig& c) {
           {"num_kv_blocks", c.num_kv_blocks},
           {"kv_cache_memory_bytes", c.kv_cache_memory_bytes},
           {"gpu_memory_utilization", c.gpu_memory_utilization},
+          {"kv_cache_dtype", c.kv_cache_dtype},
           {"enable_prefix_caching", c.enable_prefix_caching},
           {"enable_chunked_prefill", c.enable_chunked_prefill},
           {"num_threads", c.num_threads},
@@ -50,6 +51,7 @@ EngineConfig from_json(const nlohmann::json& j) {
   c.num_kv_blocks = j.at("num_kv_blocks");
   c.kv_cache_memory_bytes = j.at("kv_cache_memory_bytes");
   c.gpu_memory_utilization = j.at("gpu_memory_utilization");
+  c.kv_cache_dtype = j.at("kv_cache_dtype");
   c.enable_prefix_caching = j.at("enable_prefix_caching");
   c.enable_chunked_prefill = j.at("enable_chunked_prefill");
   c.num_threads = j.at("num_threads");

@@ -19,7 +19,49 @@ struct Case {
   int Hq, Hkv, D, block_size;
   std::vector<SeqSpec> seqs;
   int padding = 0;
+  // An F8_E4M3 cache: K/V are drawn as random codes with a power-of-two scale per (K or V,
+  // head), and the reference sees their values as the format defines them.
+  bool fp8 = false;
 };
+
+// The value of e4m3 code c (sign, exponent bias 7, 3 mantissa bits, subnormals m 2^-9),
+// from the format's definition; c is never the NaN pattern here.
+double e4m3_value(uint8_t c) {
+  const int e = (c >> 3) & 0xf, m = c & 7;
+  const double mag = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
+  return (c & 0x80) ? -mag : mag;
+}
+
+// Random codes for every (slot, head) row, any but NaN; ks/vs get the scaled values.
+void fill_fp8(LayerKvCache& kv, std::vector<Tensor>& ks, std::vector<Tensor>& vs,
+              const test::PagedBatch& pb, int Hkv, int D, std::mt19937& rng) {
+  float* scale = kv.scale.data_as<float>();
+  // Every code can be drawn; K's scales keep the keys within +-7 (448 x 2^-6), so that the
+  // scores stay in a range where the softmax is not one-hot.
+  for (int i = 0; i < Hkv; ++i) scale[i] = std::ldexp(1.0f, static_cast<int>(rng() % 4) - 9);
+  for (int i = Hkv; i < 2 * Hkv; ++i) scale[i] = std::ldexp(1.0f, static_cast<int>(rng() % 9) - 6);
+  std::uniform_int_distribution<int> code(0, 253);  // skip 0x7f, 0xff
+  auto draw = [&] {
+    const int c = code(rng);
+    return static_cast<uint8_t>(c < 0x7f ? c : c + 1);
+  };
+  std::fill_n(kv.k.data_as<uint8_t>(), kv.k.numel(), 0x7f);  // other slots read as NaN
+  std::fill_n(kv.v.data_as<uint8_t>(), kv.v.numel(), 0x7f);
+  for (size_t b = 0; b < ks.size(); ++b) {
+    for (int64_t p = 0; p < static_cast<int64_t>(pb.seq_slots[b].size()); ++p) {
+      for (int g = 0; g < Hkv; ++g) {
+        for (int d = 0; d < D; ++d) {
+          const int64_t src = (p * Hkv + g) * D + d, dst = (pb.seq_slots[b][p] * Hkv + g) * D + d;
+          const uint8_t kc = draw(), vc = draw();
+          kv.k.data_as<uint8_t>()[dst] = kc;
+          kv.v.data_as<uint8_t>()[dst] = vc;
+          ks[b].data_as<float>()[src] = static_cast<float>(e4m3_value(kc) * scale[g]);
+          vs[b].data_as<float>()[src] = static_cast<float>(e4m3_value(vc) * scale[Hkv + g]);
+        }
+      }
+    }
+  }
+}
 
 void run_case(const Case& c, std::mt19937& rng, int threads = 2) {
   SCOPED_TRACE(testing::Message() << "Hq " << c.Hq << " Hkv " << c.Hkv << " D " << c.D << " block "
@@ -28,17 +70,19 @@ void run_case(const Case& c, std::mt19937& rng, int threads = 2) {
   test::PagedBatch pb = test::make_paged_batch(c.seqs, c.block_size, rng, c.padding);
   const int T = pb.meta.num_tokens, D = c.D, Hq = c.Hq, Hkv = c.Hkv, G = Hq / Hkv;
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  LayerKvCache kv{be.empty(DType::kF32, {pb.num_blocks, c.block_size, Hkv, D}),
-                  be.empty(DType::kF32, {pb.num_blocks, c.block_size, Hkv, D})};
-  std::fill(kv.k.data_as<float>(), kv.k.data_as<float>() + kv.k.numel(), nan);
-  std::fill(kv.v.data_as<float>(), kv.v.data_as<float>() + kv.v.numel(), nan);
+  LayerKvCache kv = be.allocate_kv_cache(
+      {1, pb.num_blocks, c.block_size, Hkv, D, c.fp8 ? DType::kF8E4M3 : DType::kF32})[0];
+  if (!c.fp8) {
+    std::fill(kv.k.data_as<float>(), kv.k.data_as<float>() + kv.k.numel(), nan);
+    std::fill(kv.v.data_as<float>(), kv.v.data_as<float>() + kv.v.numel(), nan);
+  }
   // Contiguous per-sequence K/V [len, Hkv, D], scattered into the cache.
   std::vector<Tensor> ks, vs;
   for (size_t b = 0; b < c.seqs.size(); ++b) {
     const int len = c.seqs[b].num_cached + c.seqs[b].num_new;
     ks.push_back(random_f32({std::max(len, 1), Hkv, D}, rng, -2.0f, 2.0f));
     vs.push_back(random_f32({std::max(len, 1), Hkv, D}, rng));
-    for (int p = 0; p < len; ++p) {
+    for (int p = 0; p < len && !c.fp8; ++p) {
       const int64_t dst = pb.seq_slots[b][p] * Hkv * D;
       std::copy_n(ks[b].data_as<float>() + int64_t(p) * Hkv * D, Hkv * D,
                   kv.k.data_as<float>() + dst);
@@ -46,6 +90,7 @@ void run_case(const Case& c, std::mt19937& rng, int threads = 2) {
                   kv.v.data_as<float>() + dst);
     }
   }
+  if (c.fp8) fill_fp8(kv, ks, vs, pb, Hkv, D, rng);
   Tensor q = random_f32({T, Hq * D}, rng, -2.0f, 2.0f);
   Tensor out = be.empty(DType::kF32, {T, Hq * D});
   std::fill(out.data_as<float>(), out.data_as<float>() + out.numel(), 123.0f);
@@ -89,6 +134,20 @@ TEST(CpuAttention, PrefillDecodeAndMixedBatchesOverShapes) {
   for (int D : {32, 64, 128}) {
     for (auto [Hq, Hkv] : {std::pair{2, 2}, {4, 2}, {8, 2}}) {
       for (int bs : {1, 16}) run_case({Hq, Hkv, D, bs, seqs, /*padding=*/1}, rng);
+    }
+  }
+}
+
+TEST(CpuAttention, Fp8CacheAgainstDequantizedValues) {
+  std::mt19937 rng(46);
+  const std::vector<SeqSpec> seqs{{0, 7}, {20, 1}, {5, 33}, {16, 16}, {0, 1}, {40, 1}};
+  for (int D : {32, 128}) {
+    for (auto [Hq, Hkv] : {std::pair{2, 2}, {8, 2}}) {
+      for (int bs : {1, 16}) {
+        Case c{Hq, Hkv, D, bs, seqs, /*padding=*/1};
+        c.fp8 = true;
+        run_case(c, rng);
+      }
     }
   }
 }

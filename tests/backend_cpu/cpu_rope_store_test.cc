@@ -5,6 +5,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "core/error.h"
+#include "core/fp8.h"
 #include "cpu_test_util.h"
 
 namespace kestrel {
@@ -107,6 +108,72 @@ TEST(CpuRopeStore, MatchesReferenceOverShapes) {
       }
     }
   }
+}
+
+// The fp8 store against the F32 store of the same inputs (checked above against double):
+// every written value is e4m3(x / scale) of the F32 cache's, within e4m3's half step of x
+// where it is not clamped, and amax / clamped count what both calls stored.
+TEST(CpuRopeStore, Fp8QuantizesAndCountsClamps) {
+  std::mt19937 rng(33);
+  CpuBackend be(2);
+  const int Hq = 4, Hkv = 2, D = 64, bs = 16;
+  test::PagedBatch pb = test::make_paged_batch({{0, 9}, {20, 1}, {3, 33}}, bs, rng, 2);
+  const int T = pb.meta.num_tokens, W = (Hq + 2 * Hkv) * D;
+  const KvCacheSpec spec{1, pb.num_blocks, bs, Hkv, D, DType::kF32};
+  KvCacheSpec fp8_spec = spec;
+  fp8_spec.dtype = DType::kF8E4M3;
+  LayerKvCache ref = be.allocate_kv_cache(spec)[0];
+  LayerKvCache kv = be.allocate_kv_cache(fp8_spec)[0];
+  ASSERT_TRUE(kv.fp8());
+  for (int i = 0; i < 2 * Hkv; ++i) {
+    ASSERT_EQ(kv.scale.data_as<float>()[i], 1.0f);
+    ASSERT_EQ(kv.amax.data_as<float>()[i], 0.0f);
+    ASSERT_EQ(kv.clamped.data_as<int64_t>()[i], 0);
+  }
+  // K head 1 and V head 1 get scales that clamp |x| > 448 x 2^-8 = 1.75.
+  const float scales[] = {0.25f, 0x1p-8f, 1.0f, 0x1p-8f};
+  std::copy_n(scales, 4, kv.scale.data_as<float>());
+  Tensor kn = random_f32({D}, rng, 0.5f, 1.5f);
+  Tensor cos_sin = make_cos_sin(64, D);
+  Tensor q_out = be.empty(DType::kF32, {T, Hq * D});
+  const int32_t* slot = pb.meta.slot_mapping.data_as<int32_t>();
+  std::vector<double> amax(4, 0.0);
+  std::vector<int64_t> clamped(4, 0);
+  for (int call = 0; call < 2; ++call) {
+    Tensor qkv = random_f32({T, W}, rng, -2.0f, 2.0f);
+    be.qk_norm_rope_store(qkv, {}, kn, 1e-6f, cos_sin, {Hq, Hkv, D}, pb.meta, ref, q_out);
+    be.qk_norm_rope_store(qkv, {}, kn, 1e-6f, cos_sin, {Hq, Hkv, D}, pb.meta, kv, q_out);
+    for (int t = 0; t < T; ++t) {
+      if (slot[t] < 0) continue;
+      for (int i = 0; i < 2; ++i) {
+        const float* x = (i == 0 ? ref.k : ref.v).data_as<float>();
+        const uint8_t* code = (i == 0 ? kv.k : kv.v).data_as<uint8_t>();
+        for (int g = 0; g < Hkv; ++g) {
+          const double s = scales[i * Hkv + g];
+          for (int d = 0; d < D; ++d) {
+            const int64_t at = (int64_t(slot[t]) * Hkv + g) * D + d;
+            ASSERT_EQ(code[at], f32_to_e4m3(static_cast<float>(x[at] / s))) << "at " << at;
+            const double a = std::abs(double(x[at]));
+            amax[i * Hkv + g] = std::max(amax[i * Hkv + g], a);
+            if (a / s > 448.0) {
+              ++clamped[i * Hkv + g];
+              EXPECT_EQ(std::abs(e4m3_to_f32(code[at]) * s), 448.0 * s);
+            } else {
+              EXPECT_LE(std::abs(e4m3_to_f32(code[at]) * s - x[at]), a / 16 + 0x1p-10 * s);
+            }
+          }
+        }
+      }
+    }
+    for (int i = 0; i < 2 * Hkv; ++i) {
+      EXPECT_EQ(kv.amax.data_as<float>()[i], static_cast<float>(amax[i])) << "call " << call;
+      EXPECT_EQ(kv.clamped.data_as<int64_t>()[i], clamped[i]) << "call " << call;
+    }
+  }
+  EXPECT_EQ(clamped[0], 0);
+  EXPECT_EQ(clamped[2], 0);
+  EXPECT_GT(clamped[1], 0);
+  EXPECT_GT(clamped[3], 0);
 }
 
 TEST(CpuRopeStore, RejectsBadArguments) {

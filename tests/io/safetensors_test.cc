@@ -219,8 +219,8 @@ TEST_F(BadFile, MalformedJson) {
 TEST_F(BadFile, BadEntries) {
   const std::string four(4, '\x01');
   expect_bad(R"({"x": [1]})", four, {"tensor 'x'", "must be an object"});
-  expect_bad(R"({"x": {"dtype": "F8_E4M3", "shape": [4], "data_offsets": [0, 4]}})", four,
-             {"tensor 'x'", "unsupported dtype 'F8_E4M3'"});
+  expect_bad(R"({"x": {"dtype": "F8_E5M2", "shape": [4], "data_offsets": [0, 4]}})", four,
+             {"tensor 'x'", "unsupported dtype 'F8_E5M2'"});
   expect_bad(R"({"x": {"dtype": "F32", "shape": [-1], "data_offsets": [0, 4]}})", four,
              {"tensor 'x'", "negative dimension"});
   expect_bad(R"({"x": {"dtype": "F32", "shape": [1.5], "data_offsets": [0, 4]}})", four,

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/safetensors.h"
 #include "kestrel/llm.h"
 #include "runtime/tp_worker.h"
 #include "child_processes.h"
@@ -183,6 +184,58 @@ TEST_F(TensorParallel, SizeThatDoesNotDivideTheHeadsIsAClearError) {
   }
 }
 
+// qwen3_tiny with fp8 KV scales in its checkpoint, small enough that many values clamp: its
+// fp8 tokens differ from the unquantized cache's, so ranks that did not quantize their heads
+// (the setting lost on its way to them) or took another rank's scales would show.
+std::string qwen3_tiny_with_small_kv_scales() {
+  const fs::path src = fs::path(KESTREL_SOURCE_DIR) / "tests/data/hf/qwen3_tiny";
+  const fs::path dir = fs::path(KESTREL_BINARY_DIR) / "tp_engine_test" / "qwen3_tiny_kv_scales";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  for (const char* name : {"config.json", "generation_config.json"}) fs::copy(src / name, dir / name);
+  const auto weights = SafetensorsFile::open((src / "model.safetensors").string());
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  for (const auto& [name, info] : weights->tensors()) tensors.emplace_back(name, info.view());
+  for (int l = 0; l < 3; ++l) {
+    for (const char* kv : {"k_scale", "v_scale"}) {
+      Tensor t = Tensor::host(DType::kF32, {2});  // per KV head, each its own
+      t.data_as<float>()[0] = kv[0] == 'k' ? 0x1p-8f : 0x1p-9f;
+      t.data_as<float>()[1] = kv[0] == 'k' ? 0x1p-7f : 0x1p-10f;
+      tensors.emplace_back("model.layers." + std::to_string(l) + ".self_attn." + kv, t);
+    }
+  }
+  write_safetensors((dir / "model.safetensors").string(), tensors);
+  return dir.string();
+}
+
+// An fp8 KV cache at 2 ranks (one KV head each) and 4 (replicated): the one-rank fp8
+// engine's tokens. Rank 0 holds KV head 0 at both sizes, so it counts the same clamps, a
+// part of the one-rank engine's.
+TEST_F(TensorParallel, Fp8KvCacheMatchesOneRank) {
+  const Fixture f = load_fixture("qwen3_tiny");
+  const std::string dir = qwen3_tiny_with_small_kv_scales();
+  EngineConfig c = cpu_config(1);
+  c.kv_cache_dtype = "fp8";
+  LLM one(dir, c);
+  const auto want = tokens_of(one.generate(f.prompts, greedy_params(20), false));
+  const int64_t all_clamped = one.stats().kv_cache_clamped;
+  ASSERT_GT(all_clamped, 0);
+  ASSERT_NE(want, f.greedy) << "the scales were meant to change the tokens";
+  std::vector<int64_t> rank0_clamped;
+  for (int tp : {2, 4}) {
+    c.tensor_parallel_size = tp;
+    LLM llm(dir, c);
+    EXPECT_EQ(tokens_of(llm.generate(f.prompts, greedy_params(20), false)), want)
+        << "tensor_parallel_size " << tp;
+    EXPECT_EQ(llm.stats().kv_cache_dtype, "fp8_e4m3");
+    rank0_clamped.push_back(llm.stats().kv_cache_clamped);
+  }
+  EXPECT_EQ(rank0_clamped[0], rank0_clamped[1]);
+  EXPECT_GT(rank0_clamped[0], 0);
+  EXPECT_LT(rank0_clamped[0], all_clamped);
+}
+
+using test::child_pids;
 using test::child_pids;
 
 // A rank killed mid-run: the next step fails within seconds with an Error naming the rank,

@@ -8,13 +8,15 @@
 // head): the Hq / Hkv query heads sharing a KV head are done together so each K/V row is
 // read once per group. Items are spread over threads dynamically because their costs differ
 // (a token late in a long prompt sees many more keys than a decode of a short one).
-// Padding tokens (after query_start_loc[B]) get zeros.
+// Padding tokens (after query_start_loc[B]) get zeros. An fp8 cache's rows are dequantized
+// (e4m3 * scale, cpu_kv_fp8.h) into scratch as they are read.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
 #include "backend/cpu/cpu_check.h"
+#include "backend/cpu/cpu_kv_fp8.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 
@@ -56,17 +58,22 @@ inline void dot4(const float* q, const float* k0, const float* k1, const float* 
 
 struct AttentionArgs {
   const float* q;
-  const float* k_cache;
+  const float* k_cache;  // F32 caches
   const float* v_cache;
+  const uint8_t* k8;  // fp8 caches, read through k_tables / v_tables (one per KV head)
+  const uint8_t* v8;
+  const Fp8Table* k_tables;
+  const Fp8Table* v_tables;
   float* out;
   int num_q_heads, num_kv_heads, head_dim, block_size;
   float scale;
 };
 
 // Attention of token t's query heads in KV group g over keys 0..num_keys-1 of the sequence
-// whose block table is `table`. scores is scratch, resized here.
+// whose block table is `table`. scores and rows are scratch, resized here.
 KS_CPU_CLONES void attend_group(const AttentionArgs& a, int64_t t, int g, const int32_t* table,
-                                int num_keys, std::vector<float>& scores) {
+                                int num_keys, std::vector<float>& scores,
+                                std::vector<float>& rows) {
   const int G = a.num_q_heads / a.num_kv_heads, D = a.head_dim, Hkv = a.num_kv_heads;
   // G * num_keys scores, then G reciprocal sums.
   scores.resize(static_cast<size_t>(G) * num_keys + G);
@@ -78,13 +85,25 @@ KS_CPU_CLONES void attend_group(const AttentionArgs& a, int64_t t, int g, const 
         static_cast<int64_t>(table[j / a.block_size]) * a.block_size + j % a.block_size;
     return (slot * Hkv + g) * D;
   };
+  // Key or value row j: the cache row itself, or an fp8 row dequantized into scratch row r.
+  rows.resize(static_cast<size_t>(4) * D);
+  auto k_row = [&](int j, int r) -> const float* {
+    if (a.k8 == nullptr) return a.k_cache + row_offset(j);
+    load_fp8_row(a.k8 + row_offset(j), D, a.k_tables[g], rows.data() + r * D);
+    return rows.data() + r * D;
+  };
+  auto v_row = [&](int j) -> const float* {
+    if (a.v8 == nullptr) return a.v_cache + row_offset(j);
+    load_fp8_row(a.v8 + row_offset(j), D, a.v_tables[g], rows.data());
+    return rows.data();
+  };
 
   int j = 0;
   for (; j + 4 <= num_keys; j += 4) {
-    const float* k0 = a.k_cache + row_offset(j);
-    const float* k1 = a.k_cache + row_offset(j + 1);
-    const float* k2 = a.k_cache + row_offset(j + 2);
-    const float* k3 = a.k_cache + row_offset(j + 3);
+    const float* k0 = k_row(j, 0);
+    const float* k1 = k_row(j + 1, 1);
+    const float* k2 = k_row(j + 2, 2);
+    const float* k3 = k_row(j + 3, 3);
     for (int h = 0; h < G; ++h) {
       float* s = scores.data() + h * num_keys + j;
       dot4(q + h * D, k0, k1, k2, k3, D, s);
@@ -92,7 +111,7 @@ KS_CPU_CLONES void attend_group(const AttentionArgs& a, int64_t t, int g, const 
     }
   }
   for (; j < num_keys; ++j) {
-    const float* k = a.k_cache + row_offset(j);
+    const float* k = k_row(j, 0);
     for (int h = 0; h < G; ++h) scores[h * num_keys + j] = a.scale * dot(q + h * D, k, D);
   }
   for (int h = 0; h < G; ++h) {
@@ -107,7 +126,7 @@ KS_CPU_CLONES void attend_group(const AttentionArgs& a, int64_t t, int g, const 
   }
   std::memset(out, 0, sizeof(float) * G * D);
   for (j = 0; j < num_keys; ++j) {
-    const float* v = a.v_cache + row_offset(j);
+    const float* v = v_row(j);
     for (int h = 0; h < G; ++h) {
       const float p = scores[h * num_keys + j];
       float* o = out + h * D;
@@ -139,9 +158,20 @@ void attention(const Tensor& q, const LayerKvCache& kv, const AttentionShape& sh
   KS_CHECK(meta.num_tokens == T, "{}: meta.num_tokens {} != q rows {}", op, meta.num_tokens, T);
   const MetadataView m = check_metadata(meta, op, kv.k.dim(0));
 
+  const bool fp8 = kv.fp8();
+  std::vector<Fp8Table> tables;  // K heads, then V heads
+  if (fp8) {
+    const float* kv_scale = kv.scale.data_as<float>();
+    tables.reserve(2 * Hkv);
+    for (int i = 0; i < 2 * Hkv; ++i) tables.emplace_back(kv_scale[i]);
+  }
   const AttentionArgs args{q.data_as<float>(),
-                           kv.k.data_as<float>(),
-                           kv.v.data_as<float>(),
+                           fp8 ? nullptr : kv.k.data_as<float>(),
+                           fp8 ? nullptr : kv.v.data_as<float>(),
+                           fp8 ? kv.k.data_as<uint8_t>() : nullptr,
+                           fp8 ? kv.v.data_as<uint8_t>() : nullptr,
+                           fp8 ? tables.data() : nullptr,
+                           fp8 ? tables.data() + Hkv : nullptr,
                            out.data_as<float>(),
                            Hq,
                            Hkv,
@@ -153,7 +183,7 @@ void attention(const Tensor& q, const LayerKvCache& kv, const AttentionShape& sh
   for (int64_t t = 0; t < T; ++t) work += 2 * (m.positions[t] + 1) * int64_t(Hq) * D;
 #pragma omp parallel num_threads(team_size(work / 8, num_threads))
   {
-    std::vector<float> scores;
+    std::vector<float> scores, rows;
 #pragma omp for schedule(dynamic, 1)
     for (int64_t item = 0; item < num_items; ++item) {
       const int64_t t = item / Hkv;
@@ -166,7 +196,7 @@ void attention(const Tensor& q, const LayerKvCache& kv, const AttentionShape& sh
         continue;
       }
       const int32_t* table = m.block_tables + static_cast<int64_t>(b) * m.max_blocks_per_seq;
-      attend_group(args, t, g, table, m.positions[t] + 1, scores);
+      attend_group(args, t, g, table, m.positions[t] + 1, scores, rows);
     }
   }
 }

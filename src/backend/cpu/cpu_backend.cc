@@ -110,11 +110,24 @@ std::vector<LayerKvCache> CpuBackend::allocate_kv_cache(const KvCacheSpec& spec)
   const Shape shape{spec.num_blocks, spec.block_size, spec.num_kv_heads, spec.head_dim};
   // One allocation for every layer; Tensor::host maps large buffers lazily, so a cache of
   // gigabytes costs nothing until its pages are written.
-  Tensor all = Tensor::host(DType::kF32, Shape{2 * spec.num_layers, shape[0], shape[1], shape[2] * shape[3]});
+  Tensor all = Tensor::host(spec.dtype, Shape{2 * spec.num_layers, shape[0], shape[1], shape[2] * shape[3]});
   std::vector<LayerKvCache> layers(spec.num_layers);
   for (int l = 0; l < spec.num_layers; ++l) {
     layers[l].k = all.slice(2 * l, 2 * l + 1).view(shape);
     layers[l].v = all.slice(2 * l + 1, 2 * l + 2).view(shape);
+  }
+  if (spec.dtype != DType::kF8E4M3) return layers;
+  // Per layer [2, Hkv] each: scales 1, amax and clamped 0 (Tensor::host zero-fills).
+  const Shape per_layer{2, spec.num_kv_heads};
+  const Shape all_layers{spec.num_layers, 2 * spec.num_kv_heads};
+  Tensor scale = Tensor::host(DType::kF32, all_layers);
+  std::fill_n(scale.data_as<float>(), scale.numel(), 1.0f);
+  Tensor amax = Tensor::host(DType::kF32, all_layers);
+  Tensor clamped = Tensor::host(DType::kI64, all_layers);
+  for (int l = 0; l < spec.num_layers; ++l) {
+    layers[l].scale = scale.slice(l, l + 1).view(per_layer);
+    layers[l].amax = amax.slice(l, l + 1).view(per_layer);
+    layers[l].clamped = clamped.slice(l, l + 1).view(per_layer);
   }
   return layers;
 }

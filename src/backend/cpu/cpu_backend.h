@@ -7,8 +7,9 @@
 //
 // Memory is host memory (Device::kCpu); synchronize() is a no-op because every op has
 // finished when it returns. KV cache layout, per layer, for K and for V:
-//   [num_blocks, block_size, num_kv_heads, head_dim]   (F32)
-// all layers in one allocation.
+//   [num_blocks, block_size, num_kv_heads, head_dim]   (F32, or F8_E4M3 when asked for)
+// all layers in one allocation. An F8_E4M3 cache follows LayerKvCache's contract: values
+// are quantized as they are stored and dequantized as attention reads them (core/fp8.h).
 //
 // Thread safety: one CpuBackend may be used by one thread at a time (ops use the OpenMP
 // and OpenBLAS thread pools, which are process-wide).

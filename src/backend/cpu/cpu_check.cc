@@ -29,12 +29,22 @@ void check_attention_shape(const AttentionShape& shape, const char* op) {
 }
 
 void check_kv_cache(const LayerKvCache& kv, const char* op, const AttentionShape& shape) {
-  check_tensor(kv.k, op, "kv.k", DType::kF32, 4);
-  check_tensor(kv.v, op, "kv.v", DType::kF32, 4);
+  KS_CHECK(kv.k.defined(), "{}: kv.k is not defined", op);
+  const DType dtype = kv.k.dtype() == DType::kF8E4M3 ? DType::kF8E4M3 : DType::kF32;
+  check_tensor(kv.k, op, "kv.k", dtype, 4);
+  check_tensor(kv.v, op, "kv.v", dtype, 4);
   KS_CHECK(kv.k.shape() == kv.v.shape(), "{}: kv.k {} and kv.v {} differ in shape", op,
            kv.k.shape().str(), kv.v.shape().str());
   check_dim(kv.k, op, "kv.k", 2, shape.num_kv_heads, "num_kv_heads");
   check_dim(kv.k, op, "kv.k", 3, shape.head_dim, "head_dim");
+  if (dtype != DType::kF8E4M3) return;
+  const std::pair<const Tensor*, const char*> per_head[] = {
+      {&kv.scale, "kv.scale"}, {&kv.amax, "kv.amax"}, {&kv.clamped, "kv.clamped"}};
+  for (const auto& [t, name] : per_head) {
+    check_tensor(*t, op, name, t == &kv.clamped ? DType::kI64 : DType::kF32, 2);
+    check_dim(*t, op, name, 0, 2, "2 (K, V)");
+    check_dim(*t, op, name, 1, shape.num_kv_heads, "num_kv_heads");
+  }
 }
 
 MetadataView check_metadata(const AttentionMetadata& meta, const char* op, int64_t num_blocks) {

@@ -14,8 +14,9 @@ void check_tensor(const Tensor& t, const char* op, const char* name, DType dtype
 // t.dim(i) == expected; `what` names the size in the message (e.g. "T", "hidden").
 void check_dim(const Tensor& t, const char* op, const char* name, int i, int64_t expected,
                const char* what);
-// LayerKvCache tensors are F32 [num_blocks, block_size, num_kv_heads, head_dim] with the
-// given heads/head_dim, K and V of equal shape.
+// LayerKvCache tensors are F32 or F8_E4M3 [num_blocks, block_size, num_kv_heads, head_dim]
+// with the given heads/head_dim, K and V of equal shape and dtype; an fp8 cache also has
+// scale and amax F32 [2, num_kv_heads] and clamped I64 [2, num_kv_heads].
 void check_kv_cache(const LayerKvCache& kv, const char* op, const AttentionShape& shape);
 // Positive head counts, Hq a multiple of Hkv, positive head_dim.
 void check_attention_shape(const AttentionShape& shape, const char* op);

@@ -1,10 +1,13 @@
 // qk_norm_rope_store: per-head RMSNorm of q and k (Qwen3), rotary embedding in the "neox"
 // form (rotate halves: x1' = x1 cos - x2 sin, x2' = x2 cos + x1 sin for i < D/2), then q to
-// q_out and k, v to their cache slots. Parallel over tokens.
+// q_out and k, v to their cache slots (an fp8 cache quantizes them there and keeps its amax
+// and clamp counts, cpu_kv_fp8.h). Parallel over tokens.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "backend/cpu/cpu_check.h"
+#include "backend/cpu/cpu_kv_fp8.h"
 #include "backend/cpu/cpu_ops.h"
 #include "core/error.h"
 
@@ -75,24 +78,57 @@ void qk_norm_rope_store(const Tensor& qkv, const Tensor& q_norm, const Tensor& k
   const float* qw = q_norm.defined() ? q_norm.data_as<float>() : nullptr;
   const float* kw = k_norm.defined() ? k_norm.data_as<float>() : nullptr;
   float* q = q_out.data_as<float>();
-  float* kc = kv.k.data_as<float>();
-  float* vc = kv.v.data_as<float>();
-#pragma omp parallel for num_threads(team_size(T* W * 2, num_threads)) schedule(static)
-  for (int64_t t = 0; t < T; ++t) {
-    const float* row = in + t * W;
-    const float* cos = table + static_cast<int64_t>(m.positions[t]) * D;
-    const float* sin = cos + D / 2;
-    for (int h = 0; h < Hq; ++h) {
-      norm_rope_head(row + static_cast<int64_t>(h) * D, qw, eps, cos, sin, D, q + (t * Hq + h) * D);
+  const bool fp8 = kv.fp8();
+  // An fp8 cache gets each head's row through a scratch row, quantized as it is stored.
+  float* kc = fp8 ? nullptr : kv.k.data_as<float>();
+  float* vc = fp8 ? nullptr : kv.v.data_as<float>();
+  uint8_t* k8 = fp8 ? kv.k.data_as<uint8_t>() : nullptr;
+  uint8_t* v8 = fp8 ? kv.v.data_as<uint8_t>() : nullptr;
+  const float* scale = fp8 ? kv.scale.data_as<float>() : nullptr;  // [2, Hkv]
+  std::vector<Fp8StoreCounts> counts(fp8 ? 2 * Hkv : 0);
+#pragma omp parallel num_threads(team_size(T* W * 2, num_threads))
+  {
+    std::vector<Fp8StoreCounts> mine(counts.size());
+    std::vector<float> row_k(fp8 ? D : 0);
+#pragma omp for schedule(static)
+    for (int64_t t = 0; t < T; ++t) {
+      const float* row = in + t * W;
+      const float* cos = table + static_cast<int64_t>(m.positions[t]) * D;
+      const float* sin = cos + D / 2;
+      for (int h = 0; h < Hq; ++h) {
+        norm_rope_head(row + static_cast<int64_t>(h) * D, qw, eps, cos, sin, D,
+                       q + (t * Hq + h) * D);
+      }
+      const int64_t slot = m.slot_mapping[t];
+      if (slot < 0) continue;
+      for (int g = 0; g < Hkv; ++g) {
+        const int64_t dst = (slot * Hkv + g) * D;
+        const float* k_src = row + static_cast<int64_t>(Hq + g) * D;
+        const float* v = row + static_cast<int64_t>(Hq + Hkv + g) * D;
+        if (!fp8) {
+          norm_rope_head(k_src, kw, eps, cos, sin, D, kc + dst);
+          for (int i = 0; i < D; ++i) vc[dst + i] = v[i];
+          continue;
+        }
+        norm_rope_head(k_src, kw, eps, cos, sin, D, row_k.data());
+        store_fp8_row(row_k.data(), D, scale[g], k8 + dst, mine[g]);
+        store_fp8_row(v, D, scale[Hkv + g], v8 + dst, mine[Hkv + g]);
+      }
     }
-    const int64_t slot = m.slot_mapping[t];
-    if (slot < 0) continue;
-    for (int g = 0; g < Hkv; ++g) {
-      const int64_t dst = (slot * Hkv + g) * D;
-      norm_rope_head(row + static_cast<int64_t>(Hq + g) * D, kw, eps, cos, sin, D, kc + dst);
-      const float* v = row + static_cast<int64_t>(Hq + Hkv + g) * D;
-      for (int i = 0; i < D; ++i) vc[dst + i] = v[i];
+    if (fp8) {
+#pragma omp critical
+      for (size_t i = 0; i < counts.size(); ++i) {
+        counts[i].amax = std::max(counts[i].amax, mine[i].amax);
+        counts[i].clamped += mine[i].clamped;
+      }
     }
+  }
+  if (!fp8) return;
+  float* amax = kv.amax.data_as<float>();
+  int64_t* clamped = kv.clamped.data_as<int64_t>();
+  for (size_t i = 0; i < counts.size(); ++i) {
+    amax[i] = std::max(amax[i], counts[i].amax);
+    clamped[i] += counts[i].clamped;
   }
 }
 
