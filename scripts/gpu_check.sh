@@ -28,7 +28,8 @@
 #                   names (single, nano, single_short, decode256, prefill, single_eager,
 #                   single_sync, nano_sync: the first and second without overlap;
 #                   single_tp1, nano_tp1, decode256_tp1: through the tensor-parallel path at
-#                   world size 1), ttft (ttft_bench: one prompt's time to first token),
+#                   world size 1; nano_fp8, decode256_fp8, long, long_fp8: the fp8 KV cache
+#                   against bf16), ttft (ttft_bench: one prompt's time to first token),
 #                   layer (decode_layer_bench) or ops (cuda_ops_bench)
 #   --force-carry   use .devcarry even where system packages exist (to test that path)
 #   --profile       ncu kernel-time summaries (tools/ncu_summary.py) of two decode steps of the
@@ -274,7 +275,7 @@ export NCCL_NVLS_ENABLE=0
 TARGETS=(backend_cuda_tests)
 ((RUN_BENCH)) && TARGETS+=(cuda_ops_bench decode_layer_bench)
 ((FULL)) && TARGETS+=(runtime_gpu_tests kestrel)
-((FULL && RUN_BENCH)) && TARGETS+=(ttft_bench)
+((FULL && RUN_BENCH)) && TARGETS+=(ttft_bench kv_fp8_accuracy)
 # Tensor parallelism's multi-process tests (CPU; those needing 2+ GPUs skip themselves).
 ((FULL)) && compgen -G "$ROOT/tests/parallel/*_test.cc" >/dev/null && TARGETS+=(parallel_tests)
 t0=$SECONDS
@@ -375,6 +376,12 @@ BENCHES=(
   "single_tp1:KESTREL_TP_ALWAYS=1 --num-seqs 1 --fixed-input-len 512 --fixed-output-len 256"
   "nano_tp1:KESTREL_TP_ALWAYS=1 --num-seqs 256"
   "decode256_tp1:KESTREL_TP_ALWAYS=1 --num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
+  # The fp8 (e4m3) KV cache against the bf16 one: nano-vLLM's bench, batched decode and a
+  # long context (32 x 8,192 + 256), each also in bf16 (long) for the same-call comparison.
+  "nano_fp8:--num-seqs 256 --kv-cache-dtype fp8"
+  "decode256_fp8:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 128 --kv-cache-dtype fp8"
+  "long:--num-seqs 32 --fixed-input-len 8192 --fixed-output-len 256"
+  "long_fp8:--num-seqs 32 --fixed-input-len 8192 --fixed-output-len 256 --kv-cache-dtype fp8"
 )
 # True when --only is not given or names $1.
 wanted() { [[ -z $ONLY || ",$ONLY," == *",$1,"* ]]; }
