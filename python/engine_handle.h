@@ -12,10 +12,12 @@
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <mutex>
 #include <string>
 
 #include "kestrel/llm.h"
+#include "structured/grammar_compiler.h"
 
 namespace kestrel::python {
 
@@ -33,10 +35,17 @@ class EngineHandle {
   void claim();
   void release() { busy_.store(false); }
 
+  // Compiles structured-output requests over this model's vocabulary (thread-safe); null
+  // when the model has no tokenizer. Made at the first call, as the server's is at start:
+  // a script that never asks for structured outputs does not pay for the vocabulary trie.
+  structured::GrammarCompiler* grammars();
+
  private:
   LLM llm_;
   std::mutex mutex_;
   std::atomic<bool> busy_{false};
+  std::once_flag grammars_once_;
+  std::unique_ptr<structured::GrammarCompiler> grammars_;
 };
 
 }  // namespace kestrel::python

@@ -12,7 +12,9 @@
 
 #include <climits>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -24,6 +26,7 @@
 #include "kestrel/llm.h"
 #include "kestrel/worker.h"
 #include "stream_session.h"
+#include "structured/spec_fields.h"
 #include "tokenizer/tokenizer.h"
 
 namespace py = pybind11;
@@ -45,6 +48,18 @@ const Tokenizer& need_tokenizer(EngineHandle& h) {
   const Tokenizer* t = h.llm().tokenizer();
   if (t == nullptr) throw py::value_error("the model directory has no tokenizer.json");
   return *t;
+}
+
+// What vLLM's structured_outputs object asks for (JSON text that kestrel/sampling_params.py
+// makes), read as the server reads its structured_outputs field, with `param` naming it in
+// errors ("structured_outputs" or vLLM's older "guided_decoding"). Throws kestrel::Error.
+// Unlike the server's field, an object that asks for nothing is an error, as in vLLM.
+structured::NamedSpec read_structured_outputs(const std::string& json_text, const std::string& param) {
+  std::optional<structured::NamedSpec> spec = structured::only_spec(
+      structured::read_structured_outputs(nlohmann::ordered_json::parse(json_text), param));
+  KS_CHECK(spec.has_value(), "'{}' asks for nothing: give one of json, regex, choice or json_object",
+           param);
+  return std::move(*spec);
 }
 
 void bind_config(py::module_& m) {
@@ -93,6 +108,10 @@ void bind_config(py::module_& m) {
       .def("validate", [](const SamplingParams& p, int vocab_size) {
         as_value_error([&] { p.validate(vocab_size); });
       }, py::arg("vocab_size") = INT_MAX);
+  // The form only: the engine compiles the constraint at generate (Engine.constrain).
+  m.def("check_structured_outputs", [](const std::string& json_text, const std::string& param) {
+    as_value_error([&] { (void)read_structured_outputs(json_text, param); });
+  }, py::arg("json_text"), py::arg("param"));
 }
 
 void bind_outputs(py::module_& m) {
@@ -167,6 +186,15 @@ void bind_engine(py::module_& m) {
                                              nlohmann::ordered_json::parse(extra_json));
         });
       })
+      // Sets params.constraint to what the structured_outputs object asks for, compiled
+      // over this model's vocabulary (the GIL is free meanwhile: a schema may take a while).
+      .def("constrain", [](EngineHandle& h, SamplingParams& params, const std::string& json_text,
+                           const std::string& param) {
+        py::gil_scoped_release release;
+        as_value_error([&] {
+          params.constraint = structured::compile_spec(h.grammars(), read_structured_outputs(json_text, param));
+        });
+      }, py::arg("params"), py::arg("json_text"), py::arg("param"))
       .def("default_sampling_params", [](EngineHandle& h) { return h.llm().default_sampling_params(); })
       .def_property_readonly("vocab_size", [](EngineHandle& h) { return h.llm().vocab_size(); })
       .def_property_readonly("max_model_len", [](EngineHandle& h) { return h.llm().max_model_len(); })

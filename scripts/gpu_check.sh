@@ -7,19 +7,25 @@
 # transformers for --hf); Debian dev packages the build wants but the machine lacks come
 # from .devcarry/ (see --prepare-carry).
 #
-#   scripts/gpu_check.sh [--bench] [--hf] [--no-tests] [--sanitize] [--arch 90] [--build-dir D]
+#   scripts/gpu_check.sh [--bench] [--hf] [--python] [--no-tests] [--sanitize] [--arch 90] [--build-dir D]
 #   scripts/gpu_check.sh --prepare-carry   # on a dev machine that has the Debian packages:
 #       copies fmt, spdlog and nlohmann-json headers and GoogleTest's sources into .devcarry/,
 #       and into .devcarry/deps the headers and libraries of the tokenizer (pcre2, utf8proc),
 #       the engine (xxhash), the CPU backend (OpenBLAS, xz-compressed, with libgfortran) and
 #       the server (cpp-httplib, with OpenSSL/zlib/brotli headers and fallback libraries),
-#       and gloo (tensor-parallel process groups, with its runtime libraries as fallbacks).
-#       Carry .devcarry/include, .devcarry/googletest and .devcarry/deps (git-ignored).
+#       and gloo (tensor-parallel process groups, with its runtime libraries as fallbacks),
+#       and into .devcarry/python the Python headers (for --python). Carry .devcarry/include,
+#       .devcarry/googletest, .devcarry/deps and .devcarry/python (git-ignored).
 #   --bench     `kestrel bench` on a Qwen3-0.6B-shaped random model: single stream, nano-vLLM's
 #               bench, single stream on a short context, batched decode, prefill, single
 #               stream eager; then decode_layer_bench (a batch-1 layer op by op, fused and
 #               unfused) and cuda_ops_bench
 #   --hf        tools/hf_live_compare.py: kestrel vs HF transformers on that model
+#   --python    also build the Python module (kestrel_python) for python3, with pip's pybind11
+#               and the interpreter's own headers, else .devcarry/python's of the same minor
+#               version (skipped, saying why, where either is missing); with --bench,
+#               scripts/python_bench_compare.sh runs nano-vLLM's bench.py through it against
+#               `kestrel bench` on that model (workload "python")
 #   --deadline S    start no new step (test binary, comparison, benchmark) after S seconds,
 #                   so that a bounded call still ends with its summary
 #   --filter P      run only the backend_cuda_tests matching gtest filter P (runtime_gpu_tests
@@ -30,7 +36,8 @@
 #                   single_tp1, nano_tp1, decode256_tp1: through the tensor-parallel path at
 #                   world size 1; nano_fp8, decode256_fp8, long, long_fp8: the fp8 KV cache
 #                   against bf16), ttft (ttft_bench: one prompt's time to first token),
-#                   layer (decode_layer_bench) or ops (cuda_ops_bench)
+#                   layer (decode_layer_bench), ops (cuda_ops_bench) or python (with
+#                   --python); only what they need is built
 #   --force-carry   use .devcarry even where system packages exist (to test that path)
 #   --profile       ncu kernel-time summaries (tools/ncu_summary.py) of two decode steps of the
 #                   single, nano and decode256 workloads and of the first step of the prefill one
@@ -52,6 +59,7 @@ RUN_BENCH=0
 RUN_HF=0
 RUN_SANITIZE=0
 RUN_PROFILE=0
+RUN_PYTHON=0
 FORCE_CARRY=0
 DEADLINE=0
 FILTER=""
@@ -90,7 +98,19 @@ prepare_carry() {
   for l in libhiredis.so.0.14 libibverbs.so.1 libnl-3.so.200 libnl-route-3.so.200; do
     xz -T0 -6 -c "$(realpath "$A/$l")" >"$D/runtime/$l.xz" || exit 1
   done
-  du -sh "$CARRY/include" "$CARRY/googletest" "$D"
+  # The Python headers (python3-dev), for --python where the GPU machine's python3 has none;
+  # used only for an interpreter of the same minor version. Debian's pyconfig.h includes the
+  # multiarch one, which takes its place here.
+  rm -rf "${CARRY:?}/python" && mkdir -p "$CARRY/python"
+  for d in /usr/include/python3.*; do
+    [[ -e $d/Python.h ]] || continue
+    local v; v=$(basename "$d")
+    cp -r "$d" "$CARRY/python/$v" || exit 1
+    if [[ -e /usr/include/x86_64-linux-gnu/$v/pyconfig.h ]]; then
+      cp "/usr/include/x86_64-linux-gnu/$v/pyconfig.h" "$CARRY/python/$v/pyconfig.h" || exit 1
+    fi
+  done
+  du -sh "$CARRY/include" "$CARRY/googletest" "$D" "$CARRY/python"
   du -shc "$D/lib/libgloo.so.0" "$D/include/gloo" "$D/runtime" | sed 's/total$/gloo in all/'
   du -sh "$CARRY"
 }
@@ -100,6 +120,7 @@ while (($#)); do
     --prepare-carry) prepare_carry; exit 0 ;;
     --bench) RUN_BENCH=1 ;;
     --hf) RUN_HF=1 ;;
+    --python) RUN_PYTHON=1 ;;
     --no-tests) RUN_TESTS=0 ;;
     --sanitize) RUN_SANITIZE=1 ;;
     --profile) RUN_PROFILE=1 ;;
@@ -129,6 +150,8 @@ in_time() {
   say "skipped (deadline of $DEADLINE s reached): $1"; status=1; return 1
 }
 JOBS=$(nproc)
+# True when --only is not given or names $1.
+wanted() { [[ -z $ONLY || ",$ONLY," == *",$1,"* ]]; }
 
 if ! command -v nvcc >/dev/null && [[ -x /usr/local/cuda/bin/nvcc ]]; then
   export PATH=/usr/local/cuda/bin:$PATH
@@ -271,13 +294,46 @@ fi
 # NVLink multicast can put a shared host's GPUs out of service: never let NCCL use it.
 export NCCL_NVLS_ENABLE=0
 
+# The Python module: pip's pybind11 and the headers of the python3 that runs it (a pip or
+# venv interpreter brings its own; a system one may lack python3-dev, and then those carried
+# from the dev machine serve when the minor version is the same).
+PY_MODULE=0
+if ((RUN_PYTHON)); then
+  PY=$(command -v python3)
+  PY_INC=$("$PY" -c 'import sysconfig; print(sysconfig.get_paths()["include"])' 2>/dev/null)
+  PY_VER=$("$PY" -c 'import sys; print("python%d.%d" % sys.version_info[:2])' 2>/dev/null)
+  PYBIND_DIR=$("$PY" -c 'import pybind11; print(pybind11.get_cmake_dir())' 2>/dev/null)
+  if [[ ! -e $PY_INC/Python.h && -n $PY_VER && -e $CARRY/python/$PY_VER/Python.h ]]; then
+    say "python: $PY has no Python.h in ${PY_INC:-?}: using .devcarry/python/$PY_VER"
+    PY_INC=$CARRY/python/$PY_VER
+    CMAKE_ARGS+=("-DPython3_INCLUDE_DIR=$PY_INC")
+  fi
+  if ((!FULL)); then
+    say "python: skipped (the module needs the tokenizer/engine/CPU-backend libraries)"
+  elif [[ -z $PY_INC || ! -e $PY_INC/Python.h ]]; then
+    say "python: skipped: $PY ($PY_VER) has no Python.h (looked in ${PY_INC:-its sysconfig include path}) and .devcarry/python has none of that version; install its headers (python3-dev) or use an interpreter that has them"
+  elif [[ -z $PYBIND_DIR ]]; then
+    say "python: skipped: $PY has no pybind11 (pip install pybind11)"
+  else
+    PY_MODULE=1
+    CMAKE_ARGS+=(-DKESTREL_PYTHON=ON "-DPython3_EXECUTABLE=$PY" "-Dpybind11_DIR=$PYBIND_DIR")
+    say "python: module for $PY ($("$PY" -c 'import sys; print(sys.version.split()[0])')), pybind11 from $PYBIND_DIR"
+  fi
+fi
+((PY_MODULE)) || CMAKE_ARGS+=(-DKESTREL_PYTHON=AUTO)  # a cached ON from an earlier run goes
+
 # --- build --------------------------------------------------------------------------
-TARGETS=(backend_cuda_tests)
-((RUN_BENCH)) && TARGETS+=(cuda_ops_bench decode_layer_bench)
-((FULL)) && TARGETS+=(runtime_gpu_tests kestrel)
-((FULL && RUN_BENCH)) && TARGETS+=(ttft_bench kv_fp8_accuracy)
+TARGETS=()
+((RUN_TESTS || RUN_SANITIZE)) && TARGETS+=(backend_cuda_tests)
+((RUN_BENCH)) && wanted ops && TARGETS+=(cuda_ops_bench)
+((RUN_BENCH)) && wanted layer && TARGETS+=(decode_layer_bench)
+((FULL && (RUN_TESTS || RUN_SANITIZE))) && TARGETS+=(runtime_gpu_tests)
+((FULL)) && TARGETS+=(kestrel)
+((FULL && RUN_BENCH)) && wanted ttft && TARGETS+=(ttft_bench)
+((FULL && RUN_BENCH)) && TARGETS+=(kv_fp8_accuracy)
+((PY_MODULE)) && TARGETS+=(kestrel_python)
 # Tensor parallelism's multi-process tests (CPU; those needing 2+ GPUs skip themselves).
-((FULL)) && compgen -G "$ROOT/tests/parallel/*_test.cc" >/dev/null && TARGETS+=(parallel_tests)
+((FULL && RUN_TESTS)) && compgen -G "$ROOT/tests/parallel/*_test.cc" >/dev/null && TARGETS+=(parallel_tests)
 t0=$SECONDS
 if ! cmake -S "$ROOT" -B "$BUILD" -G "$GEN" "${CMAKE_ARGS[@]}" >"$LOGS/build.log" 2>&1; then
   say "configure: FAILED (build.log):"; grep -E -m 40 "Error|error" "$LOGS/build.log" | tee -a "$SUMMARY"; exit 1
@@ -383,8 +439,6 @@ BENCHES=(
   "long:--num-seqs 32 --fixed-input-len 8192 --fixed-output-len 256"
   "long_fp8:--num-seqs 32 --fixed-input-len 8192 --fixed-output-len 256 --kv-cache-dtype fp8"
 )
-# True when --only is not given or names $1.
-wanted() { [[ -z $ONLY || ",$ONLY," == *",$1,"* ]]; }
 if ((RUN_BENCH)); then
   if built kestrel && make_model; then
     for entry in "${BENCHES[@]}"; do
@@ -418,6 +472,12 @@ if ((RUN_BENCH)); then
       say "profile $name ($steps $kind step(s), kernel time per step; ncu serialises kernels):"
       python3 tools/ncu_summary.py "$LOGS/ncu_$name.csv" --per "$steps" 2>&1 | head -n 25 | tee -a "$SUMMARY"
     done
+  fi
+  if built kestrel_python && wanted python && make_model && in_time "python_bench_compare"; then
+    say "bench: nano-vLLM's bench.py through the Python module against kestrel bench (logs in python_bench/):"
+    timeout 420 scripts/python_bench_compare.sh --build-dir "$BUILD" --model "$MODEL" --runs 2 \
+      --out "$LOGS/python_bench" 2>&1 | tee -a "$SUMMARY"
+    ((PIPESTATUS[0] == 0)) || status=1
   fi
   if built ttft_bench && wanted ttft && make_model && in_time "ttft_bench"; then
     say "bench: ttft_bench (one prompt alone, max_tokens 1; cold = first of its length):"

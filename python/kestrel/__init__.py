@@ -14,10 +14,10 @@ The engine logs warnings and errors only; set_log_level("info") shows more.
 from ._kestrel import set_log_level
 from .llm import LLM
 from .outputs import CompletionOutput, Logprob, RequestOutput
-from .sampling_params import SamplingParams
+from .sampling_params import GuidedDecodingParams, SamplingParams, StructuredOutputsParams
 from .stream import TextStream
 from .tokenizer import Tokenizer
 
-__all__ = ["LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "Logprob", "TextStream",
-           "Tokenizer",
+__all__ = ["LLM", "SamplingParams", "StructuredOutputsParams", "GuidedDecodingParams",
+           "RequestOutput", "CompletionOutput", "Logprob", "TextStream", "Tokenizer",
            "set_log_level"]

@@ -111,7 +111,7 @@ class LLM:
         the full RequestOutput once it is exhausted. Needs a tokenizer; n must be 1."""
         text, ids = self._prompt(prompt)
         params = sampling_params if sampling_params is not None else self.get_default_sampling_params()
-        session = self._engine.start_stream(ids, params._to_cpp())
+        session = self._engine.start_stream(ids, params._to_cpp(self._engine))
         return TextStream(session, self._wrap, text)
 
     def _prompt(self, prompt: Prompt):
@@ -131,7 +131,7 @@ class LLM:
             sampling_params = self.get_default_sampling_params()
         if isinstance(sampling_params, SamplingParams):
             sampling_params = [sampling_params]
-        session = self._engine.start(ids, [p._to_cpp() for p in sampling_params])
+        session = self._engine.start(ids, [p._to_cpp(self._engine) for p in sampling_params])
         results: List[Optional[RequestOutput]] = [None] * len(ids)
         bar = ProgressBar(len(ids), use_tqdm)
         done = 0

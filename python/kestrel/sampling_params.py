@@ -3,12 +3,47 @@
 The fields and their meaning are the C++ engine's (include/kestrel/sampling_params.h),
 with nano-vLLM's and vLLM's names. The engine checks the values when the object is made:
 a value out of range raises ValueError with the engine's message.
+
+Structured outputs are vLLM's: structured_outputs=StructuredOutputsParams(json=..., regex=...,
+choice=[...], json_object=True), or the older guided_decoding=GuidedDecodingParams(...). The
+engine reads them as the server reads its structured_outputs field (src/structured/
+spec_fields.h); their form is checked here, the constraint is compiled at generate over the
+model's vocabulary, where an unsupported schema keyword raises ValueError.
 """
 
-from dataclasses import dataclass, field, fields
-from typing import List, Optional, Union
+import json as _json
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Dict, List, Optional, Tuple, Union
 
 from . import _kestrel
+
+
+@dataclass
+class StructuredOutputsParams:
+    """What each sample's text must be; give exactly one. json: a JSON schema (a dict, or a
+    string holding one); regex: a regular expression the whole text matches; choice: the
+    text is one of these strings; json_object: any JSON object. grammar (EBNF) is not
+    supported (ValueError)."""
+    json: Union[None, str, Dict[str, Any], bool] = None
+    regex: Optional[str] = None
+    choice: Optional[List[str]] = None
+    grammar: Optional[str] = None
+    json_object: Optional[bool] = None
+
+    def _to_json(self) -> str:
+        """The object as vLLM's HTTP field spells it, for the engine's reader."""
+        return _json.dumps({k: v for k, v in asdict(self).items()
+                            if v is not None and k in _STRUCTURED_KEYS})
+
+
+_STRUCTURED_KEYS = ("json", "regex", "choice", "grammar", "json_object")
+
+
+@dataclass
+class GuidedDecodingParams(StructuredOutputsParams):
+    """vLLM's name before 0.10 (SamplingParams.guided_decoding). backend: any name selects
+    the one backend here, as the server's guided_decoding_backend does."""
+    backend: Optional[str] = None
 
 
 @dataclass
@@ -32,6 +67,8 @@ class SamplingParams:
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True  # special tokens left out of the text
     detokenize: bool = True  # False: token ids only, empty text
+    structured_outputs: Optional[StructuredOutputsParams] = None  # vLLM >= 0.10
+    guided_decoding: Optional[StructuredOutputsParams] = None  # its older name
 
     def __post_init__(self):
         if isinstance(self.stop, str):
@@ -41,13 +78,41 @@ class SamplingParams:
         if self.seed is not None and not 0 <= self.seed < 2**64:
             raise ValueError(f"seed must be in [0, 2**64), got {self.seed}")
         self._to_cpp().validate()
+        structured = self._structured()
+        if structured is not None:
+            _kestrel.check_structured_outputs(*structured)
 
-    def _to_cpp(self) -> "_kestrel.SamplingParams":
+    def _structured(self) -> Optional[Tuple[str, str]]:
+        """The structured-outputs request as (JSON text, the name errors give it), or None."""
+        if self.structured_outputs is not None and self.guided_decoding is not None:
+            raise ValueError("'structured_outputs' and 'guided_decoding' both constrain the "
+                             "output: give one")
+        for name in _STRUCTURED_FIELDS:
+            value = getattr(self, name)
+            if value is not None:
+                if not isinstance(value, StructuredOutputsParams):
+                    raise TypeError(f"{name} must be a StructuredOutputsParams, "
+                                    f"got {type(value).__name__}")
+                return value._to_json(), name
+        return None
+
+    def _to_cpp(self, engine: Optional["_kestrel.Engine"] = None) -> "_kestrel.SamplingParams":
+        """The engine's SamplingParams; with `engine`, the structured-outputs constraint
+        compiled for its model (ValueError when the compiler refuses it)."""
         p = _kestrel.SamplingParams()
         for f in fields(self):
-            setattr(p, f.name, getattr(self, f.name))
+            if f.name not in _STRUCTURED_FIELDS:
+                setattr(p, f.name, getattr(self, f.name))
+        structured = self._structured() if engine is not None else None
+        if structured is not None:
+            engine.constrain(p, *structured)
         return p
 
     @classmethod
     def _from_cpp(cls, p: "_kestrel.SamplingParams") -> "SamplingParams":
-        return cls(**{f.name: getattr(p, f.name) for f in fields(cls)})
+        return cls(**{f.name: getattr(p, f.name) for f in fields(cls)
+                      if f.name not in _STRUCTURED_FIELDS})
+
+
+# Python-side fields: the engine gets them as a compiled constraint (SamplingParams.constraint).
+_STRUCTURED_FIELDS = ("structured_outputs", "guided_decoding")

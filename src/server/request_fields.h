@@ -37,6 +37,8 @@ class FieldReader {
 
   // "prefix" + key, for messages and ApiError params.
   std::string name(std::string_view key) const { return prefix_ + std::string(key); }
+  // The object read, for readers shared with the Python package (structured/spec_fields.h).
+  const nlohmann::ordered_json& object() const { return object_; }
 
  private:
   const nlohmann::ordered_json& object_;

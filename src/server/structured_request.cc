@@ -7,35 +7,14 @@
 #include "server/api_error.h"
 #include "server/request_fields.h"
 #include "structured/grammar_compiler.h"
+#include "structured/spec_fields.h"
 
 namespace kestrel::server {
 namespace {
 
 using structured::StructuredOutputSpec;
 using Kind = StructuredOutputSpec::Kind;
-
-// A JSON schema given as an object, a boolean, or (vLLM) a string holding one.
-nlohmann::ordered_json read_schema(const nlohmann::ordered_json& v, const std::string& param) {
-  if (v.is_object() || v.is_boolean()) return v;
-  if (v.is_string()) {
-    try {
-      return nlohmann::ordered_json::parse(v.get<std::string>());
-    } catch (const nlohmann::json::exception&) {
-      throw_bad_request(param, "'{}' is a string that is not a JSON schema", param);
-    }
-  }
-  throw_bad_request(param, "'{}' must be a JSON schema (an object), got {}", param, json_type_name(v));
-}
-
-std::vector<std::string> read_choices(const nlohmann::ordered_json& v, const std::string& param) {
-  if (!v.is_array() || v.empty()) throw_bad_request(param, "'{}' must be a non-empty list of strings", param);
-  std::vector<std::string> out;
-  for (const auto& c : v) {
-    if (!c.is_string()) throw_bad_request(param, "'{}' must be a non-empty list of strings", param);
-    out.push_back(c.get<std::string>());
-  }
-  return out;
-}
+using structured::NamedSpec;
 
 std::optional<StructuredOutputSpec> from_response_format(const FieldReader& f) {
   const nlohmann::ordered_json* v = f.find("response_format");
@@ -67,46 +46,21 @@ std::optional<StructuredOutputSpec> from_response_format(const FieldReader& f) {
     throw_bad_request("response_format.json_schema.schema", "'response_format.json_schema.schema' is required");
   }
   spec.kind = Kind::kJsonSchema;
-  spec.schema = read_schema(*schema, "response_format.json_schema.schema");
+  spec.schema = structured::read_schema(*schema, "response_format.json_schema.schema");
   return spec;
 }
 
 // vLLM's fields: guided_* at the top level, or the structured_outputs object.
-std::vector<std::pair<std::string, StructuredOutputSpec>> from_vllm_fields(const FieldReader& f) {
-  std::vector<std::pair<std::string, StructuredOutputSpec>> out;
-  auto add = [&](const FieldReader& r, const char* json, const char* regex, const char* choice) {
-    if (const auto* v = r.find(json)) {
-      StructuredOutputSpec s;
-      s.kind = Kind::kJsonSchema;
-      s.schema = read_schema(*v, r.name(json));
-      out.emplace_back(r.name(json), std::move(s));
-    }
-    if (const auto* v = r.find(regex)) {
-      if (!v->is_string()) throw_bad_request(r.name(regex), "'{}' must be a string", r.name(regex));
-      StructuredOutputSpec s;
-      s.kind = Kind::kRegex;
-      s.regex = v->get<std::string>();
-      out.emplace_back(r.name(regex), std::move(s));
-    }
-    if (const auto* v = r.find(choice)) {
-      StructuredOutputSpec s;
-      s.kind = Kind::kChoice;
-      s.choices = read_choices(*v, r.name(choice));
-      out.emplace_back(r.name(choice), std::move(s));
-    }
-  };
-  add(f, "guided_json", "guided_regex", "guided_choice");
+std::vector<NamedSpec> from_vllm_fields(const FieldReader& f) {
+  std::vector<NamedSpec> out;
+  structured::read_spec_fields(f.object(), "", "guided_json", "guided_regex", "guided_choice", out);
   if (f.find("guided_grammar")) throw_bad_request("guided_grammar", "'guided_grammar' (EBNF grammars) is not supported");
   (void)f.string("guided_decoding_backend");  // one backend here: any name selects it
   if (f.find("guided_whitespace_pattern")) {
     throw_bad_request("guided_whitespace_pattern", "'guided_whitespace_pattern' is not supported");
   }
   if (const auto* so = f.find("structured_outputs")) {
-    FieldReader sf(*so, "'structured_outputs'", "structured_outputs.");
-    sf.reject_unknown({"json", "regex", "choice", "json_object", "grammar"});
-    add(sf, "json", "regex", "choice");
-    if (sf.boolean("json_object").value_or(false)) out.emplace_back("structured_outputs.json_object", StructuredOutputSpec{});
-    if (sf.find("grammar")) throw_bad_request("structured_outputs.grammar", "EBNF grammars are not supported");
+    for (NamedSpec& s : structured::read_structured_outputs(*so, "structured_outputs")) out.push_back(std::move(s));
   }
   return out;
 }
@@ -115,28 +69,25 @@ std::vector<std::pair<std::string, StructuredOutputSpec>> from_vllm_fields(const
 
 std::shared_ptr<const TokenConstraintFactory> read_structured_output(const FieldReader& f,
                                                                      const ServingContext& ctx) {
-  std::vector<std::pair<std::string, StructuredOutputSpec>> specs = from_vllm_fields(f);
-  if (auto spec = from_response_format(f)) specs.emplace_back("response_format", std::move(*spec));
-  if (specs.empty()) return nullptr;
-  if (specs.size() > 1) {
-    throw_bad_request(specs[1].first, "'{}' and '{}' both constrain the output: give one", specs[0].first,
-                      specs[1].first);
+  std::optional<NamedSpec> spec;
+  try {
+    std::vector<NamedSpec> specs = from_vllm_fields(f);
+    if (auto rf = from_response_format(f)) specs.push_back({"response_format", std::move(*rf)});
+    spec = structured::only_spec(std::move(specs));
+  } catch (const structured::SpecError& e) {
+    throw ApiError(400, e.what(), e.param());
   }
-  return compile_structured_output(ctx, specs[0].second, specs[0].first);
+  if (!spec) return nullptr;
+  return compile_structured_output(ctx, spec->spec, spec->param);
 }
 
 std::shared_ptr<const TokenConstraintFactory> compile_structured_output(
     const ServingContext& ctx, const structured::StructuredOutputSpec& spec,
     const std::string& param) {
-  if (ctx.grammars == nullptr) {
-    throw_bad_request(param, "'{}' needs the model's tokenizer, and this model has none", param);
-  }
   try {
-    return ctx.grammars->compile(spec);
-  } catch (const ApiError&) {
-    throw;
-  } catch (const Error& e) {
-    throw_bad_request(param, "'{}': {}", param, e.what());
+    return structured::compile_spec(ctx.grammars, {param, spec});
+  } catch (const structured::SpecError& e) {
+    throw ApiError(400, e.what(), e.param());
   }
 }
 

@@ -1,7 +1,8 @@
 // Structured outputs in a request body: OpenAI's response_format (json_object, json_schema)
 // and vLLM's guided_json, guided_regex, guided_choice and structured_outputs
 // ({"json" | "regex" | "choice" | "json_object": ...}), compiled into the token constraint
-// the engine applies (src/structured). docs/server.md lists what is supported.
+// the engine applies (src/structured). vLLM's fields are read by structured/spec_fields.h,
+// which the Python package shares. docs/server.md lists what is supported.
 #pragma once
 
 #include <memory>
