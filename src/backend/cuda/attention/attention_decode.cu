@@ -289,21 +289,24 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows, kFp8>::kMinCtas
     unpack8(k_raw, kf);
     unpack8(v_raw, vf);
     norm_rope8<kLanes>(kf, rope.k_norm != nullptr, rr.k_norm, rope.eps, rr, sub);
-    const bool store = part == 0 && slot == 0 && rr.kv_slot >= 0;  // one CTA of the group
-    int64_t off = 0;
-    if (store) {
+    // One CTA of the group stores it. The offset is found inside each branch's test, as
+    // before the fp8 path existed: hoisted out, it kept registers live that cost the bf16
+    // kernel a CTA per SM (96 -> 102 registers, 5 -> 4 CTAs at D = 128, group 2).
+    const bool store = part == 0 && slot == 0 && rr.kv_slot >= 0;
+    auto new_row = [&] {
       const int kv_slot = rr.kv_slot;
-      off = (a.kv_head_major
-                 ? kv_row_offset<true>(kv_slot / bs, kv_slot % bs, g, a.num_kv_heads, bs, D)
-                 : kv_row_offset<false>(kv_slot / bs, kv_slot % bs, g, a.num_kv_heads, bs, D)) +
-            sub * 8;
-    }
+      return (a.kv_head_major
+                  ? kv_row_offset<true>(kv_slot / bs, kv_slot % bs, g, a.num_kv_heads, bs, D)
+                  : kv_row_offset<false>(kv_slot / bs, kv_slot % bs, g, a.num_kv_heads, bs, D)) +
+             sub * 8;
+    };
     if constexpr (kFp8) {  // stored as bytes; kf and vf become the bytes' values
       float amax_k = 0.0f, amax_v = 0.0f;
       int clamped_k = 0, clamped_v = 0;
       const uint2 kq = quantize8(kf, 1.0f / a.kv.scale[g], amax_k, clamped_k);
       const uint2 vq = quantize8(vf, 1.0f / a.kv.scale[a.num_kv_heads + g], amax_v, clamped_v);
       if (store) {
+        const int64_t off = new_row();
         *reinterpret_cast<uint2*>(static_cast<uint8_t*>(rope.k_cache) + off) = kq;
         *reinterpret_cast<uint2*>(static_cast<uint8_t*>(rope.v_cache) + off) = vq;
         raise_amax(rope.kv.amax + g, amax_k);
@@ -312,6 +315,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows, kFp8>::kMinCtas
         count_clamped(rope.kv.clamped + a.num_kv_heads + g, clamped_v);
       }
     } else if (store) {
+      const int64_t off = new_row();
       *reinterpret_cast<uint4*>(static_cast<bf16*>(rope.k_cache) + off) = pack8(kf);
       *reinterpret_cast<uint4*>(static_cast<bf16*>(rope.v_cache) + off) = v_raw;
     }
