@@ -38,6 +38,7 @@
 // barriers and reductions per 32-key tile), hence the decode kernel.
 #include <algorithm>
 #include <cfloat>
+#include <type_traits>
 
 #include "backend/cuda/attention/attention_decode.cuh"
 #include "backend/cuda/attention/attention_prefill.cuh"
@@ -92,8 +93,7 @@ __global__ void __launch_bounds__(kThreads)
   // first D lanes own one dim each.
   constexpr int kDimsPerLane = D >= 32 ? D / 32 : 1;
   constexpr int kActiveLanes = D / kDimsPerLane;
-  constexpr int kChunks = D / 8;  // 16-byte chunks per K/V row
-  constexpr int kLoadIters = (kKeysPerTile * kChunks + kThreads - 1) / kThreads;
+  constexpr int kChunks = D / 8;  // 8-dim chunks of a K row in q . k
   __shared__ Smem<D> sm;
   const int tid = threadIdx.x;
   const int lane = tid % 32;
@@ -133,49 +133,41 @@ __global__ void __launch_bounds__(kThreads)
 
   const int32_t* block_table = a.block_tables + int64_t(b) * a.max_blocks_per_seq;
   const int first_tile = k_begin / kKeysPerTile;  // kv_chunk is a multiple of the tile
-  auto load_tile = [&](int kt, int buf) {
-    // Unrolled so that each thread's block-table reads are in flight together.
+  // Tile kt's K and V rows into shared rows k_dst + key k_pitch, v_dst + key v_pitch (in
+  // elements of the cache's type E), in 16-byte pieces (8 bf16 or 16 e4m3 dims), zeros past
+  // k_end. Unrolled so that each thread's block-table reads are in flight together.
+  auto copy_tile = [&](int kt, auto* k_dst, int k_pitch, auto* v_dst, int v_pitch) {
+    using E = std::remove_pointer_t<decltype(k_dst)>;
+    constexpr int kPer = 16 / int(sizeof(E));  // elements per piece
+    constexpr int kPieces = D / kPer;          // pieces per row
+    constexpr int kIters = (kKeysPerTile * kPieces + kThreads - 1) / kThreads;
 #pragma unroll
-    for (int n = 0; n < kLoadIters; ++n) {
+    for (int n = 0; n < kIters; ++n) {
       const int i = tid + n * kThreads;
-      if (kKeysPerTile * kChunks % kThreads != 0 && i >= kKeysPerTile * kChunks) break;
-      const int key = i / kChunks;
-      const int part = i % kChunks;
+      if (kKeysPerTile * kPieces % kThreads != 0 && i >= kKeysPerTile * kPieces) break;
+      const int key = i / kPieces;
+      const int part = i % kPieces;
       const int j = kt * kKeysPerTile + key;
       const bool valid = j < k_end;
       int64_t off = 0;
       if (valid) {
         off = kv_row_offset<kHeadMajor>(block_table[j / a.block_size], j % a.block_size, g,
                                         a.num_kv_heads, a.block_size, D) +
-              part * 8;
+              part * kPer;
       }
-      cp_async_16(&sm.k[buf][key][part * 8], static_cast<const bf16*>(a.k_cache) + off, valid);
-      cp_async_16(&sm.v[buf][key][part * 8], static_cast<const bf16*>(a.v_cache) + off, valid);
+      cp_async_16(k_dst + key * k_pitch + part * kPer, static_cast<const E*>(a.k_cache) + off, valid);
+      cp_async_16(v_dst + key * v_pitch + part * kPer, static_cast<const E*>(a.v_cache) + off, valid);
     }
     cp_async_commit();
+  };
+  auto load_tile = [&](int kt, int buf) {
+    copy_tile(kt, &sm.k[buf][0][0], D + kKPad, &sm.v[buf][0][0], D);
   };
   // fp8: tile kt's e4m3 rows ([kKeysPerTile][D] bytes each) into k[1] and v[1] (staging),
   // and from there into k[0] and v[0] as bf16.
   auto* const stage_k = reinterpret_cast<uint8_t*>(&sm.k[1][0][0]);
   auto* const stage_v = reinterpret_cast<uint8_t*>(&sm.v[1][0][0]);
-  auto stage_tile = [&](int kt) {
-    constexpr int kChunks8 = D / 16;  // 16-byte chunks of an e4m3 row
-    for (int i = tid; i < kKeysPerTile * kChunks8; i += kThreads) {
-      const int key = i / kChunks8;
-      const int part = i % kChunks8;
-      const int j = kt * kKeysPerTile + key;
-      const bool valid = j < k_end;
-      int64_t off = 0;
-      if (valid) {
-        off = kv_row_offset<kHeadMajor>(block_table[j / a.block_size], j % a.block_size, g,
-                                        a.num_kv_heads, a.block_size, D) +
-              part * 16;
-      }
-      cp_async_16(stage_k + key * D + part * 16, static_cast<const uint8_t*>(a.k_cache) + off, valid);
-      cp_async_16(stage_v + key * D + part * 16, static_cast<const uint8_t*>(a.v_cache) + off, valid);
-    }
-    cp_async_commit();
-  };
+  auto stage_tile = [&](int kt) { copy_tile(kt, stage_k, D, stage_v, D); };
 
   float acc[kRowsPerWarp][kDimsPerLane];
   float m[kRowsPerWarp], l[kRowsPerWarp];

@@ -51,6 +51,7 @@
 #include <cfloat>
 #include <cstdlib>
 #include <string_view>
+#include <type_traits>
 
 #include "backend/cuda/attention/attention_decode.cuh"
 #include "backend/cuda/attention/attention_prefill.cuh"
@@ -158,37 +159,33 @@ __global__ void __launch_bounds__(kThreads, 2)
                                                                a.num_kv_heads, a.block_size, D);
     }
   };
-  auto load_tile_from = [&](int slot, int buf) {
-    const int part = tid % kChunks;
+  // The tile of off[slot] into shared rows k_dst + key k_pitch, v_dst + key v_pitch (in
+  // elements of the cache's type E), in 16-byte pieces (8 bf16 or 16 e4m3 dims), zeros for
+  // keys without a row.
+  auto copy_tile = [&](int slot, auto* k_dst, int k_pitch, auto* v_dst, int v_pitch) {
+    using E = std::remove_pointer_t<decltype(k_dst)>;
+    constexpr int kPer = 16 / int(sizeof(E));  // elements per piece
+    constexpr int kPieces = D / kPer;          // pieces per row
+    const int part = tid % kPieces;
 #pragma unroll
-    for (int n = 0; n < kKeys * kChunks / kThreads; ++n) {
-      const int key = tid / kChunks + n * (kThreads / kChunks);
+    for (int n = 0; n < kKeys * kPieces / kThreads; ++n) {
+      const int key = tid / kPieces + n * (kThreads / kPieces);
       const int64_t row = sm.off[slot][key];
       const bool valid = row >= 0;
-      const int64_t off = valid ? row + part * 8 : 0;
-      cp_async_16(&sm.k[buf][key][part * 8], static_cast<const bf16*>(a.k_cache) + off, valid);
-      cp_async_16(&sm.v[buf][key][part * 8], static_cast<const bf16*>(a.v_cache) + off, valid);
+      const int64_t off = valid ? row + part * kPer : 0;
+      cp_async_16(k_dst + key * k_pitch + part * kPer, static_cast<const E*>(a.k_cache) + off, valid);
+      cp_async_16(v_dst + key * v_pitch + part * kPer, static_cast<const E*>(a.v_cache) + off, valid);
     }
     cp_async_commit();
+  };
+  auto load_tile_from = [&](int slot, int buf) {
+    copy_tile(slot, &sm.k[buf][0][0], D + kPad, &sm.v[buf][0][0], D + kPad);
   };
   // fp8: the e4m3 tile of off[slot] into the staging buffers (K and V [kKeys][D] bytes in
   // k[1] and v[1]), and from there into k[0] and v[0] as bf16.
   auto* const stage_k = reinterpret_cast<uint8_t*>(&sm.k[1][0][0]);
   auto* const stage_v = reinterpret_cast<uint8_t*>(&sm.v[1][0][0]);
-  auto stage_tile = [&](int slot) {
-    constexpr int kChunks8 = D / 16;  // 16-byte chunks of an e4m3 row
-    const int part = tid % kChunks8;
-#pragma unroll
-    for (int n = 0; n < kKeys * kChunks8 / kThreads; ++n) {
-      const int key = tid / kChunks8 + n * (kThreads / kChunks8);
-      const int64_t row = sm.off[slot][key];
-      const bool valid = row >= 0;
-      const int64_t off = valid ? row + part * 16 : 0;
-      cp_async_16(stage_k + key * D + part * 16, static_cast<const uint8_t*>(a.k_cache) + off, valid);
-      cp_async_16(stage_v + key * D + part * 16, static_cast<const uint8_t*>(a.v_cache) + off, valid);
-    }
-    cp_async_commit();
-  };
+  auto stage_tile = [&](int slot) { copy_tile(slot, stage_k, D, stage_v, D); };
   float k_scale = 1.0f, v_scale = 1.0f;
   if constexpr (kFp8) {
     k_scale = a.kv.scale[g];
