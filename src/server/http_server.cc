@@ -161,6 +161,8 @@ void HttpServer::Impl::install_routes() {
         return httplib::Server::HandlerResponse::Handled;
       }
     }
+    // vLLM's: a client's request id comes back on the response, whatever it is (refusals too).
+    if (req.has_header("x-request-id")) res.set_header("x-request-id", req.get_header_value("x-request-id"));
     const bool api = req.path.rfind("/v1/", 0) == 0;
     if (api && !s.config.api_key.empty() &&
         req.get_header_value("Authorization") != "Bearer " + s.config.api_key) {
@@ -169,8 +171,6 @@ void HttpServer::Impl::install_routes() {
                             "invalid_api_key"));
       return httplib::Server::HandlerResponse::Handled;
     }
-    // vLLM's: a client's request id comes back on the response, whatever it is.
-    if (req.has_header("x-request-id")) res.set_header("x-request-id", req.get_header_value("x-request-id"));
     if (s.draining && req.path != "/metrics") {
       res.set_header("Connection", "close");
       send_error(res, 503, error_body("The server is shutting down.", "server_error"));

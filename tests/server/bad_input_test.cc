@@ -176,8 +176,11 @@ TEST(BadInput, EachClassGetsItsStatusAndAnOpenAIErrorWhileOthersRun) {
   expect_error(client(port, false).Post(kC, R"({"prompt": "hi"})", "application/json"), 401, "", "",
                "no API key");
   auto wrong = client(port, false);
-  wrong.set_default_headers({{"Authorization", "Bearer nope"}});
-  const json e = expect_error(wrong.Get("/v1/models"), 401, "", "", "wrong API key");
+  wrong.set_default_headers({{"Authorization", "Bearer nope"}, {"x-request-id", "trace-401"}});
+  auto refused = wrong.Get("/v1/models");
+  ASSERT_TRUE(refused);
+  EXPECT_EQ(refused->get_header_value("x-request-id"), "trace-401") << "a refusal keeps the id";
+  const json e = expect_error(refused, 401, "", "", "wrong API key");
   EXPECT_EQ(e.value("code", json()), "invalid_api_key");
   auto health = client(port, false).Get("/health");
   ASSERT_TRUE(health);
