@@ -26,6 +26,7 @@ struct LLMStats {
   // What the cache stores: "fp8_e4m3", or the backend's unquantized "bf16" (CUDA) / "f32"
   // (CPU) (EngineConfig::kv_cache_dtype).
   std::string kv_cache_dtype;
+  int kv_cache_element_bytes = 0;  // bytes of one stored K or V element: 1, 2 or 4
   // fp8 cache: values stored as +-448 x scale because they exceeded it, since start-up
   // (docs/kv_cache.md; rank 0's KV heads under tensor parallelism), as of the engine's last
   // read of its device counters: every 1,024 steps, whenever the engine goes idle, and at

@@ -184,9 +184,7 @@ Runner add_bench_command(CLI::App& app) {
     const bool on_gpu = device.rfind("cuda", 0) == 0;
     // Under tensor parallelism: one rank's share (weight_bytes is rank 0's shard), over one
     // device's ceilings.
-    // The cache's element: fp8 1 byte, bf16 2 (CUDA), f32 4 (CPU).
-    const size_t kv_element = m.kv_cache_dtype == "fp8_e4m3" ? 1 : m.kv_cache_dtype == "bf16" ? 2 : 4;
-    const WorkloadCost cost = workload_cost(config, weight_bytes, kv_element, prompt_lens,
+    const WorkloadCost cost = workload_cost(config, weight_bytes, m.kv_cache_element_bytes, prompt_lens,
                                             output_lens, o->engine.max_num_seqs,
                                             o->engine.tensor_parallel_size);
     DeviceCeilings ceil;

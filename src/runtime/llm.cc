@@ -281,6 +281,7 @@ LLMStats LLM::stats() const {
   s.prefix_cache_hit_rate = e.prefix_cache_hit_rate;
   const DType kv = impl_->runner->kv_cache_dtype();
   s.kv_cache_dtype = kv == DType::kF8E4M3 ? "fp8_e4m3" : kv == DType::kBF16 ? "bf16" : "f32";
+  s.kv_cache_element_bytes = static_cast<int>(dtype_size(kv));
   s.kv_cache_clamped = impl_->kv_clamped;
   s.prompt_tokens = e.total_prompt_tokens;
   s.generation_tokens = e.total_generation_tokens;

@@ -274,6 +274,7 @@ TEST(Fp8Engine, MatchesFakeQuantizedReference) {
       EXPECT_EQ(llm.stats().kv_cache_clamped, clamped);  // read when the engine went idle
       EXPECT_EQ(llm.kv_cache_clamped(), clamped);
       EXPECT_EQ(llm.stats().kv_cache_dtype, "fp8_e4m3");
+      EXPECT_EQ(llm.stats().kv_cache_element_bytes, 1);
       if (shrink < 1.0f && i == 0) {
         EXPECT_GT(clamped, 0);
       }
@@ -361,6 +362,7 @@ TEST(Fp8Engine, EngineInvariantsHold) {
   f32.kv_cache_dtype = "auto";
   const auto [full, fstats] = run(f32);
   EXPECT_EQ(fstats.kv_cache_dtype, "f32");
+  EXPECT_EQ(fstats.kv_cache_element_bytes, 4);
   int same = 0, total = 0, prefix = 0;
   for (size_t i = 0; i < base.size(); ++i) {
     size_t k = 0;
