@@ -517,8 +517,10 @@ TEST(CudaAttention, Fp8CacheDecode) {
   KS_REQUIRE_GPU();
   std::mt19937 rng(80);
   const std::vector<SeqSpec> seqs{{0, 1}, {63, 1}, {300, 1}, {1023, 1}, {3000, 1}, {5, 1}};
+  // Blocks of 16 and 32 keys take the tensor-core kernel's page-per-tile copies, blocks of 1
+  // its per-key lookups.
   const Config configs[] = {{16, 8, 128, 16}, {32, 2, 128, 1}, {10, 2, 64, 16}, {8, 2, 32, 16},
-                            {2, 2, 16, 1}};
+                            {2, 2, 16, 1},    {16, 4, 128, 32}};
   for (const Config& c : configs) {
     for (CudaKvLayout layout : kLayouts) {
       SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " Hkv " << c.hkv
@@ -530,6 +532,12 @@ TEST(CudaAttention, Fp8CacheDecode) {
   std::uniform_int_distribution<int> ctx(0, 1500);
   for (int i = 0; i < 150; ++i) many.push_back({ctx(rng), 1});
   run_case(Config{16, 8, 128, 16}, many, CudaKvLayout::kTokenMajor, rng, DType::kF8E4M3);
+  // Unsplit sequences of over 32 tiles per warp: the tensor-core kernel's second round of
+  // block-table entries.
+  std::vector<SeqSpec> long_seqs;
+  std::uniform_int_distribution<int> long_ctx(2100, 2600);
+  for (int i = 0; i < 100; ++i) long_seqs.push_back({long_ctx(rng), 1});
+  run_case(Config{16, 8, 128, 16}, long_seqs, CudaKvLayout::kHeadMajor, rng, DType::kF8E4M3);
 }
 
 TEST(CudaAttention, Fp8CachePrefill) {

@@ -395,8 +395,18 @@ constexpr int kMinTailKeys = 128;
 AttentionSplit plan_attention_split(const PagedAttentionArgs& a, int max_seq_len, int num_sms,
                                     int decode_ctas_per_sm) {
   int64_t ctas = 0, slots = 0;
-  // The fp8 tensor-core decode kernel splits as the general kernel does (no tail halves).
-  const bool decode = detail::use_decode_kernel(a) && !detail::use_decode_mma(a);
+  if (detail::use_decode_mma(a)) {
+    // The fp8 tensor-core decode kernel: one CTA per (sequence, KV head); a batch short of
+    // one wave splits its keys into the most chunks that still fit in it, as below.
+    ctas = int64_t(a.num_seqs) * a.num_kv_heads;
+    slots = int64_t(num_sms) * detail::kDecodeMmaCtasPerSm;
+    if (ctas >= slots || max_seq_len < 2 * kMinKeysPerSplit) return {};
+    const int64_t splits = std::min<int64_t>({slots / ctas, max_seq_len / kMinKeysPerSplit,
+                                              kMaxAttentionSplits});
+    if (splits <= 1) return {};
+    return {static_cast<int>(splits), kMinKeysPerSplit};  // whole 16-key tiles
+  }
+  const bool decode = detail::use_decode_kernel(a);
   if (decode) {  // one CTA per (sequence, KV head, part of the group)
     ctas = int64_t(a.num_seqs) * a.num_kv_heads * detail::decode_rows(a).parts;
     slots = int64_t(num_sms) *

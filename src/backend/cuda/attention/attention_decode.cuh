@@ -49,7 +49,9 @@ void decode_attention(const PagedAttentionArgs& a, const QkNormRopeArgs& rope,
 // splits are the general kernel's (no tail halves) and whose partials attention.cu's merge
 // kernel combines. No fused rope variant: the store runs before it.
 bool use_decode_mma(const PagedAttentionArgs& a);
-// Launches it over grid (B, Hkv, split.num_splits); with num_splits > 1 it writes partials
+// Its CTAs resident per SM (157 registers and 72 KB of shared memory per 128 threads at D = 128).
+constexpr int kDecodeMmaCtasPerSm = 3;
+// Launches it over grid (Hkv, B, split.num_splits); with num_splits > 1 it writes partials
 // (part_ml [splits, T Hq, 2], part_acc [splits, T Hq, D]) for the merge, else a.out.
 void decode_mma_attention(const PagedAttentionArgs& a, const AttentionSplit& split,
                           float* part_ml, float* part_acc, cudaStream_t stream);

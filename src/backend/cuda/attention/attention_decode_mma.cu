@@ -12,26 +12,30 @@
 // e4m3 pairs convert to f16 pairs in one instruction (exactly: f16 holds every e4m3 value),
 // so the products are f16 x f16 with fp32 accumulation, q rounded from bf16 to f16 once.
 //
-// Geometry. A CTA of 4 warps owns (sequence, KV head, key split); warp w takes the CTA's
-// 16-key tiles w, w + 4, ... with its own online softmax over all 16 rows, and the four
-// states are merged through shared memory at the end.
+// Geometry. A CTA of 4 warps owns (KV head, sequence, key split), heads fastest in the grid;
+// warp w takes the CTA's 16-key tiles w, w + 4, ... with its own online softmax over all 16
+// rows, and the four states are merged through shared memory at the end.
 // - Each warp streams its tiles through its own ring of kStages tiles in shared memory
 //   (cp.async, 16 bytes = 16 dims per copy; kStages - 1 tiles in flight), so the key loop
-//   synchronises the warp only (__syncwarp), never the CTA.
+//   synchronises the warp only (__syncwarp), never the CTA. A tile that starts a page (16-key
+//   tiles, pages of a multiple of 16) finds its page once, from a block-table entry each lane
+//   loaded ahead, and its rows at a fixed stride from there.
 // - S [16 rows, 16 keys] = Q K^T: Q's f16 fragments stay in registers for the whole loop;
-//   K's come straight from the e4m3 rows, one 32-bit read and two conversions per fragment.
-//   The head dims are permuted within each k-step (lane quad c takes dims 4c..4c+3 of the
-//   16, so its two fragment registers are one 4-byte read) and Q is loaded with the same
-//   permutation, which a dot product does not notice. K rows are padded to D + 16 bytes, so
-//   the eight keys a fragment read touches fall in distinct banks.
-// - O [16, D] += P V: P is the S accumulators rounded to f16 (P <= 1: 11 significant bits);
-//   V needs its keys along the fragment's k, which e4m3 rows do not give, so each tile's V is
-//   converted once into an f16 tile that ldmatrix.trans reads, as the prefill kernel does.
+//   K's come straight from the e4m3 rows. The head dims are permuted (the same way for Q, which
+//   a dot product does not notice) so that lane column c reads its fragments of all k-steps
+//   as one run of D / 4 bytes per key row (16-byte reads), two conversions per 4 bytes.
+// - O [16, D] += P V: P is the S accumulators rounded to f16 (P <= 1: 11 significant bits).
+//   V's B fragments hold two keys of one dim; O's columns are permuted so that a lane's dims
+//   are one run of D / 8 bytes per key row: it reads rows 2c, 2c + 1 (and 2c + 8, 2c + 9),
+//   interleaves their bytes (prmt) and converts, with no pass through shared memory.
+// - O is rescaled only when a row's running maximum moved (after the first tiles, rarely).
 // - K's scale folds into the exponent's scale and V's into the output (powers of two: exact).
+// What each of these gave: docs/cuda_backend.md, "Tensor-core decode for fp8 caches".
 //
-// Splits (Flash-Decoding) as the general kernel's (kernels.h, AttentionSplit): with
-// num_splits > 1 every CTA writes its rows' partials (log2-domain max, sum, unnormalised
-// output; empty splits write empty ones) and attention.cu's merge kernel combines them.
+// Splits (Flash-Decoding, kernels.h AttentionSplit; plan_attention_split fills one wave of
+// kDecodeMmaCtasPerSm CTAs per SM): with num_splits > 1 every CTA writes its rows' partials
+// (log2-domain max, sum, unnormalised output; empty splits write empty ones) and
+// attention.cu's merge kernel combines them.
 #include <cfloat>
 
 #include "backend/cuda/attention/attention_decode.cuh"
@@ -51,20 +55,24 @@ constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kKeys = 16;   // keys per warp tile
 constexpr int kStages = 4;  // tiles in a warp's ring
-constexpr int kKPad = 16;   // bytes of padding per K row
-constexpr int kVPad = 8;    // f16 of padding per converted V row
 constexpr float kLog2e = 1.4426950408889634f;
+
+// Row strides in bytes, padded where the fragment reads below would hit one bank: K is read
+// 16 bytes per lane (D / 4 bytes per quad column), V 16 or 8 bytes at rows 2c, 2c + 1, ...
+template <int D>
+constexpr int kKStride = D == 128 ? D + 16 : D;
+template <int D>
+constexpr int kVStride = D + 16;
 
 template <int D>
 struct alignas(16) WarpRing {
-  uint8_t k[kStages][kKeys][D + kKPad];
-  uint8_t v[kStages][kKeys][D];
-  __half vh[kKeys][D + kVPad];  // the current tile's V as f16
+  uint8_t k[kStages][kKeys][kKStride<D>];
+  uint8_t v[kStages][kKeys][kVStride<D>];
 };
 
 template <int D>
-struct MergeSmem {  // reuses the rings once every warp is done
-  float o[kWarps][16][D];
+struct MergeSmem {  // reuses the rings once every warp is done; o in fragment order
+  float o[kWarps][D / 2][32];
   float m[kWarps][16];
   float l[kWarps][16];
 };
@@ -76,9 +84,20 @@ constexpr int smem_bytes() {
   return ring > merge ? ring : merge;
 }
 
-__device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t two) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two), __NV_E4M3);
-  return uint32_t(h.x) | (uint32_t(h.y) << 16);
+// Four e4m3 bytes (lowest first) as two f16 pairs: bytes 0, 1 in *lo, bytes 2, 3 in *hi.
+// Exact: f16 holds every e4m3 value. Before sm_89 (no e4m3 cvt) the intrinsic's emulation.
+__device__ __forceinline__ void fp8x4_to_f16x2x2(uint32_t four, uint32_t* lo, uint32_t* hi) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm("{\n .reg .b16 a, b;\n mov.b32 {a, b}, %2;\n cvt.rn.f16x2.e4m3x2 %0, a;\n"
+      " cvt.rn.f16x2.e4m3x2 %1, b;\n}\n"
+      : "=r"(*lo), "=r"(*hi)
+      : "r"(four));
+#else
+  const __half2_raw a = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(four & 0xffffu), __NV_E4M3);
+  const __half2_raw b = __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(four >> 16), __NV_E4M3);
+  *lo = uint32_t(a.x) | (uint32_t(a.y) << 16);
+  *hi = uint32_t(b.x) | (uint32_t(b.y) << 16);
+#endif
 }
 
 // Two bf16 values (low first) as an f16 pair.
@@ -87,23 +106,42 @@ __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t two) {
   return *reinterpret_cast<const uint32_t*>(&h);
 }
 
+template <int N>
+__device__ __forceinline__ void load_words(uint32_t (&w)[N], const uint8_t* p) {
+  if constexpr (N % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < N / 4; ++i) {
+      const uint4 u = reinterpret_cast<const uint4*>(p)[i];
+      w[4 * i] = u.x, w[4 * i + 1] = u.y, w[4 * i + 2] = u.z, w[4 * i + 3] = u.w;
+    }
+  } else {
+    static_assert(N == 2);
+    const uint2 u = *reinterpret_cast<const uint2*>(p);
+    w[0] = u.x, w[1] = u.y;
+  }
+}
+
 template <int D, bool kHeadMajor>
-__global__ void __launch_bounds__(kThreads, 2)
+__global__ void __launch_bounds__(kThreads, 3)
     decode_mma_kernel(PagedAttentionArgs a, int group, AttentionSplit split, float* part_ml,
                       float* part_acc) {
   pdl_wait();  // launch.cuh: before touching what earlier kernels write
   pdl_trigger();
-  constexpr int kKSteps = D / 16;  // k-steps of Q K^T
-  constexpr int kONb = D / 8;      // n-blocks of O
-  constexpr int kChunks = D / 16;  // 16-byte copies per e4m3 row
+  constexpr int kKSteps = D / 16;      // k-steps of Q K^T
+  constexpr int kONb = D / 8;          // n-blocks of O
+  constexpr int kChunks = D / 16;      // 16-byte copies per e4m3 row
+  constexpr int kRowsPerPass = 32 / kChunks;
+  constexpr int kKWords = D / 16;      // 4-byte K words a lane reads per key row (= k-steps)
+  constexpr int kVWords = D / 32;      // 4-byte V words a lane reads per key row
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int quad = lane / 4, c = lane % 4;  // fragment row group and column pair
   WarpRing<D>& ring = reinterpret_cast<WarpRing<D>*>(smem_raw)[warp];
 
-  const int x = blockIdx.x;
+  // Heads fastest: a sequence's KV heads run side by side (in seq_order, longest first).
+  const int x = blockIdx.y;
   const int b = a.seq_order != nullptr && a.num_seqs > 1 ? a.seq_order[x] : x;
-  const int g = blockIdx.y;
+  const int g = blockIdx.x;
   const int z = blockIdx.z;
   const int seq_len = a.seq_lens[b];
   const int64_t rows_total = int64_t(a.num_tokens) * a.num_q_heads;
@@ -121,25 +159,48 @@ __global__ void __launch_bounds__(kThreads, 2)
   const auto* kc = static_cast<const uint8_t*>(a.k_cache);
   const auto* vc = static_cast<const uint8_t*>(a.v_cache);
   const int bs = a.block_size;
-  // The warp's i-th tile (the CTA's tile warp + 4 i) into stage i % kStages; an empty commit
-  // past the end keeps the wait counts uniform.
+  const int64_t row_stride = kHeadMajor ? D : int64_t(a.num_kv_heads) * D;
+  auto tile_key0 = [&](int i) { return k_begin + (warp + kWarps * i) * kKeys; };
+  // Tiles that start a page (the common case: 16-key tiles, pages of a multiple of 16) find
+  // their page once; lane l holds the page of the warp's tile 32 r + l for the current round
+  // r (the next round is loaded half a round ahead), so the copies never wait on the table.
+  const bool paged_tiles = bs % kKeys == 0 && k_begin % kKeys == 0;
+  auto page_of = [&](int i) { return tile_key0(i) < k_end ? table[tile_key0(i) / bs] : 0; };
+  int pages = paged_tiles ? page_of(lane) : 0, next_pages = 0;
+
+  // The warp's i-th tile into stage i % kStages; an empty commit past the end keeps the wait
+  // counts uniform.
   auto issue = [&](int i) {
     if (i < my_tiles) {
-      const int key0 = k_begin + (warp + kWarps * i) * kKeys;
+      const int key0 = tile_key0(i);
       const int s = i % kStages;
+      if (paged_tiles) {
+        if (i % 32 == 16) next_pages = page_of(i + 16 + lane);
+        if (i % 32 == 0 && i > 0) pages = next_pages;
+        const int page = __shfl_sync(0xffffffffu, pages, i % 32);
+        const int64_t base = kv_row_offset<kHeadMajor>(page, key0 % bs, g, a.num_kv_heads, bs, D);
 #pragma unroll
-      for (int n = 0; n < kKeys * kChunks / 32; ++n) {
-        const int item = lane + 32 * n;
-        const int r = item / kChunks, part = item % kChunks;
-        const int j = key0 + r;
-        const bool valid = j < k_end;
-        int64_t off = 0;
-        if (valid) {
-          off = kv_row_offset<kHeadMajor>(table[j / bs], j % bs, g, a.num_kv_heads, bs, D) +
-                part * 16;
+        for (int n = 0; n < kKeys / kRowsPerPass; ++n) {
+          const int r = lane / kChunks + kRowsPerPass * n, part = lane % kChunks;
+          const int64_t off = base + r * row_stride + part * 16;
+          const bool valid = key0 + r < k_end;
+          cp_async_16(&ring.k[s][r][part * 16], kc + off, valid);
+          cp_async_16(&ring.v[s][r][part * 16], vc + off, valid);
         }
-        cp_async_16(&ring.k[s][r][part * 16], kc + off, valid);
-        cp_async_16(&ring.v[s][r][part * 16], vc + off, valid);
+      } else {
+#pragma unroll
+        for (int n = 0; n < kKeys / kRowsPerPass; ++n) {
+          const int r = lane / kChunks + kRowsPerPass * n, part = lane % kChunks;
+          const int j = key0 + r;
+          const bool valid = j < k_end;
+          int64_t off = 0;
+          if (valid) {
+            off = kv_row_offset<kHeadMajor>(table[j / bs], j % bs, g, a.num_kv_heads, bs, D) +
+                  part * 16;
+          }
+          cp_async_16(&ring.k[s][r][part * 16], kc + off, valid);
+          cp_async_16(&ring.v[s][r][part * 16], vc + off, valid);
+        }
       }
     }
     cp_async_commit();
@@ -147,21 +208,27 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) issue(i);
 
-  // Q's A fragments, dims permuted per k-step: register e of k-step ks holds row quad (e even)
-  // or quad + 8 (e odd), dims 16 ks + 4 c + (e < 2 ? 0 : 2) and the next; rows >= group are 0.
+  // Head dims are permuted, identically for Q and K (a dot product does not notice): lane
+  // column c owns dims [c D/4, (c + 1) D/4) of every key row, and k-step ks takes its 4 bytes
+  // at c D/4 + 4 ks, so a lane reads its K fragments of a tile as D/16 words of one row.
+  // Q's A fragments: register e of k-step ks holds row quad (e even) or quad + 8 (e odd),
+  // dims c D/4 + 4 ks + (e < 2 ? 0 : 2) and the next; rows >= group are 0.
   uint32_t qa[kKSteps][4];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = quad + 8 * h;
-    const bf16* q = a.q + (row0 + min(r, group - 1)) * D;
+    const bf16* q = a.q + (row0 + min(r, group - 1)) * D + c * (D / 4);
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks) {
-      const uint2 four = *reinterpret_cast<const uint2*>(q + 16 * ks + 4 * c);
+      const uint2 four = *reinterpret_cast<const uint2*>(q + 4 * ks);
       qa[ks][h] = r < group ? bf16x2_to_f16x2(four.x) : 0u;
       qa[ks][2 + h] = r < group ? bf16x2_to_f16x2(four.y) : 0u;
     }
   }
 
+  // O's columns are permuted too: n-block j's column n is dim n D/8 + j, so that V's B
+  // fragments (two keys of one dim) come from one word per key row: lane quad reads bytes
+  // [quad D/8, (quad + 1) D/8) of rows 2c, 2c + 1, 2c + 8, 2c + 9 and interleaves them.
   float o[kONb][4];
 #pragma unroll
   for (int nb = 0; nb < kONb; ++nb) o[nb][0] = o[nb][1] = o[nb][2] = o[nb][3] = 0.0f;
@@ -172,31 +239,19 @@ __global__ void __launch_bounds__(kThreads, 2)
     cp_async_wait<kStages - 1>();
     __syncwarp();  // every lane's copies of tile i visible to the warp
     const int s = i % kStages;
-    const int key0 = k_begin + (warp + kWarps * i) * kKeys;
-
-    // V to f16 for ldmatrix.trans: 8 dims per item.
-#pragma unroll
-    for (int n = 0; n < kKeys * D / 8 / 32; ++n) {
-      const int item = lane + 32 * n;
-      const int r = item / (D / 8), col = (item % (D / 8)) * 8;
-      const uint2 e = *reinterpret_cast<const uint2*>(&ring.v[s][r][col]);
-      uint4 h;
-      h.x = fp8x2_to_f16x2(e.x & 0xffffu);
-      h.y = fp8x2_to_f16x2(e.x >> 16);
-      h.z = fp8x2_to_f16x2(e.y & 0xffffu);
-      h.w = fp8x2_to_f16x2(e.y >> 16);
-      *reinterpret_cast<uint4*>(&ring.vh[r][col]) = h;
-    }
+    const int key0 = tile_key0(i);
 
     // S = Q K^T over the tile's two n-blocks of 8 keys.
     float sc[2][4] = {};
 #pragma unroll
-    for (int ks = 0; ks < kKSteps; ++ks) {
+    for (int nb = 0; nb < 2; ++nb) {
+      uint32_t kw[kKWords];
+      load_words(kw, &ring.k[s][nb * 8 + quad][c * (D / 4)]);
 #pragma unroll
-      for (int nb = 0; nb < 2; ++nb) {
-        const uint32_t four = *reinterpret_cast<const uint32_t*>(&ring.k[s][nb * 8 + quad][16 * ks + 4 * c]);
-        mma_f16(sc[nb], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], fp8x2_to_f16x2(four & 0xffffu),
-                fp8x2_to_f16x2(four >> 16));
+      for (int ks = 0; ks < kKSteps; ++ks) {
+        uint32_t b0, b1;
+        fp8x4_to_f16x2x2(kw[ks], &b0, &b1);
+        mma_f16(sc[nb], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], b0, b1);
       }
     }
     if (key0 + kKeys > k_end) {  // the split's last tile: keys past its end see nothing
@@ -210,12 +265,14 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
 
     // Online softmax; row h's values are sc[nb][2 h], sc[nb][2 h + 1], the quad holds the row.
+    // O is rescaled only when some row's maximum moved (rarely, after the first tiles).
+    float corr[2];
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float mx = fmaxf(m[h], fmaxf(fmaxf(sc[0][2 * h], sc[0][2 * h + 1]), fmaxf(sc[1][2 * h], sc[1][2 * h + 1])));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float corr = exp2_ftz((m[h] - mx) * qscale);
+      corr[h] = exp2_ftz((m[h] - mx) * qscale);
       m[h] = mx;
       const float shift = mx * qscale;
       float sum = 0.0f;
@@ -225,33 +282,44 @@ __global__ void __launch_bounds__(kThreads, 2)
         sc[nb][2 * h + 1] = exp2_ftz(fmaf(sc[nb][2 * h + 1], qscale, -shift));
         sum += sc[nb][2 * h] + sc[nb][2 * h + 1];
       }
-      l[h] = l[h] * corr + sum;
+      l[h] = l[h] * corr[h] + sum;
+    }
+    if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
       for (int nb = 0; nb < kONb; ++nb) {
-        o[nb][2 * h] *= corr;
-        o[nb][2 * h + 1] *= corr;
+        o[nb][0] *= corr[0];
+        o[nb][1] *= corr[0];
+        o[nb][2] *= corr[1];
+        o[nb][3] *= corr[1];
       }
     }
 
-    __syncwarp();  // the f16 V tile complete
     // O += P V: the S accumulators are P's A fragment (keys 0..7 then 8..15).
     const __half2 p0 = __floats2half2_rn(sc[0][0], sc[0][1]), p1 = __floats2half2_rn(sc[0][2], sc[0][3]);
     const __half2 p2 = __floats2half2_rn(sc[1][0], sc[1][1]), p3 = __floats2half2_rn(sc[1][2], sc[1][3]);
     const uint32_t pa0 = *reinterpret_cast<const uint32_t*>(&p0), pa1 = *reinterpret_cast<const uint32_t*>(&p1);
     const uint32_t pa2 = *reinterpret_cast<const uint32_t*>(&p2), pa3 = *reinterpret_cast<const uint32_t*>(&p3);
+    uint32_t v[4][kVWords];  // rows 2c, 2c + 1 (P's keys for b0), 2c + 8, 2c + 9 (b1)
 #pragma unroll
-    for (int db = 0; db < D / 16; ++db) {
-      // Matrices: keys [0, 8) dims [0, 8), keys [8, 16) dims [0, 8), then dims [8, 16).
-      uint32_t vf[4];
-      ldmatrix_x4_trans(vf, &ring.vh[lane % 8 + ((lane / 8) % 2) * 8][db * 16 + (lane / 16) * 8]);
-      mma_f16(o[2 * db], pa0, pa1, pa2, pa3, vf[0], vf[1]);
-      mma_f16(o[2 * db + 1], pa0, pa1, pa2, pa3, vf[2], vf[3]);
+    for (int k = 0; k < 4; ++k) load_words(v[k], &ring.v[s][2 * c + (k & 1) + 8 * (k / 2)][quad * (D / 8)]);
+#pragma unroll
+    for (int w = 0; w < kVWords; ++w) {
+      // Byte t of two rows side by side: the two keys of dim quad D/8 + 4 w + t, n-block 4 w + t.
+      uint32_t b0[4], b1[4];
+      fp8x4_to_f16x2x2(__byte_perm(v[0][w], v[1][w], 0x5140), &b0[0], &b0[1]);
+      fp8x4_to_f16x2x2(__byte_perm(v[0][w], v[1][w], 0x7362), &b0[2], &b0[3]);
+      fp8x4_to_f16x2x2(__byte_perm(v[2][w], v[3][w], 0x5140), &b1[0], &b1[1]);
+      fp8x4_to_f16x2x2(__byte_perm(v[2][w], v[3][w], 0x7362), &b1[2], &b1[3]);
+#pragma unroll
+      for (int t = 0; t < 4; ++t) mma_f16(o[4 * w + t], pa0, pa1, pa2, pa3, b0[t], b1[t]);
     }
-    __syncwarp();  // done with stage s and the f16 tile before they are refilled
+    __syncwarp();  // done with stage s before it is refilled
   }
   cp_async_wait<0>();
 
-  // Merge the four warps' states: row r's weight per warp is 2^((m_w - M) qscale).
+  // Merge the four warps' states: row r's weight per warp is 2^((m_w - M) qscale). Each warp
+  // leaves its O in fragment order (lane fastest: no bank conflicts); thread (w, lane) then
+  // combines n-blocks [w kONb / 4, (w + 1) kONb / 4) of that lane's fragment for all warps.
   __syncthreads();
   MergeSmem<D>& mg = *reinterpret_cast<MergeSmem<D>*>(smem_raw);
 #pragma unroll
@@ -259,39 +327,51 @@ __global__ void __launch_bounds__(kThreads, 2)
     float sum = l[h];
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-    const int r = quad + 8 * h;
     if (c == 0) {
-      mg.m[warp][r] = m[h];
-      mg.l[warp][r] = sum;
-    }
-#pragma unroll
-    for (int nb = 0; nb < kONb; ++nb) {
-      *reinterpret_cast<float2*>(&mg.o[warp][r][nb * 8 + 2 * c]) = make_float2(o[nb][2 * h], o[nb][2 * h + 1]);
+      mg.m[warp][quad + 8 * h] = m[h];
+      mg.l[warp][quad + 8 * h] = sum;
     }
   }
+#pragma unroll
+  for (int j = 0; j < kONb; ++j) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) mg.o[warp][4 * j + e][lane] = o[j][e];
+  }
   __syncthreads();
-  for (int i = tid; i < group * D; i += kThreads) {
-    const int r = i / D, d = i % D;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int r = quad + 8 * h;
+    if (r >= group) continue;
     float mx = -FLT_MAX;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, mg.m[w][r]);
-    float sum = 0.0f, acc = 0.0f;
+    float wt[kWarps], sum = 0.0f;
 #pragma unroll
     for (int w = 0; w < kWarps; ++w) {
-      const float wt = exp2_ftz((mg.m[w][r] - mx) * qscale);
-      sum += mg.l[w][r] * wt;
-      acc += mg.o[w][r][d] * wt;
+      wt[w] = exp2_ftz((mg.m[w][r] - mx) * qscale);
+      sum += mg.l[w][r] * wt[w];
     }
     const int64_t row = row0 + r;
-    if (part_acc == nullptr) {
-      a.out[row * D + d] = __float2bfloat16(acc * v_scale / sum);
-    } else {  // an empty split leaves M = -FLT_MAX, sum 0, acc 0: no weight in the merge
-      const int64_t p = int64_t(z) * rows_total + row;
-      if (d == 0) {
-        part_ml[2 * p] = mx * qscale;
-        part_ml[2 * p + 1] = sum;
+    const int64_t p = int64_t(z) * rows_total + row;
+    if (part_acc != nullptr && warp == 0 && c == 0) {  // an empty split: M = -FLT_MAX, sum 0
+      part_ml[2 * p] = mx * qscale;
+      part_ml[2 * p + 1] = sum;
+    }
+#pragma unroll
+    for (int jj = 0; jj < kONb / kWarps; ++jj) {
+      const int j = warp * (kONb / kWarps) + jj;
+#pragma unroll
+      for (int e = 2 * h; e < 2 * h + 2; ++e) {
+        float acc = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kWarps; ++w) acc += mg.o[w][4 * j + e][lane] * wt[w];
+        const int d = (2 * c + (e & 1)) * (D / 8) + j;
+        if (part_acc == nullptr) {
+          a.out[row * D + d] = __float2bfloat16(acc * v_scale / sum);
+        } else {
+          part_acc[p * D + d] = acc * v_scale;
+        }
       }
-      part_acc[p * D + d] = acc * v_scale;
     }
   }
 }
@@ -301,7 +381,7 @@ void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* par
             float* part_acc, cudaStream_t stream) {
   constexpr int kSmem = smem_bytes<D>();
   allow_dynamic_smem<decode_mma_kernel<D, kHeadMajor>>(kSmem);
-  const dim3 grid(static_cast<unsigned>(a.num_seqs), static_cast<unsigned>(a.num_kv_heads),
+  const dim3 grid(static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(a.num_seqs),
                   static_cast<unsigned>(split.num_splits));
   launch_pdl("attention decode_mma_kernel", decode_mma_kernel<D, kHeadMajor>, grid, kThreads,
              kSmem, stream, a, a.num_q_heads / a.num_kv_heads, split, part_ml, part_acc);
