@@ -28,35 +28,36 @@ inline float next_uniform() {  // xorshift64*, in [-1, 1)
 }
 
 // Uniform in [-scale, scale), or in [1 - scale, 1 + scale) when `around_one` (norm weights).
-inline Tensor random_bf16(Backend& be, Shape shape, float scale = 1.0f, bool around_one = false) {
+inline Tensor random_bf16_host(Shape shape, float scale = 1.0f, bool around_one = false) {
   Tensor h = Tensor::host(DType::kBF16, shape);
   auto* p = h.data_as<uint16_t>();
   const float offset = around_one ? 1.0f : 0.0f;
   for (int64_t i = 0; i < h.numel(); ++i) p[i] = f32_to_bf16(offset + scale * next_uniform());
-  return be.upload(h, DType::kBF16);
+  return h;
 }
 
-// One layer's K and V pages of random values: bf16, or with `fp8` e4m3 bytes of values in
-// [-2, 2) with scales 1 for each of the `hkv` heads (backend.h, LayerKvCache).
-inline LayerKvCache random_kv_pages(Backend& be, Shape pages, int hkv, bool fp8) {
-  if (!fp8) return LayerKvCache{random_bf16(be, pages), random_bf16(be, pages)};
-  auto bytes = [&] {
-    Tensor h = Tensor::host(DType::kF8E4M3, pages);
-    for (int64_t i = 0; i < h.numel(); ++i) h.data_as<uint8_t>()[i] = f32_to_e4m3(2.0f * next_uniform());
-    return be.upload(h, DType::kF8E4M3);
-  };
-  const Shape quant{2, hkv};
-  Tensor ones = Tensor::host(DType::kF32, quant), zeros = Tensor::host(DType::kF32, quant);
-  Tensor counts = Tensor::host(DType::kI64, quant);
-  for (int i = 0; i < 2 * hkv; ++i) {
-    ones.data_as<float>()[i] = 1.0f;
-    zeros.data_as<float>()[i] = 0.0f;
-    counts.data_as<int64_t>()[i] = 0;
+inline Tensor random_bf16(Backend& be, Shape shape, float scale = 1.0f, bool around_one = false) {
+  return be.upload(random_bf16_host(shape, scale, around_one), DType::kBF16);
+}
+
+// e4m3 bytes of values uniform in [-2, 2).
+inline Tensor random_e4m3_host(Shape shape) {
+  Tensor h = Tensor::host(DType::kF8E4M3, shape);
+  for (int64_t i = 0; i < h.numel(); ++i) h.data_as<uint8_t>()[i] = f32_to_e4m3(2.0f * next_uniform());
+  return h;
+}
+
+// One layer's K and V pages from be.allocate_kv_cache (`spec.num_layers` 1), random: bf16,
+// or for an fp8 spec e4m3 bytes with the scales of 1 it was allocated with.
+inline LayerKvCache random_kv_pages(CudaBackend& be, const KvCacheSpec& spec) {
+  LayerKvCache kv = be.allocate_kv_cache(spec)[0];
+  for (Tensor* pages : {&kv.k, &kv.v}) {
+    const Tensor h = kv.fp8() ? random_e4m3_host(pages->shape()) : random_bf16_host(pages->shape());
+    // Returns once pageable `h` is staged. Not copy_from_host: its pinned staging would grow
+    // to the pages' size and stay.
+    KS_CUDA_CHECK(cudaMemcpyAsync(pages->data(), h.data(), h.nbytes(), cudaMemcpyHostToDevice,
+                                  be.stream()));
   }
-  LayerKvCache kv{bytes(), bytes()};
-  kv.scale = be.upload(ones, DType::kF32);
-  kv.amax = be.upload(zeros, DType::kF32);
-  kv.clamped = be.upload(counts, DType::kI64);
   return kv;
 }
 

@@ -260,9 +260,8 @@ void bench_attention_lens(CudaBackend& be, const Ceilings& c, const char* name,
                      [&](int32_t x, int32_t y) { return lens[x] > lens[y]; });
     meta.seq_order = i32(be, order, Shape{num_seqs});
   }
-  const Shape pages = be.kv_layout() == CudaKvLayout::kHeadMajor ? Shape{num_blocks, hkv, bs, d}
-                                                                  : Shape{num_blocks, bs, hkv, d};
-  LayerKvCache kv = random_kv_pages(be, pages, hkv, fp8);
+  LayerKvCache kv = random_kv_pages(
+      be, KvCacheSpec{1, num_blocks, bs, hkv, d, fp8 ? DType::kF8E4M3 : DType::kBF16});
   Tensor q = random_bf16(be, Shape{t, hq * d});
   Tensor out = be.empty(DType::kBF16, Shape{t, hq * d});
   const AttentionShape shape{hq, hkv, d};

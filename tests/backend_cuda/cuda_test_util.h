@@ -17,6 +17,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "core/dtype.h"
+#include "core/error.h"
 #include "core/fp8.h"
 #include "core/tensor.h"
 
@@ -52,9 +53,11 @@ inline size_t kv_row(CudaKvLayout layout, int64_t block, int offset, int kv_head
 }
 
 // One layer's K and V pages on the host, every element NaN, so that a read of a slot no
-// sequence owns shows up in the output.
+// sequence owns shows up in the output. `spec` (one layer) lets upload_kv allocate its
+// device twin the way the engine does.
 struct HostKv {
   Tensor k, v;
+  KvCacheSpec spec;
 };
 
 // dtype: kBF16, or kF8E4M3 for an fp8 cache (NaN is 0x7f there).
@@ -63,7 +66,8 @@ inline HostKv nan_kv_cache(CudaKvLayout layout, int num_blocks, int num_kv_heads
   const Shape shape = layout == CudaKvLayout::kHeadMajor
                           ? Shape{num_blocks, num_kv_heads, block_size, head_dim}
                           : Shape{num_blocks, block_size, num_kv_heads, head_dim};
-  HostKv kv{Tensor::host(dtype, shape), Tensor::host(dtype, shape)};
+  HostKv kv{Tensor::host(dtype, shape), Tensor::host(dtype, shape),
+            KvCacheSpec{1, num_blocks, block_size, num_kv_heads, head_dim, dtype}};
   if (dtype == DType::kF8E4M3) {
     std::fill_n(kv.k.data_as<uint8_t>(), kv.k.numel(), uint8_t{0x7f});
     std::fill_n(kv.v.data_as<uint8_t>(), kv.v.numel(), uint8_t{0x7f});
@@ -74,25 +78,22 @@ inline HostKv nan_kv_cache(CudaKvLayout layout, int num_blocks, int num_kv_heads
   return kv;
 }
 
-// A host cache on the device. An fp8 one gets `scales` [2 * Hkv] (K's then V's, powers of
-// two), amax and clamp counts zero (backend.h, LayerKvCache).
+// A host cache on the device, in pages from be.allocate_kv_cache (`be` must have the
+// cache's layout). An fp8 one gets `scales` [2 * Hkv] (K's then V's, powers of two); amax
+// and clamp counts start at zero (backend.h, LayerKvCache).
 inline LayerKvCache upload_kv(Backend& be, const HostKv& cache, const std::vector<float>& scales = {}) {
-  const DType dtype = cache.k.dtype();
-  LayerKvCache kv;
-  kv.k = be.upload(cache.k, dtype);
-  kv.v = be.upload(cache.v, dtype);
-  if (dtype != DType::kF8E4M3) return kv;
-  const Shape shape{2, static_cast<int64_t>(scales.size() / 2)};
-  Tensor s = Tensor::host(DType::kF32, shape), zeros = Tensor::host(DType::kF32, shape);
-  Tensor counts = Tensor::host(DType::kI64, shape);
-  for (size_t i = 0; i < scales.size(); ++i) {
-    s.data_as<float>()[i] = scales[i];
-    zeros.data_as<float>()[i] = 0.0f;
-    counts.data_as<int64_t>()[i] = 0;
-  }
-  kv.scale = be.upload(s, DType::kF32);
-  kv.amax = be.upload(zeros, DType::kF32);
-  kv.clamped = be.upload(counts, DType::kI64);
+  LayerKvCache kv = be.allocate_kv_cache(cache.spec)[0];
+  // Equal shapes can still be different layouts (when Hkv == block_size): the caller's part.
+  KS_CHECK(kv.k.shape() == cache.k.shape(), "upload_kv: the backend's pages are {}, the host's {}",
+           kv.k.shape().str(), cache.k.shape().str());
+  be.copy_from_host(cache.k, kv.k);
+  be.copy_from_host(cache.v, kv.v);
+  if (!kv.fp8()) return kv;
+  Tensor s = Tensor::host(DType::kF32, kv.scale.shape());
+  KS_CHECK(scales.size() == static_cast<size_t>(s.numel()), "upload_kv: {} scales for kv.scale {}",
+           scales.size(), kv.scale.shape().str());
+  std::copy(scales.begin(), scales.end(), s.data_as<float>());
+  be.copy_from_host(s, kv.scale);
   return kv;
 }
 

@@ -44,9 +44,11 @@ kernels::KvQuant kv_quant(const char* op, const LayerKvCache& kv, const Attentio
   return q;
 }
 
-void check_kv(const char* op, const LayerKvCache& kv, const AttentionShape& shape,
-              int block_size, CudaKvLayout layout) {
-  kv_quant(op, kv, shape);
+// kv_quant's checks plus the pages' shape in `layout`. Returns the KvQuant, so that an op
+// validates its cache once.
+kernels::KvQuant check_kv(const char* op, const LayerKvCache& kv, const AttentionShape& shape,
+                          int block_size, CudaKvLayout layout) {
+  const kernels::KvQuant quant = kv_quant(op, kv, shape);
   const bool head_major = layout == CudaKvLayout::kHeadMajor;
   const int64_t d1 = head_major ? shape.num_kv_heads : block_size;
   const int64_t d2 = head_major ? block_size : shape.num_kv_heads;
@@ -56,6 +58,7 @@ void check_kv(const char* op, const LayerKvCache& kv, const AttentionShape& shap
            d2, shape.head_dim, head_major ? "head-major" : "token-major");
   check_aligned(op, "kv.k", kv.k, 16);
   check_aligned(op, "kv.v", kv.v, 16);
+  return quant;
 }
 
 void check_heads(const char* op, const AttentionShape& s) {
@@ -77,7 +80,7 @@ kernels::QkNormRopeArgs rope_args(const char* op, const Tensor& qkv, const Tenso
   check_tensor(op, "q_out", q_out, DType::kBF16, 2);
   check_tensor(op, "cos_sin", cos_sin, DType::kF32, 2);
   check_metadata(op, meta);
-  check_kv(op, kv, shape, meta.block_size, layout);
+  const kernels::KvQuant quant = check_kv(op, kv, shape, meta.block_size, layout);
   const int64_t t = qkv.dim(0);
   KS_CHECK(t == meta.num_tokens, "{}: qkv has {} rows, meta.num_tokens is {}", op, t,
            meta.num_tokens);
@@ -106,7 +109,7 @@ kernels::QkNormRopeArgs rope_args(const char* op, const Tensor& qkv, const Tenso
   a.q_out = bf_mut(q_out);
   a.k_cache = kv.k.data();
   a.v_cache = kv.v.data();
-  a.kv = kv_quant(op, kv, shape);
+  a.kv = quant;
   a.kv_head_major = layout == CudaKvLayout::kHeadMajor;
   a.block_size = meta.block_size;
   a.eps = eps;
@@ -132,7 +135,7 @@ kernels::PagedAttentionArgs attention_args(const char* op, const Tensor& q, cons
            shape.num_q_heads / shape.num_kv_heads, kernels::kMaxAttentionGroup);
   check_tensor(op, "q", q, DType::kBF16, 2);
   check_tensor(op, "out", out, DType::kBF16, 2);
-  check_kv(op, kv, shape, meta.block_size, layout);
+  const kernels::KvQuant quant = check_kv(op, kv, shape, meta.block_size, layout);
   check_tensor(op, "meta.query_start_loc", meta.query_start_loc, DType::kI32, 1);
   check_tensor(op, "meta.seq_lens", meta.seq_lens, DType::kI32, 1);
   check_tensor(op, "meta.block_tables", meta.block_tables, DType::kI32, 2);
@@ -161,7 +164,7 @@ kernels::PagedAttentionArgs attention_args(const char* op, const Tensor& q, cons
   a.q = bf(q);
   a.k_cache = kv.k.data();
   a.v_cache = kv.v.data();
-  a.kv = kv_quant(op, kv, shape);
+  a.kv = quant;
   a.kv_head_major = layout == CudaKvLayout::kHeadMajor;
   a.query_start_loc = i32(meta.query_start_loc);
   a.seq_lens = i32(meta.seq_lens);
