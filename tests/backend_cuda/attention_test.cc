@@ -47,6 +47,30 @@ void expect_attention_close(const std::vector<double>& got, const std::vector<do
   EXPECT_LE(std::sqrt(num / den), 1e-2) << "relative error norm";
 }
 
+// Sets an environment variable for its lifetime (the kernels' dispatch switches, read at
+// each launch), then puts back what was there.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* before = std::getenv(name);
+    had_ = before != nullptr;
+    if (had_) saved_ = before;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() { had_ ? setenv(name_, saved_.c_str(), 1) : unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string saved_;
+};
+
+// Decode batches of kDecodeMmaMinBf16Seqs or more sequences at head dims 64 and 128 take the
+// tensor-core decode kernel (attention_decode_mma.cu); with this set, the CUDA-core one.
+constexpr const char* kBf16DecodeMma = "KESTREL_DECODE_MMA_BF16";
+
 struct SeqSpec {
   int cached;      // keys already in the cache
   int new_tokens;  // query tokens this step (their keys are in the cache too)
@@ -282,7 +306,9 @@ TEST(CudaAttention, LongTailDecodeBatch) {
   std::uniform_int_distribution<int> ctx(0, 1500);
   for (int i = 0; i < 150; ++i) seqs.push_back({ctx(rng), 1});
   seqs.push_back({300, 1});
-  // Hkv 8 and group 2 (1,208 CTAs); group 16 in two parts (1,208); D 64 (1,208).
+  // Hkv 8 and group 2 (1,208 CTAs); group 16 in two parts (1,208); D 64 (1,208). The tail
+  // halves are the CUDA-core decode kernel's.
+  ScopedEnv cuda_cores(kBf16DecodeMma, "0");
   for (const Config& c : {Config{16, 8, 128, 16}, Config{64, 4, 128, 16}, Config{16, 8, 64, 1}}) {
     for (CudaKvLayout layout : kLayouts) {
       SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " Hkv " << c.hkv
@@ -300,28 +326,40 @@ TEST(CudaAttention, LargeDecodeBatch) {
   std::vector<SeqSpec> seqs;
   std::uniform_int_distribution<int> ctx(0, 200);
   for (int i = 0; i < 300; ++i) seqs.push_back({ctx(rng), 1});
-  for (const Config& c : {Config{16, 8, 128, 16}, Config{8, 1, 64, 1}, Config{8, 2, 32, 16},
-                          Config{20, 4, 16, 1}}) {
-    SCOPED_TRACE(testing::Message() << "Hq " << c.hq << " Hkv " << c.hkv << " D " << c.d);
-    run_case(c, seqs, CudaKvLayout::kTokenMajor, rng);
+  for (const char* mma : {"1", "0"}) {  // D 64 and 128: the tensor-core kernel, then not
+    ScopedEnv dispatch(kBf16DecodeMma, mma);
+    for (const Config& c : {Config{16, 8, 128, 16}, Config{8, 1, 64, 1}, Config{8, 2, 32, 16},
+                            Config{20, 4, 16, 1}}) {
+      SCOPED_TRACE(testing::Message() << kBf16DecodeMma << "=" << mma << " Hq " << c.hq
+                                      << " Hkv " << c.hkv << " D " << c.d);
+      run_case(c, seqs, CudaKvLayout::kTokenMajor, rng);
+    }
   }
 }
 
 // The split plan on a 132-SM device, by hand: decode batches count one CTA per (sequence,
 // KV head, part of the group) against 6 per SM (792 slots) and split floor(792 / CTAs) ways
 // (whole waves), at most one split per 48 keys of the longest sequence and 32 in all.
-TEST(CudaAttention, DecodeSplitPlan) {
+kernels::AttentionSplit plan_split(int seqs, int hkv, int max_seq_len, int max_query_len,
+                                   int group = 2, int ctas_per_sm = 0, bool ordered = false,
+                                   bool fp8 = false) {
   static const int32_t order[1] = {0};  // only whether there is an order matters here
+  kernels::PagedAttentionArgs a;
+  a.seq_order = ordered ? order : nullptr;
+  a.num_tokens = a.num_seqs = seqs;
+  a.num_q_heads = group * hkv;
+  a.num_kv_heads = hkv;
+  a.head_dim = 128;
+  a.max_query_len = max_query_len;
+  a.kv.fp8 = fp8;
+  return kernels::plan_attention_split(a, max_seq_len, 132, ctas_per_sm);
+}
+
+TEST(CudaAttention, DecodeSplitPlan) {
+  ScopedEnv cuda_cores(kBf16DecodeMma, "0");
   auto plan = [](int seqs, int hkv, int max_seq_len, int max_query_len, int group = 2,
                  int ctas_per_sm = 0, bool ordered = false) {
-    kernels::PagedAttentionArgs a;
-    a.seq_order = ordered ? order : nullptr;
-    a.num_tokens = a.num_seqs = seqs;
-    a.num_q_heads = group * hkv;
-    a.num_kv_heads = hkv;
-    a.head_dim = 128;
-    a.max_query_len = max_query_len;
-    return kernels::plan_attention_split(a, max_seq_len, 132, ctas_per_sm);
+    return plan_split(seqs, hkv, max_seq_len, max_query_len, group, ctas_per_sm, ordered);
   };
   EXPECT_EQ(plan(256, 8, 1024, 1).num_splits, 1);  // 2048 CTAs, no order: no split
   // Several waves in longest-first order: the first half of the order is halved.
@@ -346,6 +384,53 @@ TEST(CudaAttention, DecodeSplitPlan) {
   EXPECT_EQ(plan(3, 8, 3000, 0).num_splits, 17);
   // Group 16 (Hq 32, Hkv 2): two CTAs per (sequence, KV head), 16 x 2 x 2 = 64: 12 splits.
   EXPECT_EQ(plan(16, 2, 4096, 1, 16).num_splits, 12);
+}
+
+// The tensor-core decode kernel's plan (132 SMs): one CTA per (sequence, KV head) against 3
+// per SM (396 slots); a batch short of a wave splits floor(396 / CTAs) ways, in chunks of at
+// least 128 keys; several waves never split.
+TEST(CudaAttention, DecodeMmaSplitPlan) {
+  ScopedEnv on(kBf16DecodeMma, "1");
+  EXPECT_EQ(plan_split(16, 8, 4096, 1).num_splits, 3);    // 128 CTAs: 384 fit
+  EXPECT_EQ(plan_split(16, 8, 4096, 1).kv_chunk, 128);
+  EXPECT_EQ(plan_split(40, 8, 4096, 1).num_splits, 1);    // 320 CTAs: floor(1.24)
+  EXPECT_EQ(plan_split(256, 8, 1024, 1, 2, 0, true).num_splits, 1);  // 2048 CTAs: no tail halves
+  EXPECT_EQ(plan_split(16, 8, 255, 1).num_splits, 1);     // under two chunks of keys
+  EXPECT_EQ(plan_split(16, 8, 300, 1).num_splits, 2);     // 300 / 128
+  EXPECT_EQ(plan_split(16, 2, 4096, 1, 16).num_splits, 12);  // group 16: 32 CTAs
+  // Fewer bf16 sequences keep the CUDA-core kernel's plan (6 splits per 48 keys, 792 slots).
+  EXPECT_EQ(plan_split(15, 8, 4096, 1).num_splits, 6);
+  EXPECT_EQ(plan_split(15, 8, 4096, 1).kv_chunk, 48);
+  // An fp8 cache takes the tensor-core kernel at any batch size: 24 CTAs, 396 / 24 = 16.
+  EXPECT_EQ(plan_split(3, 8, 3000, 1, 2, 0, false, true).num_splits, 16);
+  EXPECT_EQ(plan_split(3, 8, 3000, 1, 2, 0, false, true).kv_chunk, 128);
+}
+
+// bf16 decode batches on the tensor-core kernel: splits (one wave), block sizes of 1, 16 and
+// 32 (per-key lookups, a page per tile, two tiles per page), groups 1 to 16, both layouts;
+// then several waves, and warps of over 32 tiles.
+TEST(CudaAttention, DecodeMmaKernelBf16) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(90);
+  ScopedEnv on(kBf16DecodeMma, "1");
+  std::vector<SeqSpec> seqs{{0, 1}, {63, 1}, {300, 1}, {1023, 1}, {3000, 1}, {5, 1}, {16, 1}, {17, 1}};
+  std::uniform_int_distribution<int> ctx(0, 2000);
+  while (seqs.size() < 20) seqs.push_back({ctx(rng), 1});
+  const Config configs[] = {{16, 8, 128, 16}, {32, 2, 128, 1}, {10, 2, 64, 16}, {16, 16, 64, 32},
+                            {16, 4, 128, 32}};
+  for (const Config& c : configs) {
+    for (CudaKvLayout layout : kLayouts) {
+      SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " Hkv " << c.hkv
+                                      << " D " << c.d << " block " << c.block_size);
+      run_case(c, seqs, layout, rng);
+    }
+  }
+  std::vector<SeqSpec> many, long_seqs;
+  std::uniform_int_distribution<int> short_ctx(0, 1500), long_ctx(2100, 2600);
+  for (int i = 0; i < 150; ++i) many.push_back({short_ctx(rng), 1});
+  for (int i = 0; i < 100; ++i) long_seqs.push_back({long_ctx(rng), 1});
+  run_case(Config{16, 8, 128, 16}, many, CudaKvLayout::kTokenMajor, rng);
+  run_case(Config{16, 8, 128, 16}, long_seqs, CudaKvLayout::kHeadMajor, rng);
 }
 
 TEST(CudaAttention, ManySequencesInOneLaunch) {
@@ -439,9 +524,7 @@ TEST(CudaAttention, PrefillUniformBatches) {
 TEST(CudaAttention, PrefillMmaSyncKernel) {
   KS_REQUIRE_GPU();
   std::mt19937 rng(65);
-  const char* before = std::getenv("KESTREL_PREFILL_SM90");
-  const std::string saved = before != nullptr ? before : "";
-  setenv("KESTREL_PREFILL_SM90", "0", 1);
+  ScopedEnv mma_sync("KESTREL_PREFILL_SM90", "0");
   // The cases of the prefill tests above, with shorter prompts (the double reference is slow).
   const std::vector<std::vector<SeqSpec>> batches{
       {{0, 300}, {700, 133}, {64, 64}, {1, 127}, {129, 65}},
@@ -453,11 +536,6 @@ TEST(CudaAttention, PrefillMmaSyncKernel) {
                                       << " sequences " << seqs.size());
       run_case(c, seqs, CudaKvLayout::kTokenMajor, rng);
     }
-  }
-  if (before != nullptr) {
-    setenv("KESTREL_PREFILL_SM90", saved.c_str(), 1);
-  } else {
-    unsetenv("KESTREL_PREFILL_SM90");
   }
 }
 

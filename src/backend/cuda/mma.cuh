@@ -1,5 +1,5 @@
 // Warp-level tensor-core helpers shared by the small-batch products (gemv.cu, gemv_fused.cu)
-// and the fp8 decode attention (attention_decode_mma.cu).
+// and the tensor-core attention kernels (attention_decode_mma.cu, attention_prefill.cu).
 // Included by .cu files only.
 #pragma once
 
@@ -29,7 +29,16 @@ __device__ __forceinline__ void mma_f16(float (&c)[4], uint32_t a0, uint32_t a1,
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// Four 8 x 8 matrices of 16-bit elements from shared memory, transposed (row addresses from
+// Four 8 x 8 matrices of 16-bit elements from shared memory (row addresses from lanes 0-7,
+// 8-15, 16-23, 24-31 for matrices 0..3); lane t gets row t / 4, columns 2 (t % 4) and the next.
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+// The same, transposed (row addresses from
 // lanes 0-7, 8-15, 16-23, 24-31 for matrices 0..3).
 __device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(p));

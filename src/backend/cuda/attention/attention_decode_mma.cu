@@ -37,6 +37,9 @@
 // (log2-domain max, sum, unnormalised output; empty splits write empty ones) and
 // attention.cu's merge kernel combines them.
 #include <cfloat>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
 
 #include "backend/cuda/attention/attention_decode.cuh"
 #include "backend/cuda/attention/attention_tiles.cuh"
@@ -54,20 +57,25 @@ namespace {
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
 constexpr int kKeys = 16;   // keys per warp tile
-constexpr int kStages = 4;  // tiles in a warp's ring
 constexpr float kLog2e = 1.4426950408889634f;
 
-// Row strides in bytes, padded where the fragment reads below would hit one bank: K is read
-// 16 bytes per lane (D / 4 bytes per quad column), V 16 or 8 bytes at rows 2c, 2c + 1, ...
-template <int D>
-constexpr int kKStride = D == 128 ? D + 16 : D;
-template <int D>
-constexpr int kVStride = D + 16;
+// Per cache type: tiles in a warp's ring (3 CTAs of 4 warps per SM fit either way) and row
+// strides in bytes, padded where fragment reads would hit one bank. fp8: K is read 16 bytes
+// per lane (D / 4 bytes per quad column), V 16 or 8 bytes at rows 2c, 2c + 1, ...; bf16:
+// ldmatrix's eight rows of 16 bytes, 16 bytes apart in the banks.
+template <int D, bool kFp8>
+struct Tile {
+  static constexpr int kStages = kFp8 ? 4 : 2;
+  static constexpr int kRowBytes = kFp8 ? D : 2 * D;
+  static constexpr int kKStride = kFp8 && D == 64 ? D : kRowBytes + 16;
+  static constexpr int kVStride = kRowBytes + 16;
+};
 
-template <int D>
+template <int D, bool kFp8>
 struct alignas(16) WarpRing {
-  uint8_t k[kStages][kKeys][kKStride<D>];
-  uint8_t v[kStages][kKeys][kVStride<D>];
+  using T = Tile<D, kFp8>;
+  uint8_t k[T::kStages][kKeys][T::kKStride];
+  uint8_t v[T::kStages][kKeys][T::kVStride];
 };
 
 template <int D>
@@ -77,9 +85,9 @@ struct MergeSmem {  // reuses the rings once every warp is done; o in fragment o
   float l[kWarps][16];
 };
 
-template <int D>
+template <int D, bool kFp8>
 constexpr int smem_bytes() {
-  const int ring = int(sizeof(WarpRing<D>)) * kWarps;
+  const int ring = int(sizeof(WarpRing<D, kFp8>)) * kWarps;
   const int merge = int(sizeof(MergeSmem<D>));
   return ring > merge ? ring : merge;
 }
@@ -98,6 +106,15 @@ __device__ __forceinline__ void fp8x4_to_f16x2x2(uint32_t four, uint32_t* lo, ui
   *lo = uint32_t(a.x) | (uint32_t(a.y) << 16);
   *hi = uint32_t(b.x) | (uint32_t(b.y) << 16);
 #endif
+}
+
+// Two floats (low first) as a bf16 pair rounded to nearest, and the pair of what that left.
+__device__ __forceinline__ void float2_to_bf16x2_split(float x, float y, uint32_t* hi, uint32_t* lo) {
+  const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+  const float2 back = __bfloat1622float2(h);
+  const __nv_bfloat162 r = __floats2bfloat162_rn(x - back.x, y - back.y);
+  *hi = *reinterpret_cast<const uint32_t*>(&h);
+  *lo = *reinterpret_cast<const uint32_t*>(&r);
 }
 
 // Two bf16 values (low first) as an f16 pair.
@@ -121,7 +138,13 @@ __device__ __forceinline__ void load_words(uint32_t (&w)[N], const uint8_t* p) {
   }
 }
 
-template <int D, bool kHeadMajor>
+// Head dim of column n of O's n-block j (see the fp8 permutation above; bf16 keeps the order).
+template <int D, bool kFp8>
+__device__ __forceinline__ int o_dim(int j, int n) {
+  return kFp8 ? n * (D / 8) + j : j * 8 + n;
+}
+
+template <int D, bool kHeadMajor, bool kFp8>
 __global__ void __launch_bounds__(kThreads, 3)
     decode_mma_kernel(PagedAttentionArgs a, int group, AttentionSplit split, float* part_ml,
                       float* part_acc) {
@@ -129,14 +152,16 @@ __global__ void __launch_bounds__(kThreads, 3)
   pdl_trigger();
   constexpr int kKSteps = D / 16;      // k-steps of Q K^T
   constexpr int kONb = D / 8;          // n-blocks of O
-  constexpr int kChunks = D / 16;      // 16-byte copies per e4m3 row
+  using T = Tile<D, kFp8>;
+  constexpr int kStages = T::kStages;
+  constexpr int kChunks = T::kRowBytes / 16;  // 16-byte copies per row
   constexpr int kRowsPerPass = 32 / kChunks;
   constexpr int kKWords = D / 16;      // 4-byte K words a lane reads per key row (= k-steps)
   constexpr int kVWords = D / 32;      // 4-byte V words a lane reads per key row
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int quad = lane / 4, c = lane % 4;  // fragment row group and column pair
-  WarpRing<D>& ring = reinterpret_cast<WarpRing<D>*>(smem_raw)[warp];
+  WarpRing<D, kFp8>& ring = reinterpret_cast<WarpRing<D, kFp8>*>(smem_raw)[warp];
 
   // Heads fastest: a sequence's KV heads run side by side (in seq_order, longest first).
   const int x = blockIdx.y;
@@ -146,7 +171,8 @@ __global__ void __launch_bounds__(kThreads, 3)
   const int seq_len = a.seq_lens[b];
   const int64_t rows_total = int64_t(a.num_tokens) * a.num_q_heads;
   const int64_t row0 = int64_t(b) * a.num_q_heads + g * group;  // token b: one per sequence
-  const float k_scale = a.kv.scale[g], v_scale = a.kv.scale[a.num_kv_heads + g];
+  const float k_scale = kFp8 ? a.kv.scale[g] : 1.0f;
+  const float v_scale = kFp8 ? a.kv.scale[a.num_kv_heads + g] : 1.0f;
   const float qscale = a.scale * kLog2e * k_scale;
 
   const int num_active = split_count(split, seq_len, kKeys);
@@ -159,7 +185,8 @@ __global__ void __launch_bounds__(kThreads, 3)
   const auto* kc = static_cast<const uint8_t*>(a.k_cache);
   const auto* vc = static_cast<const uint8_t*>(a.v_cache);
   const int bs = a.block_size;
-  const int64_t row_stride = kHeadMajor ? D : int64_t(a.num_kv_heads) * D;
+  constexpr int kElem = kFp8 ? 1 : 2;  // bytes per cache element
+  const int64_t row_stride = (kHeadMajor ? D : int64_t(a.num_kv_heads) * D) * kElem;
   auto tile_key0 = [&](int i) { return k_begin + (warp + kWarps * i) * kKeys; };
   // Tiles that start a page (the common case: 16-key tiles, pages of a multiple of 16) find
   // their page once; lane l holds the page of the warp's tile 32 r + l for the current round
@@ -178,7 +205,7 @@ __global__ void __launch_bounds__(kThreads, 3)
         if (i % 32 == 16) next_pages = page_of(i + 16 + lane);
         if (i % 32 == 0 && i > 0) pages = next_pages;
         const int page = __shfl_sync(0xffffffffu, pages, i % 32);
-        const int64_t base = kv_row_offset<kHeadMajor>(page, key0 % bs, g, a.num_kv_heads, bs, D);
+        const int64_t base = kv_row_offset<kHeadMajor>(page, key0 % bs, g, a.num_kv_heads, bs, D) * kElem;
 #pragma unroll
         for (int n = 0; n < kKeys / kRowsPerPass; ++n) {
           const int r = lane / kChunks + kRowsPerPass * n, part = lane % kChunks;
@@ -195,7 +222,7 @@ __global__ void __launch_bounds__(kThreads, 3)
           const bool valid = j < k_end;
           int64_t off = 0;
           if (valid) {
-            off = kv_row_offset<kHeadMajor>(table[j / bs], j % bs, g, a.num_kv_heads, bs, D) +
+            off = kv_row_offset<kHeadMajor>(table[j / bs], j % bs, g, a.num_kv_heads, bs, D) * kElem +
                   part * 16;
           }
           cp_async_16(&ring.k[s][r][part * 16], kc + off, valid);
@@ -213,16 +240,22 @@ __global__ void __launch_bounds__(kThreads, 3)
   // at c D/4 + 4 ks, so a lane reads its K fragments of a tile as D/16 words of one row.
   // Q's A fragments: register e of k-step ks holds row quad (e even) or quad + 8 (e odd),
   // dims c D/4 + 4 ks + (e < 2 ? 0 : 2) and the next; rows >= group are 0.
+  // bf16 caches: Q's bf16 A fragments in the natural order (dims 16 ks + 2c, + 8).
   uint32_t qa[kKSteps][4];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int r = quad + 8 * h;
-    const bf16* q = a.q + (row0 + min(r, group - 1)) * D + c * (D / 4);
+    const bf16* q = a.q + (row0 + min(r, group - 1)) * D;
 #pragma unroll
     for (int ks = 0; ks < kKSteps; ++ks) {
-      const uint2 four = *reinterpret_cast<const uint2*>(q + 4 * ks);
-      qa[ks][h] = r < group ? bf16x2_to_f16x2(four.x) : 0u;
-      qa[ks][2 + h] = r < group ? bf16x2_to_f16x2(four.y) : 0u;
+      if constexpr (kFp8) {
+        const uint2 four = *reinterpret_cast<const uint2*>(q + c * (D / 4) + 4 * ks);
+        qa[ks][h] = r < group ? bf16x2_to_f16x2(four.x) : 0u;
+        qa[ks][2 + h] = r < group ? bf16x2_to_f16x2(four.y) : 0u;
+      } else {
+        qa[ks][h] = r < group ? *reinterpret_cast<const uint32_t*>(q + 16 * ks + 2 * c) : 0u;
+        qa[ks][2 + h] = r < group ? *reinterpret_cast<const uint32_t*>(q + 16 * ks + 2 * c + 8) : 0u;
+      }
     }
   }
 
@@ -245,13 +278,24 @@ __global__ void __launch_bounds__(kThreads, 3)
     float sc[2][4] = {};
 #pragma unroll
     for (int nb = 0; nb < 2; ++nb) {
-      uint32_t kw[kKWords];
-      load_words(kw, &ring.k[s][nb * 8 + quad][c * (D / 4)]);
+      if constexpr (kFp8) {
+        uint32_t kw[kKWords];
+        load_words(kw, &ring.k[s][nb * 8 + quad][c * (D / 4)]);
 #pragma unroll
-      for (int ks = 0; ks < kKSteps; ++ks) {
-        uint32_t b0, b1;
-        fp8x4_to_f16x2x2(kw[ks], &b0, &b1);
-        mma_f16(sc[nb], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], b0, b1);
+        for (int ks = 0; ks < kKSteps; ++ks) {
+          uint32_t b0, b1;
+          fp8x4_to_f16x2x2(kw[ks], &b0, &b1);
+          mma_f16(sc[nb], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], b0, b1);
+        }
+      } else {
+        // Matrices: keys nb*8.. x dims [16 ks, +8), [16 ks + 8, +8), then k-step ks + 1's.
+#pragma unroll
+        for (int ks = 0; ks < kKSteps; ks += 2) {
+          uint32_t kf[4];
+          ldmatrix_x4(kf, &ring.k[s][nb * 8 + lane % 8][2 * (16 * ks + 8 * (lane / 8))]);
+          mma_bf16(sc[nb], qa[ks][0], qa[ks][1], qa[ks][2], qa[ks][3], kf[0], kf[1]);
+          mma_bf16(sc[nb], qa[ks + 1][0], qa[ks + 1][1], qa[ks + 1][2], qa[ks + 1][3], kf[2], kf[3]);
+        }
       }
     }
     if (key0 + kKeys > k_end) {  // the split's last tile: keys past its end see nothing
@@ -295,23 +339,45 @@ __global__ void __launch_bounds__(kThreads, 3)
     }
 
     // O += P V: the S accumulators are P's A fragment (keys 0..7 then 8..15).
-    const __half2 p0 = __floats2half2_rn(sc[0][0], sc[0][1]), p1 = __floats2half2_rn(sc[0][2], sc[0][3]);
-    const __half2 p2 = __floats2half2_rn(sc[1][0], sc[1][1]), p3 = __floats2half2_rn(sc[1][2], sc[1][3]);
-    const uint32_t pa0 = *reinterpret_cast<const uint32_t*>(&p0), pa1 = *reinterpret_cast<const uint32_t*>(&p1);
-    const uint32_t pa2 = *reinterpret_cast<const uint32_t*>(&p2), pa3 = *reinterpret_cast<const uint32_t*>(&p3);
-    uint32_t v[4][kVWords];  // rows 2c, 2c + 1 (P's keys for b0), 2c + 8, 2c + 9 (b1)
+    if constexpr (kFp8) {
+      uint32_t pa[4];
 #pragma unroll
-    for (int k = 0; k < 4; ++k) load_words(v[k], &ring.v[s][2 * c + (k & 1) + 8 * (k / 2)][quad * (D / 8)]);
+      for (int e = 0; e < 4; ++e) {
+        const __half2 p2 = __floats2half2_rn(sc[e / 2][2 * (e % 2)], sc[e / 2][2 * (e % 2) + 1]);
+        pa[e] = *reinterpret_cast<const uint32_t*>(&p2);
+      }
+      uint32_t v[4][kVWords];  // rows 2c, 2c + 1 (P's keys for b0), 2c + 8, 2c + 9 (b1)
 #pragma unroll
-    for (int w = 0; w < kVWords; ++w) {
-      // Byte t of two rows side by side: the two keys of dim quad D/8 + 4 w + t, n-block 4 w + t.
-      uint32_t b0[4], b1[4];
-      fp8x4_to_f16x2x2(__byte_perm(v[0][w], v[1][w], 0x5140), &b0[0], &b0[1]);
-      fp8x4_to_f16x2x2(__byte_perm(v[0][w], v[1][w], 0x7362), &b0[2], &b0[3]);
-      fp8x4_to_f16x2x2(__byte_perm(v[2][w], v[3][w], 0x5140), &b1[0], &b1[1]);
-      fp8x4_to_f16x2x2(__byte_perm(v[2][w], v[3][w], 0x7362), &b1[2], &b1[3]);
+      for (int k = 0; k < 4; ++k) load_words(v[k], &ring.v[s][2 * c + (k & 1) + 8 * (k / 2)][quad * (D / 8)]);
 #pragma unroll
-      for (int t = 0; t < 4; ++t) mma_f16(o[4 * w + t], pa0, pa1, pa2, pa3, b0[t], b1[t]);
+      for (int w = 0; w < kVWords; ++w) {
+        // Byte t of two rows side by side: the two keys of dim quad D/8 + 4 w + t, n-block 4 w + t.
+        uint32_t b0[4], b1[4];
+        fp8x4_to_f16x2x2(__byte_perm(v[0][w], v[1][w], 0x5140), &b0[0], &b0[1]);
+        fp8x4_to_f16x2x2(__byte_perm(v[0][w], v[1][w], 0x7362), &b0[2], &b0[3]);
+        fp8x4_to_f16x2x2(__byte_perm(v[2][w], v[3][w], 0x5140), &b1[0], &b1[1]);
+        fp8x4_to_f16x2x2(__byte_perm(v[2][w], v[3][w], 0x7362), &b1[2], &b1[3]);
+#pragma unroll
+        for (int t = 0; t < 4; ++t) mma_f16(o[4 * w + t], pa[0], pa[1], pa[2], pa[3], b0[t], b1[t]);
+      }
+    } else {
+      // bf16 P would keep 8 significant bits; P as the sum of two bf16 parts keeps 16, more
+      // than the fp8 path's f16 P (the tensor cores have time to spare here).
+      uint32_t hi[4], lo[4];
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float2_to_bf16x2_split(sc[e / 2][2 * (e % 2)], sc[e / 2][2 * (e % 2) + 1], &hi[e], &lo[e]);
+      }
+#pragma unroll
+      for (int db = 0; db < D / 16; ++db) {
+        // Matrices: keys [0, 8) dims [0, 8), keys [8, 16) dims [0, 8), then dims [8, 16).
+        uint32_t vf[4];
+        ldmatrix_x4_trans(vf, &ring.v[s][lane % 8 + ((lane / 8) % 2) * 8][2 * (db * 16 + (lane / 16) * 8)]);
+        mma_bf16(o[2 * db], hi[0], hi[1], hi[2], hi[3], vf[0], vf[1]);
+        mma_bf16(o[2 * db + 1], hi[0], hi[1], hi[2], hi[3], vf[2], vf[3]);
+        mma_bf16(o[2 * db], lo[0], lo[1], lo[2], lo[3], vf[0], vf[1]);
+        mma_bf16(o[2 * db + 1], lo[0], lo[1], lo[2], lo[3], vf[2], vf[3]);
+      }
     }
     __syncwarp();  // done with stage s before it is refilled
   }
@@ -365,7 +431,7 @@ __global__ void __launch_bounds__(kThreads, 3)
         float acc = 0.0f;
 #pragma unroll
         for (int w = 0; w < kWarps; ++w) acc += mg.o[w][4 * j + e][lane] * wt[w];
-        const int d = (2 * c + (e & 1)) * (D / 8) + j;
+        const int d = o_dim<D, kFp8>(j, 2 * c + (e & 1));
         if (part_acc == nullptr) {
           a.out[row * D + d] = __float2bfloat16(acc * v_scale / sum);
         } else {
@@ -376,14 +442,14 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 }
 
-template <int D, bool kHeadMajor>
+template <int D, bool kHeadMajor, bool kFp8>
 void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
             float* part_acc, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<D>();
-  allow_dynamic_smem<decode_mma_kernel<D, kHeadMajor>>(kSmem);
+  constexpr int kSmem = smem_bytes<D, kFp8>();
+  allow_dynamic_smem<decode_mma_kernel<D, kHeadMajor, kFp8>>(kSmem);
   const dim3 grid(static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(a.num_seqs),
                   static_cast<unsigned>(split.num_splits));
-  launch_pdl("attention decode_mma_kernel", decode_mma_kernel<D, kHeadMajor>, grid, kThreads,
+  launch_pdl("attention decode_mma_kernel", decode_mma_kernel<D, kHeadMajor, kFp8>, grid, kThreads,
              kSmem, stream, a, a.num_q_heads / a.num_kv_heads, split, part_ml, part_acc);
   KS_CUDA_CHECK_LAUNCH("attention decode_mma_kernel");
 }
@@ -391,18 +457,30 @@ void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* par
 }  // namespace
 
 bool use_decode_mma(const PagedAttentionArgs& a) {
-  return a.kv.fp8 && use_decode_kernel(a) && (a.head_dim == 64 || a.head_dim == 128) &&
-         a.num_q_heads / a.num_kv_heads <= 16;
+  if (!use_decode_kernel(a) || (a.head_dim != 64 && a.head_dim != 128) ||
+      a.num_q_heads / a.num_kv_heads > 16) {
+    return false;
+  }
+  if (a.kv.fp8) return true;
+  // Read at each launch, so that benchmarks and tests can compare the two kernels.
+  const char* env = std::getenv("KESTREL_DECODE_MMA_BF16");
+  return a.num_seqs >= kDecodeMmaMinBf16Seqs && (env == nullptr || std::strcmp(env, "0") != 0);
 }
 
 void decode_mma_attention(const PagedAttentionArgs& a, const AttentionSplit& split,
                           float* part_ml, float* part_acc, cudaStream_t stream) {
-  if (a.head_dim == 64) {
-    return a.kv_head_major ? launch<64, true>(a, split, part_ml, part_acc, stream)
-                           : launch<64, false>(a, split, part_ml, part_acc, stream);
-  }
-  a.kv_head_major ? launch<128, true>(a, split, part_ml, part_acc, stream)
-                  : launch<128, false>(a, split, part_ml, part_acc, stream);
+  auto go = [&](auto d, auto head_major, auto fp8) {
+    launch<decltype(d)::value, decltype(head_major)::value, decltype(fp8)::value>(a, split, part_ml,
+                                                                                   part_acc, stream);
+  };
+  auto with_layout = [&](auto d, auto fp8) {
+    a.kv_head_major ? go(d, std::true_type{}, fp8) : go(d, std::false_type{}, fp8);
+  };
+  auto with_type = [&](auto d) {
+    a.kv.fp8 ? with_layout(d, std::true_type{}) : with_layout(d, std::false_type{});
+  };
+  a.head_dim == 64 ? with_type(std::integral_constant<int, 64>{})
+                   : with_type(std::integral_constant<int, 128>{});
 }
 
 }  // namespace kestrel::kernels::detail
