@@ -1,36 +1,40 @@
-// Decode attention over an fp8 (e4m3) cache on the tensor cores.
+// Decode attention on the tensor cores, over an fp8 (e4m3) or a bf16 cache.
 //
 // Maths as in attention.cu, for one query token per sequence: out[b, h] = sum_j softmax_j(
-// scale q[b, h] . K[b, j, g]) V[b, j, g], g = h / G, K and V the bytes' values x their (K or V,
-// KV head) scale (kernels.h, KvQuant), fp32 accumulation, bf16 output.
+// scale q[b, h] . K[b, j, g]) V[b, j, g], g = h / G, K and V the cache's values (fp8: the
+// bytes' values x their (K or V, KV head) scale, kernels.h KvQuant), fp32 accumulation, bf16
+// output.
 //
 // Why: the CUDA-core decode kernel (attention_decode.cu) is bound by instruction issue, not
-// by bytes: every element of K and V costs an FMA per query row of the group plus its
-// conversion, so halving the bytes (e4m3) left its time unchanged (docs/cuda_backend.md).
-// Here the group's query heads are the rows of an m16n8k16 tile (G <= 16 rows, the rest
-// zero), so the FMAs go to the tensor cores and an element costs its conversion alone:
-// e4m3 pairs convert to f16 pairs in one instruction (exactly: f16 holds every e4m3 value),
-// so the products are f16 x f16 with fp32 accumulation, q rounded from bf16 to f16 once.
+// by bytes: every element of K and V costs an FMA per query row of the group (plus, for fp8,
+// its conversion), so halving the bytes (e4m3) left its time unchanged, and bf16 batches of
+// mixed lengths ran at ~60% of the copy rate (docs/cuda_backend.md). Here the group's query
+// heads are the rows of an m16n8k16 tile (G <= 16 rows, the rest zero), so the FMAs go to the
+// tensor cores and an element costs its load (and conversion) alone.
+// - fp8: e4m3 pairs convert to f16 pairs in one instruction (exactly: f16 holds every e4m3
+//   value), so the products are f16 x f16, q rounded from bf16 to f16 once, P in f16.
+// - bf16: the products are bf16 x bf16 (exact in fp32), K and V fragments come through
+//   ldmatrix as in the prefill kernel, and P goes as two bf16 parts (16 significant bits).
 //
 // Geometry. A CTA of 4 warps owns (KV head, sequence, key split), heads fastest in the grid;
 // warp w takes the CTA's 16-key tiles w, w + 4, ... with its own online softmax over all 16
 // rows, and the four states are merged through shared memory at the end.
 // - Each warp streams its tiles through its own ring of kStages tiles in shared memory
-//   (cp.async, 16 bytes = 16 dims per copy; kStages - 1 tiles in flight), so the key loop
+//   (cp.async, 16-byte copies; kStages - 1 tiles in flight), so the key loop
 //   synchronises the warp only (__syncwarp), never the CTA. A tile that starts a page (16-key
 //   tiles, pages of a multiple of 16) finds its page once, from a block-table entry each lane
 //   loaded ahead, and its rows at a fixed stride from there.
-// - S [16 rows, 16 keys] = Q K^T: Q's f16 fragments stay in registers for the whole loop;
+// - S [16 rows, 16 keys] = Q K^T: Q's fragments stay in registers for the whole loop. fp8:
 //   K's come straight from the e4m3 rows. The head dims are permuted (the same way for Q, which
 //   a dot product does not notice) so that lane column c reads its fragments of all k-steps
 //   as one run of D / 4 bytes per key row (16-byte reads), two conversions per 4 bytes.
-// - O [16, D] += P V: P is the S accumulators rounded to f16 (P <= 1: 11 significant bits).
-//   V's B fragments hold two keys of one dim; O's columns are permuted so that a lane's dims
-//   are one run of D / 8 bytes per key row: it reads rows 2c, 2c + 1 (and 2c + 8, 2c + 9),
-//   interleaves their bytes (prmt) and converts, with no pass through shared memory.
+// - O [16, D] += P V: fp8: P is the S accumulators rounded to f16 (P <= 1: 11 significant
+//   bits). V's B fragments hold two keys of one dim; O's columns are permuted so that a
+//   lane's dims are one run of D / 8 bytes per key row: it reads rows 2c, 2c + 1 (and 2c + 8,
+//   2c + 9), interleaves their bytes (prmt) and converts, with no pass through shared memory.
 // - O is rescaled only when a row's running maximum moved (after the first tiles, rarely).
 // - K's scale folds into the exponent's scale and V's into the output (powers of two: exact).
-// What each of these gave: docs/cuda_backend.md, "Tensor-core decode for fp8 caches".
+// What each of these gave: docs/cuda_backend.md, "Tensor-core decode attention".
 //
 // Splits (Flash-Decoding, kernels.h AttentionSplit; plan_attention_split fills one wave of
 // kDecodeMmaCtasPerSm CTAs per SM): with num_splits > 1 every CTA writes its rows' partials
