@@ -32,6 +32,7 @@ OutputProcessor::OutputProcessor(const Tokenizer* tokenizer, const SamplingParam
   options.skip_special_tokens = params.skip_special_tokens;
   options.stop = params.stop;
   options.include_stop_str_in_output = params.include_stop_str_in_output;
+  options.min_tokens = params.min_tokens;
   const std::span<const int> context = prompt.last(std::min(prompt.size(), kPromptContextTokens));
   samples_.resize(static_cast<size_t>(params.n));
   for (int i = 0; i < params.n; ++i) {

@@ -33,7 +33,7 @@ std::string Detokenizer::add_token(int id) {
   pending_.append(bytes);
   const size_t old_size = text_.size();
   drain_pending(false);
-  if (text_.size() > old_size) check_stop(old_size);
+  if (text_.size() > old_size && looks_for_stop()) check_stop(old_size);
   return release(stopped());
 }
 
@@ -53,7 +53,7 @@ std::string Detokenizer::finish() {
   finished_ = true;
   const size_t old_size = text_.size();
   drain_pending(true);
-  if (text_.size() > old_size) check_stop(old_size);
+  if (text_.size() > old_size && looks_for_stop()) check_stop(old_size);
   return release(true);
 }
 

@@ -12,6 +12,7 @@
 //     is ever returned, stopped() turns true and stop_index() says which one matched (the
 //     match that starts first; on a tie, the one listed first). While streaming, text that
 //     could be the start of a stop string is held back until it is known not to be one.
+//     With options.min_tokens, no match ends within the text of the first min_tokens ids.
 //   - Prompt context: pass the prompt ids (or the last few). Only a character that the
 //     prompt leaves unfinished matters (a byte-level tokenizer adds no spaces of its own):
 //     its bytes are carried over and, if generated tokens complete it, the whole character
@@ -23,6 +24,7 @@
 // is shared (a Tokenizer copy is cheap) and must not be modified, which it cannot be.
 #pragma once
 
+#include <algorithm>
 #include <optional>
 #include <span>
 #include <string>
@@ -36,6 +38,9 @@ struct DetokenizerOptions {
   bool skip_special_tokens = true;  // vLLM's default
   std::vector<std::string> stop;    // stop strings; each non-empty, valid UTF-8
   bool include_stop_str_in_output = false;
+  // Stop strings are not looked for until this many ids were fed (vLLM's min_tokens): a
+  // match must end in the text of a later id, though it may start earlier.
+  int min_tokens = 0;
 };
 
 class Detokenizer {
@@ -66,6 +71,7 @@ class Detokenizer {
  private:
   void drain_pending(bool final);
   void check_stop(size_t old_size);
+  bool looks_for_stop() const { return num_tokens_ > static_cast<size_t>(std::max(0, options_.min_tokens)); }
   size_t held_back() const;
   std::string release(bool all);
 

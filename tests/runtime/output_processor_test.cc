@@ -124,6 +124,21 @@ TEST(OutputProcessor, StopStringOverASplitCharacter) {
   }
 }
 
+TEST(OutputProcessor, StopStringsWaitForMinTokens) {
+  std::vector<int> ids;
+  for (char ch : std::string("xyzabxyzq")) ids.push_back(byte_token(static_cast<unsigned char>(ch)));
+  SamplingParams p = kind(OutputKind::kCumulative);
+  p.stop = {"xyz"};
+  p.min_tokens = 3;
+  OutputProcessor proc(&qwen3(), p, {});
+  const Fed fed = feed(proc, ids, 2);
+  EXPECT_EQ(fed.stopped, std::vector<int>{0});
+  const CompletionOutput& c = fed.outputs.back().outputs[0];
+  EXPECT_EQ(c.text, "xyzab");  // the "xyz" within the first 3 tokens does not stop it
+  EXPECT_EQ(c.token_ids, std::vector<int>(ids.begin(), ids.begin() + 8));
+  EXPECT_EQ(c.finish_reason, "stop");
+}
+
 TEST(OutputProcessor, PromptThatLeavesACharacterUnfinished) {
   // The prompt ends in E4 B8; the output's first token (AD) completes 中, which the text
   // then starts with (vLLM's behaviour; decode() of the output alone would show U+FFFD).

@@ -172,6 +172,26 @@ TEST(Detokenizer, HoldsBackOnlyWhatCouldStartAStopString) {
   EXPECT_EQ(r3.pieces, (std::vector<std::string>{"a", "b", "x", "y", "z", "", ""}));
 }
 
+TEST(Detokenizer, MinTokensDelaysStopStrings) {
+  const Tokenizer& tok = testing::qwen3();
+  const Ids ids = ascii_ids(tok, "xyzabxyz");  // one token per character
+  DetokenizerOptions opts;
+  opts.stop = {"xyz"};
+  EXPECT_EQ(run(tok, ids, opts).text, "");  // min_tokens 0: the first "xyz"
+  opts.min_tokens = 3;                      // the first "xyz" lies within them
+  Detokenizer d(tok, opts);
+  std::string text;
+  for (int id : ids) text += d.add_token(id);
+  EXPECT_EQ(text, "xyzab");
+  EXPECT_EQ(d.stop_index(), 0u);
+  // A match may start within the first min_tokens ids if it ends after them (vLLM's).
+  opts.min_tokens = 2;
+  EXPECT_EQ(run(tok, ids, opts).text, "");
+  opts.min_tokens = 8;  // every id: no stop at all, the held text comes out at the end
+  const StreamRun all = run(tok, ids, opts);
+  EXPECT_EQ(all.text, "xyzabxyz");
+}
+
 TEST(Detokenizer, SkipSpecialTokensAndStopOnTheirText) {
   const Tokenizer& tok = testing::qwen3();
   const Ids ids = tok.encode("Hi<|im_end|>there", false);
