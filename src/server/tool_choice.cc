@@ -72,7 +72,7 @@ void force_tool_calls(const ojson& tool_choice, const ojson* tools, const Servin
     throw_bad_request("tool_choice", "tool_choice names function '{}', which is not in 'tools'",
                       named);
   }
-  spec.single_call = !named.empty();
+  spec.max_calls = named.empty() ? 0 : 1;
   req.params.constraint = compile_structured_output(ctx, spec, "tool_choice");
   req.tools = true;
 }
