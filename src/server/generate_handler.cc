@@ -41,6 +41,7 @@ ResponseMeta make_meta(const ServerState& state, const GenerateRequest& req, std
   meta.include_usage = req.include_usage;
   meta.reasoning = req.chat && !state.config.reasoning_parser.empty();
   meta.tool_calls = req.chat && req.tools && !state.config.tool_call_parser.empty();
+  meta.parallel_tool_calls = req.parallel_tool_calls;
   meta.tokenizer = state.ctx.tokenizer;
   return meta;
 }
@@ -59,9 +60,9 @@ void split_reasoning(ReasoningSplitter& splitter, ChoiceDelta& d, bool last) {
 
 // The answer's text after the reasoning split, per choice: moves completed tool calls out of
 // d.text (with ids) and turns a "stop" with calls into "tool_calls". `seen` counts the choice's
-// calls so far.
-void split_tool_calls(ServerState& state, ToolCallParser& parser, int& seen, ChoiceDelta& d,
-                      bool last) {
+// calls so far. Without parallel_tool_calls only the choice's first call is kept.
+void split_tool_calls(ServerState& state, const ResponseMeta& meta, ToolCallParser& parser,
+                      int& seen, ChoiceDelta& d, bool last) {
   ToolCallPiece piece = parser.feed(d.text);
   if (last) {
     ToolCallPiece rest = parser.finish();
@@ -71,10 +72,11 @@ void split_tool_calls(ServerState& state, ToolCallParser& parser, int& seen, Cho
   d.text = std::move(piece.content);
   d.first_tool_call = seen;
   d.tool_calls = std::move(piece.calls);
+  seen += static_cast<int>(d.tool_calls.size());
+  if (!meta.parallel_tool_calls) keep_first_tool_call(d);
   for (size_t i = 0; i < d.tool_calls.size(); ++i) {
     d.tool_call_ids.push_back(state.new_request_id("chatcmpl-tool-"));
   }
-  seen += static_cast<int>(d.tool_calls.size());
   if (last && seen > 0 && d.finish_reason == "stop") d.finish_reason = "tool_calls";
 }
 
@@ -139,7 +141,7 @@ struct StreamSession {
       }
       if (meta.reasoning) split_reasoning(splitters[d.index], d, !d.finish_reason.empty());
       if (meta.tool_calls) {
-        split_tool_calls(state, *tool_parsers[d.index], tool_calls_seen[d.index], d,
+        split_tool_calls(state, meta, *tool_parsers[d.index], tool_calls_seen[d.index], d,
                          !d.finish_reason.empty());
       }
       if (d.text.empty() && d.reasoning.empty() && d.tool_calls.empty() &&
@@ -198,7 +200,7 @@ void answer_whole(ServerState& state, GenerateRequest req, std::string id,
       const std::unique_ptr<ToolCallParser> parser =
           make_tool_call_parser(state.config.tool_call_parser);
       int seen = 0;
-      split_tool_calls(state, *parser, seen, c, true);
+      split_tool_calls(state, meta, *parser, seen, c, true);
     }
   }
   if (!gen.error().empty()) {

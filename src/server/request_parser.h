@@ -51,6 +51,9 @@ struct GenerateRequest {
   // Chat with `tools` and tool_choice other than "none": a tool-call parser may read calls
   // out of the answer (tool_calls.h).
   bool tools = false;
+  // Chat: parallel_tool_calls. False keeps only each choice's first tool call (and forced
+  // calls are constrained to one).
+  bool parallel_tool_calls = true;
 };
 
 GenerateRequest parse_completion_request(const nlohmann::ordered_json& body,

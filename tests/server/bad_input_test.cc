@@ -109,6 +109,8 @@ std::vector<Case> cases() {
       {"empty stop string", kC, R"({"prompt": "hi", "stop": [""]})", 400, "stop", "empty"},
       {"stream_options without stream", kC,
        R"({"prompt": "hi", "stream_options": {"include_usage": true}})", 400, "stream_options", ""},
+      {"parallel_tool_calls not a boolean", kChat, "{" + kMsgs + R"(, "parallel_tool_calls": 0})",
+       400, "parallel_tool_calls", "boolean"},
       {"logit_bias", kC, R"({"prompt": "hi", "logit_bias": {"5": 10}})", 400, "logit_bias",
        "not supported"},
       {"top_logprobs without logprobs", kChat, "{" + kMsgs + R"(, "top_logprobs": 2})", 400,
