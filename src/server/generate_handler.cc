@@ -39,6 +39,7 @@ ResponseMeta make_meta(const ServerState& state, const GenerateRequest& req, std
   meta.chat = req.chat;
   meta.logprobs = req.logprobs;
   meta.include_usage = req.include_usage;
+  meta.continuous_usage = req.continuous_usage;
   meta.reasoning = req.chat && !state.config.reasoning_parser.empty();
   meta.tool_calls = req.chat && req.tools && !state.config.tool_call_parser.empty();
   meta.parallel_tool_calls = req.parallel_tool_calls;
@@ -101,7 +102,16 @@ struct StreamSession {
   std::vector<int> tool_calls_seen;
   ServerState& state;
   bool opened = false;
+  int completion_tokens_sent = 0;  // over the choices, in the deltas taken so far
   Clock::time_point last_write = Clock::now();
+
+  // A chunk as an SSE event; with continuous usage stats it carries the usage so far.
+  std::string event(nlohmann::json chunk) const {
+    if (meta.continuous_usage) {
+      chunk["usage"] = usage_json(gen.prompt_tokens(), completion_tokens_sent);
+    }
+    return sse_event(chunk);
+  }
 
   // One provider call: waits for the next deltas and writes them. False: the client is gone.
   bool pump(httplib::DataSink& sink) {
@@ -111,12 +121,12 @@ struct StreamSession {
       const GenerateRequest& req = gen.request();
       for (int i = 0; i < gen.num_choices(); ++i) {
         if (meta.chat) {
-          out += sse_event(role_chunk(meta, i));
+          out += event(role_chunk(meta, i));
         } else if (req.echo) {
           ChoiceDelta echo;
           echo.index = i;
           echo.text = req.prompt_texts[i / req.params.n];
-          out += sse_event(stream_chunk(meta, echo));
+          out += event(stream_chunk(meta, echo));
         }
       }
       // Out at once, as vLLM does: the client knows its request is in before it is scheduled.
@@ -135,6 +145,7 @@ struct StreamSession {
       return true;
     }
     for (ChoiceDelta& d : gen.poll(kPollInterval)) {
+      completion_tokens_sent += static_cast<int>(d.token_ids.size());
       if (d.finish_reason == "error") {
         out += sse_event(error_body(gen.error(), "server_error"));
         continue;
@@ -147,7 +158,7 @@ struct StreamSession {
       if (d.text.empty() && d.reasoning.empty() && d.tool_calls.empty() &&
           d.finish_reason.empty() && d.logprobs.empty())
         continue;
-      out += sse_event(stream_chunk(meta, d));
+      out += event(stream_chunk(meta, d));
     }
     if (out.empty() && Clock::now() - last_write >= kPingInterval) out = ": ping\n\n";
     if (out.empty()) return true;

@@ -20,6 +20,9 @@ struct ResponseMeta {
   bool chat = false;
   bool logprobs = false;       // the request asked for logprobs
   bool include_usage = false;  // streaming: "usage": null in every chunk, usage chunk at the end
+  // streaming with include_usage: every chunk's "usage" is the usage so far (the handler
+  // fills it in) instead of null.
+  bool continuous_usage = false;
   bool reasoning = false;      // chat with a reasoning parser: reasoning_content beside content
   bool tool_calls = false;     // chat with tools and a tool-call parser: message.tool_calls
   bool parallel_tool_calls = true;  // false: only a choice's first call (keep_first_tool_call)

@@ -43,6 +43,9 @@ struct GenerateRequest {
   std::vector<int> max_tokens;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // stream_options.continuous_usage_stats (vLLM's), only with include_usage: every chunk
+  // carries the usage so far.
+  bool continuous_usage = false;
   bool echo = false;           // completions: prepend the prompt text
   bool chat = false;
   // Chat asks with logprobs=true (+ top_logprobs); completions with logprobs=<int>.

@@ -134,6 +134,28 @@ TEST(RequestParser, RejectsWhatVllmRejects) {
   EXPECT_EQ(status_of(ojson::parse(R"({"prompt": "text"})")), 400);
 }
 
+// vLLM's continuous_usage_stats counts only with include_usage; a non-boolean is a 400
+// naming it either way.
+TEST(RequestParser, ContinuousUsageStatsNeedsIncludeUsage) {
+  auto parse = [](const char* options) {
+    return parse_completion_request(
+        ojson::parse(std::string(R"({"prompt": [1], "stream": true, "stream_options": )") +
+                     options + "}"),
+        context());
+  };
+  const GenerateRequest both = parse(R"({"include_usage": true, "continuous_usage_stats": true})");
+  EXPECT_TRUE(both.include_usage);
+  EXPECT_TRUE(both.continuous_usage);
+  EXPECT_FALSE(parse(R"({"continuous_usage_stats": true})").continuous_usage);
+  EXPECT_FALSE(parse(R"({"include_usage": true, "continuous_usage_stats": false})").continuous_usage);
+  EXPECT_FALSE(parse(R"({"include_usage": true})").continuous_usage);
+  for (const char* bad : {R"({"include_usage": true, "continuous_usage_stats": "yes"})",
+                          R"({"continuous_usage_stats": 1})"}) {
+    SCOPED_TRACE(bad);
+    expect_400([&] { parse(bad); }, "stream_options.continuous_usage_stats", "boolean");
+  }
+}
+
 // parallel_tool_calls must be a boolean (checked before the messages are rendered).
 TEST(RequestParser, ParallelToolCallsIsABoolean) {
   expect_400(
