@@ -113,7 +113,7 @@ GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const Ser
                       SamplingParams::kMaxLogprobs, *top_logprobs);
   }
   if (req.logprobs) req.params.logprobs = top_logprobs.value_or(0);
-  (void)f.boolean("parallel_tool_calls");
+  req.parallel_tool_calls = f.boolean("parallel_tool_calls").value_or(true);
   (void)f.boolean("store");
   (void)f.string("service_tier");
   const ojson* tool_choice = f.find("tool_choice");

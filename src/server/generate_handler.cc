@@ -39,8 +39,10 @@ ResponseMeta make_meta(const ServerState& state, const GenerateRequest& req, std
   meta.chat = req.chat;
   meta.logprobs = req.logprobs;
   meta.include_usage = req.include_usage;
+  meta.continuous_usage = req.continuous_usage;
   meta.reasoning = req.chat && !state.config.reasoning_parser.empty();
   meta.tool_calls = req.chat && req.tools && !state.config.tool_call_parser.empty();
+  meta.parallel_tool_calls = req.parallel_tool_calls;
   meta.tokenizer = state.ctx.tokenizer;
   return meta;
 }
@@ -59,9 +61,9 @@ void split_reasoning(ReasoningSplitter& splitter, ChoiceDelta& d, bool last) {
 
 // The answer's text after the reasoning split, per choice: moves completed tool calls out of
 // d.text (with ids) and turns a "stop" with calls into "tool_calls". `seen` counts the choice's
-// calls so far.
-void split_tool_calls(ServerState& state, ToolCallParser& parser, int& seen, ChoiceDelta& d,
-                      bool last) {
+// calls so far. Without parallel_tool_calls only the choice's first call is kept.
+void split_tool_calls(ServerState& state, const ResponseMeta& meta, ToolCallParser& parser,
+                      int& seen, ChoiceDelta& d, bool last) {
   ToolCallPiece piece = parser.feed(d.text);
   if (last) {
     ToolCallPiece rest = parser.finish();
@@ -71,10 +73,11 @@ void split_tool_calls(ServerState& state, ToolCallParser& parser, int& seen, Cho
   d.text = std::move(piece.content);
   d.first_tool_call = seen;
   d.tool_calls = std::move(piece.calls);
+  seen += static_cast<int>(d.tool_calls.size());
+  if (!meta.parallel_tool_calls) keep_first_tool_call(d);
   for (size_t i = 0; i < d.tool_calls.size(); ++i) {
     d.tool_call_ids.push_back(state.new_request_id("chatcmpl-tool-"));
   }
-  seen += static_cast<int>(d.tool_calls.size());
   if (last && seen > 0 && d.finish_reason == "stop") d.finish_reason = "tool_calls";
 }
 
@@ -99,7 +102,16 @@ struct StreamSession {
   std::vector<int> tool_calls_seen;
   ServerState& state;
   bool opened = false;
+  int completion_tokens_sent = 0;  // over the choices, in the deltas taken so far
   Clock::time_point last_write = Clock::now();
+
+  // A chunk as an SSE event; with continuous usage stats it carries the usage so far.
+  std::string event(nlohmann::json chunk) const {
+    if (meta.continuous_usage) {
+      chunk["usage"] = usage_json(gen.prompt_tokens(), completion_tokens_sent);
+    }
+    return sse_event(chunk);
+  }
 
   // One provider call: waits for the next deltas and writes them. False: the client is gone.
   bool pump(httplib::DataSink& sink) {
@@ -109,12 +121,12 @@ struct StreamSession {
       const GenerateRequest& req = gen.request();
       for (int i = 0; i < gen.num_choices(); ++i) {
         if (meta.chat) {
-          out += sse_event(role_chunk(meta, i));
+          out += event(role_chunk(meta, i));
         } else if (req.echo) {
           ChoiceDelta echo;
           echo.index = i;
           echo.text = req.prompt_texts[i / req.params.n];
-          out += sse_event(stream_chunk(meta, echo));
+          out += event(stream_chunk(meta, echo));
         }
       }
       // Out at once, as vLLM does: the client knows its request is in before it is scheduled.
@@ -133,19 +145,20 @@ struct StreamSession {
       return true;
     }
     for (ChoiceDelta& d : gen.poll(kPollInterval)) {
+      completion_tokens_sent += static_cast<int>(d.token_ids.size());
       if (d.finish_reason == "error") {
         out += sse_event(error_body(gen.error(), "server_error"));
         continue;
       }
       if (meta.reasoning) split_reasoning(splitters[d.index], d, !d.finish_reason.empty());
       if (meta.tool_calls) {
-        split_tool_calls(state, *tool_parsers[d.index], tool_calls_seen[d.index], d,
+        split_tool_calls(state, meta, *tool_parsers[d.index], tool_calls_seen[d.index], d,
                          !d.finish_reason.empty());
       }
       if (d.text.empty() && d.reasoning.empty() && d.tool_calls.empty() &&
           d.finish_reason.empty() && d.logprobs.empty())
         continue;
-      out += sse_event(stream_chunk(meta, d));
+      out += event(stream_chunk(meta, d));
     }
     if (out.empty() && Clock::now() - last_write >= kPingInterval) out = ": ping\n\n";
     if (out.empty()) return true;
@@ -198,7 +211,7 @@ void answer_whole(ServerState& state, GenerateRequest req, std::string id,
       const std::unique_ptr<ToolCallParser> parser =
           make_tool_call_parser(state.config.tool_call_parser);
       int seen = 0;
-      split_tool_calls(state, *parser, seen, c, true);
+      split_tool_calls(state, meta, *parser, seen, c, true);
     }
   }
   if (!gen.error().empty()) {

@@ -1,5 +1,7 @@
 #include "server/openai_format.h"
 
+#include <algorithm>
+
 namespace kestrel::server {
 namespace {
 
@@ -96,6 +98,14 @@ void append_delta(ChoiceDelta& into, const ChoiceDelta& d) {
   into.text_offsets.insert(into.text_offsets.end(), d.text_offsets.begin(), d.text_offsets.end());
   if (!d.finish_reason.empty()) into.finish_reason = d.finish_reason;
   if (!d.stop_reason.is_null()) into.stop_reason = d.stop_reason;
+}
+
+void keep_first_tool_call(ChoiceDelta& d) {
+  const size_t keep = d.first_tool_call == 0 ? std::min<size_t>(1, d.tool_calls.size()) : 0;
+  d.tool_calls.erase(d.tool_calls.begin() + keep, d.tool_calls.end());
+  if (d.tool_call_ids.size() > keep) {
+    d.tool_call_ids.erase(d.tool_call_ids.begin() + keep, d.tool_call_ids.end());
+  }
 }
 
 json stream_chunk(const ResponseMeta& meta, const ChoiceDelta& d) {

@@ -43,6 +43,9 @@ struct GenerateRequest {
   std::vector<int> max_tokens;
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
+  // stream_options.continuous_usage_stats (vLLM's), only with include_usage: every chunk
+  // carries the usage so far.
+  bool continuous_usage = false;
   bool echo = false;           // completions: prepend the prompt text
   bool chat = false;
   // Chat asks with logprobs=true (+ top_logprobs); completions with logprobs=<int>.
@@ -51,6 +54,9 @@ struct GenerateRequest {
   // Chat with `tools` and tool_choice other than "none": a tool-call parser may read calls
   // out of the answer (tool_calls.h).
   bool tools = false;
+  // Chat: parallel_tool_calls. False keeps only each choice's first tool call (and forced
+  // calls are constrained to one).
+  bool parallel_tool_calls = true;
 };
 
 GenerateRequest parse_completion_request(const nlohmann::ordered_json& body,

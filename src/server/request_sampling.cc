@@ -59,10 +59,9 @@ void read_stream_options(const FieldReader& f, GenerateRequest& req) {
   FieldReader options(*v, "'stream_options'", "stream_options.");
   options.reject_unknown({"include_usage", "continuous_usage_stats"});
   req.include_usage = options.boolean("include_usage").value_or(false);
-  if (options.boolean("continuous_usage_stats").value_or(false)) {
-    throw_bad_request("stream_options.continuous_usage_stats",
-                      "'stream_options.continuous_usage_stats' is not supported");
-  }
+  // Without include_usage it is ignored, as in vLLM.
+  const bool continuous = options.boolean("continuous_usage_stats").value_or(false);
+  req.continuous_usage = req.include_usage && continuous;
 }
 
 // SamplingParams::validate's messages start with the field name ("top_p must be ...").

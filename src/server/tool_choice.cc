@@ -72,7 +72,9 @@ void force_tool_calls(const ojson& tool_choice, const ojson* tools, const Servin
     throw_bad_request("tool_choice", "tool_choice names function '{}', which is not in 'tools'",
                       named);
   }
-  spec.single_call = !named.empty();
+  // A named function gets one call; so does "required" with parallel_tool_calls false, so
+  // that no tokens go to calls the response would drop.
+  spec.max_calls = !named.empty() || !req.parallel_tool_calls ? 1 : 0;
   req.params.constraint = compile_structured_output(ctx, spec, "tool_choice");
   req.tools = true;
 }

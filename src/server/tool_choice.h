@@ -12,7 +12,8 @@
 
 namespace kestrel::server {
 
-// Applies a "required" or named tool_choice to req (params.constraint, tools). Throws a 400
+// Applies a "required" or named tool_choice to req (params.constraint, tools); with
+// req.parallel_tool_calls false, "required" allows one call only. Throws a 400
 // ApiError for a malformed tool_choice or tools list, a named function not in `tools`,
 // no `tools`, a server without --tool-call-parser, or another structured-output field in
 // the same request. "none" and "auto" change nothing here.

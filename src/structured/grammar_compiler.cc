@@ -23,7 +23,7 @@ std::string cache_key(const StructuredOutputSpec& spec) {
       break;
     case StructuredOutputSpec::Kind::kToolCalls:
       key += nlohmann::json({spec.markup.prefix, spec.markup.suffix, spec.markup.separator,
-                             spec.markup.args_key, spec.single_call})
+                             spec.markup.args_key, spec.max_calls})
                  .dump() +
              spec.tools.dump();
       break;
@@ -70,8 +70,10 @@ RegexNode pattern_of(const StructuredOutputSpec& spec) {
     }
     case StructuredOutputSpec::Kind::kToolCalls: {
       RegexNode one = tool_call_pattern(spec.markup, spec.tools);
-      if (spec.single_call) return one;
-      RegexNode more = repeat(concat({literal(spec.markup.separator), one}), 0, -1);
+      KS_CHECK(spec.max_calls >= 0, "max_calls must be >= 0, got {}", spec.max_calls);
+      if (spec.max_calls == 1) return one;
+      RegexNode more = repeat(concat({literal(spec.markup.separator), one}), 0,
+                              spec.max_calls == 0 ? -1 : spec.max_calls - 1);
       return concat({std::move(one), std::move(more)});
     }
   }

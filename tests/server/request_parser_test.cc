@@ -34,6 +34,19 @@ int status_of(const ojson& body) {
   return 200;
 }
 
+// `parse` must throw a 400 ApiError naming `param`, its message holding `part`.
+template <typename Parse>
+void expect_400(Parse parse, const std::string& param, const std::string& part) {
+  try {
+    parse();
+    ADD_FAILURE() << "accepted; expected a 400 naming " << param;
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status(), 400) << e.what();
+    EXPECT_EQ(e.param(), param) << e.what();
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
 TEST(RequestParser, UnsetFieldsTakeTheModelDefaultsAndMaxTokensIs16) {
   const GenerateRequest r =
       parse_completion_request(ojson::parse(R"({"prompt": [1, 2, 3, 4]})"), context());
@@ -121,6 +134,39 @@ TEST(RequestParser, RejectsWhatVllmRejects) {
   EXPECT_EQ(status_of(ojson::parse(R"({"prompt": "text"})")), 400);
 }
 
+// vLLM's continuous_usage_stats counts only with include_usage; a non-boolean is a 400
+// naming it either way.
+TEST(RequestParser, ContinuousUsageStatsNeedsIncludeUsage) {
+  auto parse = [](const char* options) {
+    return parse_completion_request(
+        ojson::parse(std::string(R"({"prompt": [1], "stream": true, "stream_options": )") +
+                     options + "}"),
+        context());
+  };
+  const GenerateRequest both = parse(R"({"include_usage": true, "continuous_usage_stats": true})");
+  EXPECT_TRUE(both.include_usage);
+  EXPECT_TRUE(both.continuous_usage);
+  EXPECT_FALSE(parse(R"({"continuous_usage_stats": true})").continuous_usage);
+  EXPECT_FALSE(parse(R"({"include_usage": true, "continuous_usage_stats": false})").continuous_usage);
+  EXPECT_FALSE(parse(R"({"include_usage": true})").continuous_usage);
+  for (const char* bad : {R"({"include_usage": true, "continuous_usage_stats": "yes"})",
+                          R"({"continuous_usage_stats": 1})"}) {
+    SCOPED_TRACE(bad);
+    expect_400([&] { parse(bad); }, "stream_options.continuous_usage_stats", "boolean");
+  }
+}
+
+// parallel_tool_calls must be a boolean (checked before the messages are rendered).
+TEST(RequestParser, ParallelToolCallsIsABoolean) {
+  expect_400(
+      [] {
+        parse_chat_request(ojson::parse(R"({"messages": [{"role": "user", "content": "hi"}],
+                                            "parallel_tool_calls": "no"})"),
+                           context());
+      },
+      "parallel_tool_calls", "boolean");
+}
+
 TEST(RequestParser, ChatWithoutATokenizerIsRefused) {
   try {
     parse_chat_request(ojson::parse(R"({"messages": [{"role": "user", "content": "hi"}]})"),
@@ -157,6 +203,11 @@ TEST(RequestParser, ChatRendersTheTemplateAndReadsChatFields) {
   EXPECT_EQ(r.params.logprobs, 3);
   EXPECT_TRUE(r.chat);
   EXPECT_EQ(r.params.stop, (std::vector<std::string>{"END", "###"}));
+  EXPECT_TRUE(r.parallel_tool_calls);  // OpenAI's default
+  EXPECT_FALSE(parse_chat_request(ojson::parse(R"({"messages": [{"role": "user", "content": "Hi"}],
+                                                  "parallel_tool_calls": false})"),
+                                  ctx)
+                   .parallel_tool_calls);
 
   // continue_final_message: the prompt ends with the last message's text.
   const GenerateRequest c = parse_chat_request(ojson::parse(R"({

@@ -1,8 +1,9 @@
 // tool_choice "required" and named functions through the official openai client, against a
 // server with --tool-call-parser hermes: every answer is tool calls (finish_reason
 // "tool_calls"), each to a listed tool, its arguments valid under that tool's parameters
-// schema (ajv, an independent validator); streamed calls equal the unstreamed ones; and the
-// 400s for what cannot be forced.
+// schema (ajv, an independent validator); streamed calls equal the unstreamed ones;
+// parallel_tool_calls false gives one call (the grammar allows one; calls the model writes
+// beyond the first are dropped); and the 400s for what cannot be forced.
 import { createRequire } from "node:module";
 import path from "node:path";
 import { MODEL, check, checkEqual, finish, makeClient, OpenAI } from "./common.mjs";
@@ -46,12 +47,12 @@ const tools = [
 ];
 const validators = Object.fromEntries(tools.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
 
-function checkCalls(choice, what, only) {
+function checkCalls(choice, what, only, one = only !== undefined) {
   checkEqual(choice.finish_reason, "tool_calls", `${what}: finish_reason`);
   const calls = choice.message.tool_calls ?? [];
   check(!choice.message.content, `${what}: no content beside the calls`, choice.message.content);
   check(calls.length >= 1, `${what}: at least one call`, choice.message);
-  if (only) checkEqual(calls.length, 1, `${what}: exactly one call`);
+  if (one) checkEqual(calls.length, 1, `${what}: exactly one call`);
   for (const c of calls) {
     checkEqual(c.type, "function", `${what}: call type`);
     const validate = validators[c.function.name];
@@ -89,21 +90,57 @@ for (const name of ["get_weather", "get_time"]) {
 }
 
 // --- Streamed: the same calls as unstreamed, for the same seed.
+// The calls of a streamed answer ({index, name, arguments}) and its finish_reason.
+async function streamedCalls(body) {
+  const calls = [];
+  let finishReason = null;
+  for await (const chunk of await client.chat.completions.create({ ...body, stream: true })) {
+    for (const d of chunk.choices[0]?.delta?.tool_calls ?? []) {
+      if (d.id) calls.push({ index: d.index, name: d.function.name, arguments: d.function.arguments ?? "" });
+      else if (d.function?.arguments) calls[calls.length - 1].arguments += d.function.arguments;
+    }
+    finishReason = chunk.choices[0]?.finish_reason ?? finishReason;
+  }
+  return { calls, finishReason };
+}
+const asStreamed = (message) => (message.tool_calls ?? []).map((c, index) => ({ index, name: c.function.name, arguments: c.function.arguments }));
 const body = { model: MODEL, messages, tools, tool_choice: "required", temperature: 1, seed: 42, max_tokens: 600 };
 const whole = await client.chat.completions.create(body);
-const stream = await client.chat.completions.create({ ...body, stream: true });
-const streamed = [];
-let finishReason = null;
-for await (const chunk of stream) {
-  for (const d of chunk.choices[0]?.delta?.tool_calls ?? []) {
-    if (d.id) streamed.push({ name: d.function.name, arguments: d.function.arguments ?? "" });
-    else if (d.function?.arguments) streamed[streamed.length - 1].arguments += d.function.arguments;
+const streamed = await streamedCalls(body);
+checkEqual(streamed.finishReason, "tool_calls", "streamed finish_reason");
+checkEqual(streamed.calls, asStreamed(whole.choices[0].message), "streamed calls equal the unstreamed ones");
+
+// --- parallel_tool_calls false with "required": the grammar allows exactly one call.
+const single = await Promise.all(
+  Array.from({ length: 8 }, (_, i) =>
+    client.chat.completions.create({ ...body, parallel_tool_calls: false, seed: 500 + i })));
+for (const [i, r] of single.entries()) {
+  checkCalls(r.choices[0], `parallel_tool_calls false ${i}`, undefined, true);
+  if (i < 3) {
+    const s = await streamedCalls({ ...body, parallel_tool_calls: false, seed: 500 + i });
+    checkEqual(s.finishReason, "tool_calls", `parallel_tool_calls false ${i}: streamed finish_reason`);
+    checkEqual(s.calls, asStreamed(r.choices[0].message), `parallel_tool_calls false ${i}: streamed = unstreamed`);
   }
-  finishReason = chunk.choices[0]?.finish_reason ?? finishReason;
 }
-checkEqual(finishReason, "tool_calls", "streamed finish_reason");
-checkEqual(streamed, whole.choices[0].message.tool_calls.map((c) => ({ name: c.function.name, arguments: c.function.arguments })),
-           "streamed calls equal the unstreamed ones");
+
+// --- Two calls the model is made to write (guided_regex; tool_choice "auto" parses them):
+// both come back, or with parallel_tool_calls false only the first (vLLM's filter), streamed
+// and not.
+const twoCalls = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n</tool_call>' +
+  '<tool_call>\n{"name": "get_time", "arguments": {"zone": "JST"}}\n</tool_call>';
+const escapeRegex = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
+const guided = { model: MODEL, messages, tools, tool_choice: "auto", temperature: 1, seed: 9, max_tokens: 200, guided_regex: escapeRegex(twoCalls) };
+for (const parallel of [true, false]) {
+  const what = `two written calls, parallel_tool_calls ${parallel}`;
+  const r = await client.chat.completions.create({ ...guided, parallel_tool_calls: parallel });
+  checkEqual(r.choices[0].finish_reason, "tool_calls", `${what}: finish_reason`);
+  checkEqual((r.choices[0].message.tool_calls ?? []).map((c) => c.function.name),
+             parallel ? ["get_weather", "get_time"] : ["get_weather"], `${what}: calls`);
+  checkCalls(r.choices[0], what, undefined, !parallel);
+  const s = await streamedCalls({ ...guided, parallel_tool_calls: parallel });
+  checkEqual(s.finishReason, "tool_calls", `${what}: streamed finish_reason`);
+  checkEqual(s.calls, asStreamed(r.choices[0].message), `${what}: streamed = unstreamed`);
+}
 
 // --- What cannot be forced is a 400 naming tool_choice.
 async function expect400(extra, what, needle) {
@@ -120,5 +157,12 @@ await expect400({ tool_choice: "required" }, "required without tools", "'tools'"
 await expect400({ tools, tool_choice: { type: "function", function: { name: "nope" } } }, "unknown function", "'nope'");
 await expect400({ tools, tool_choice: "sometimes" }, "unknown form", "must be");
 await expect400({ tools, tool_choice: "required", response_format: { type: "json_object" } }, "with response_format", "give one");
+try {
+  await client.chat.completions.create({ model: MODEL, messages, max_tokens: 4, tools, tool_choice: "required", parallel_tool_calls: "no" });
+  check(false, "parallel_tool_calls \"no\": rejected");
+} catch (e) {
+  check(e instanceof OpenAI.BadRequestError, "parallel_tool_calls \"no\": a 400", String(e));
+  checkEqual(e.param, "parallel_tool_calls", "parallel_tool_calls \"no\": param");
+}
 
 finish();

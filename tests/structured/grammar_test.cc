@@ -96,6 +96,46 @@ TEST(Grammar, RegexOutputsFullmatchInPython) {
   for (size_t i = 0; i < texts.size(); ++i) EXPECT_TRUE(ok[i]) << texts[i];
 }
 
+// Forced tool calls (a chat's tool_choice "required"): one call or more, at most max_calls.
+// Under max_calls 1 (parallel_tool_calls false) a finished call leaves nothing to sample
+// but EOS, so no tokens go to a second call that the response would drop.
+TEST(Grammar, ToolCallsUpToMaxCalls) {
+  StructuredOutputSpec spec;
+  spec.kind = StructuredOutputSpec::Kind::kToolCalls;
+  spec.markup = {"<tool_call>\n", "\n</tool_call>", "", "arguments"};  // hermes
+  spec.tools = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {
+      "name": "f", "parameters": {"type": "object", "properties": {"x": {"enum": [1, 2]}},
+      "required": ["x"], "additionalProperties": false}}}])");
+  const std::string call = "<tool_call>\n{\"name\":\"f\",\"arguments\":{\"x\":1}}\n</tool_call>";
+  auto accepts = [&](int max_calls, int calls) {
+    spec.max_calls = max_calls;
+    std::string text;
+    for (int i = 0; i < calls; ++i) text += call;
+    return testing::dfa_accepts(testing::qwen3_compiler().compile(spec)->dfa(), text);
+  };
+  for (int max_calls : {0, 1, 2}) {
+    SCOPED_TRACE(max_calls);
+    EXPECT_FALSE(accepts(max_calls, 0));
+    EXPECT_TRUE(accepts(max_calls, 1));
+    EXPECT_EQ(accepts(max_calls, 2), max_calls != 1);
+    EXPECT_EQ(accepts(max_calls, 3), max_calls == 0);
+  }
+
+  // After one call: no token at all under max_calls 1 (the sampler adds EOS, as the call is
+  // complete); without a limit, the next call's "<".
+  const int open = testing::qwen3().encode("<", false)[0];
+  for (int max_calls : {0, 1}) {
+    SCOPED_TRACE(max_calls);
+    spec.max_calls = max_calls;
+    const auto g = testing::qwen3_compiler().compile(spec);
+    const int32_t after = g->walk(g->dfa().start(), call);
+    ASSERT_NE(after, ByteDfa::kDead);
+    EXPECT_TRUE(g->dfa().accepting(after));
+    EXPECT_EQ(testing::allowed(g->mask(after), open), max_calls == 0);
+    EXPECT_EQ(g->any_allowed(after), max_calls == 0);
+  }
+}
+
 TEST(Grammar, CompilerCachesBySpec) {
   const auto a = compile_regex("abc|abd");
   const auto b = compile_regex("abc|abd");
