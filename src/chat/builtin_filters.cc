@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "chat/builtins.h"
+#include "chat/limits.h"
 #include "chat/py_format.h"
 #include "chat/utf8.h"
 #include "chat/value_ops.h"
@@ -78,12 +79,15 @@ Value f_indent(const Value& t, const CallArgs& a) {
   if (width != nullptr && width->is_string()) {
     indentation = width->as_string();
   } else {
-    indentation.assign(std::max<int64_t>(0, args.get_int(0, 4)), ' ');
+    int64_t n = std::max<int64_t>(0, args.get_int(0, 4));
+    check_string_size(static_cast<uint64_t>(n));
+    indentation.assign(n, ' ');
   }
   bool first = args.get_bool(1, false), blank = args.get_bool(2, false);
   std::vector<std::string> lines = py_splitlines(t.as_string() + "\n");
   std::string out;
   for (size_t i = 0; i < lines.size(); ++i) {
+    check_string_size(out.size(), 1 + indentation.size() + lines[i].size());
     if (i > 0) out += "\n";
     if (i > 0 && (blank || !lines[i].empty())) out += indentation;
     out += lines[i];
@@ -261,7 +265,11 @@ Value f_tojson(const Value& t, const CallArgs& a) {
   options.ensure_ascii = args.get_bool(0, false);
   if (const Value* indent = args.get(1); indent != nullptr && !indent->is_none()) {
     if (indent->is_string()) options.indent = indent->as_string();
-    else options.indent = std::string(std::max<int64_t>(0, args.get_int(1, 0)), ' ');
+    else {
+      int64_t n = std::max<int64_t>(0, args.get_int(1, 0));
+      check_string_size(static_cast<uint64_t>(n));
+      options.indent = std::string(n, ' ');
+    }
   }
   if (const Value* separators = args.get(2); separators != nullptr && !separators->is_none()) {
     ValueList parts = iterate(*separators);

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "chat/builtins.h"
+#include "chat/limits.h"
 #include "chat/utf8.h"
 #include "chat/value_ops.h"
 
@@ -61,9 +62,11 @@ Value f_join(const Value& t, const CallArgs& a) {
   std::string out;
   bool first = true;
   for (const Value& item : iterate(t)) {
+    std::string part = py_str(attribute ? lookup_attribute_path(item, *attribute) : item);
+    check_string_size(out.size(), (first ? 0 : separator.size()) + part.size());
     if (!first) out += separator;
     first = false;
-    out += py_str(attribute ? lookup_attribute_path(item, *attribute) : item);
+    out += part;
   }
   return Value::string(std::move(out));
 }

@@ -2,6 +2,7 @@
 #include <ctime>
 
 #include "chat/builtins.h"
+#include "chat/limits.h"
 #include "chat/utf8.h"
 #include "chat/value_ops.h"
 
@@ -102,8 +103,6 @@ constexpr NamedTest kTests[] = {
 };
 
 // --- globals ---------------------------------------------------------------------------------
-
-constexpr int64_t kMaxRange = 100000;  // the sandbox's limit
 
 Value g_range(const CallArgs& a) {
   if (!a.kwargs.empty() || a.args.empty() || a.args.size() > 3) eval_fail("range expected 1 to 3 integer arguments");

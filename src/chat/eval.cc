@@ -3,6 +3,7 @@
 
 #include "chat/renderer.h"
 #include "chat/builtins.h"
+#include "chat/limits.h"
 #include "chat/template_error.h"
 #include "chat/value_ops.h"
 
@@ -147,7 +148,11 @@ Value Renderer::eval_unchecked(const Expr& expr, Frame& frame) {
     case ExprKind::kCompare: return eval_compare(expr, frame);
     case ExprKind::kConcat: {
       std::string out;
-      for (const ExprPtr& e : expr.children) out += py_str(eval(*e, frame));
+      for (const ExprPtr& e : expr.children) {
+        std::string part = py_str(eval(*e, frame));
+        check_string_size(out.size(), part.size());
+        out += part;
+      }
       return Value::string(std::move(out));
     }
     case ExprKind::kCondition: {

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "chat/limits.h"
 #include "chat/py_format.h"
 #include "chat/utf8.h"
 #include "chat/value_ops.h"
@@ -86,6 +87,7 @@ class JsonWriter {
   void open_item(std::string& out, bool first, int level) const {
     if (!first) out += item_separator_;
     if (options_.indent) {
+      check_string_size(out.size(), 1 + static_cast<size_t>(level) * options_.indent->size());
       out += '\n';
       for (int i = 0; i < level; ++i) out += *options_.indent;
     }
@@ -93,6 +95,7 @@ class JsonWriter {
 
   void close(std::string& out, int level, char bracket) const {
     if (options_.indent) {
+      check_string_size(out.size(), 1 + static_cast<size_t>(level) * options_.indent->size());
       out += '\n';
       for (int i = 0; i < level; ++i) out += *options_.indent;
     }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "chat/limits.h"
 #include "chat/utf8.h"
 #include "chat/value_ops.h"
 
@@ -104,6 +105,7 @@ std::string pad(const std::string& prefix, const std::string& body, const Spec& 
   int64_t len = static_cast<int64_t>(utf8_length(prefix) + utf8_length(body));
   int64_t missing = spec.width - len;
   if (missing <= 0) return prefix + body;
+  check_string_size(static_cast<size_t>(missing) * spec.fill.size(), prefix.size() + body.size());
   auto fill = [&](int64_t n) {
     std::string out;
     for (int64_t i = 0; i < n; ++i) out += spec.fill;

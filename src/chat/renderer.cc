@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "chat/builtins.h"
+#include "chat/limits.h"
 #include "chat/template_error.h"
 #include "chat/value_ops.h"
 
@@ -35,11 +36,25 @@ void set_namespace_attribute(const Value& ns, const std::string& attribute, Valu
   ns.as_namespace().set(attribute, std::move(value));
 }
 
+// `out += text`, refusing output over kMaxStringBytes.
+void append(std::string& out, std::string_view text) {
+  if (out.size() + text.size() > kMaxStringBytes) {
+    eval_fail("the rendered output is over the chat template limit of {} bytes", kMaxStringBytes);
+  }
+  out += text;
+}
+
 [[noreturn]] void rethrow_at(const EvalError& e, const Stmt& stmt) {
   throw TemplateError(e.message, stmt.line, stmt.column, e.raised_by_template);
 }
 
 }  // namespace
+
+void Renderer::step() {
+  if (++steps_ > kMaxRenderSteps) {
+    eval_fail("the template takes too long: over {} loop iterations and macro calls", kMaxRenderSteps);
+  }
+}
 
 Value Renderer::resolve(const std::string& name) const {
   if (const Value* v = context_.as_dict().find(name)) return *v;
@@ -82,12 +97,12 @@ Renderer::Flow Renderer::exec(const Stmt& stmt, Frame& frame, std::string& out) 
   try {
     switch (stmt.kind) {
       case StmtKind::kOutput:
-        out += stmt.text;
+        append(out, stmt.text);
         return Flow::kNormal;
       case StmtKind::kPrint: {
         Value v = eval(*stmt.exprs[0], frame);
-        if (v.is_string()) out += v.as_string();
-        else out += py_str(v);
+        if (v.is_string()) append(out, v.as_string());
+        else append(out, py_str(v));
         return Flow::kNormal;
       }
       case StmtKind::kIf:
@@ -113,6 +128,7 @@ Renderer::Flow Renderer::exec(const Stmt& stmt, Frame& frame, std::string& out) 
       }
       case StmtKind::kMacro: {
         Frame* defined_in = &frame;
+        ++closures_;
         frame.slots[stmt.name_slot] = Value::function(
             stmt.name, [this, &stmt, defined_in](const CallArgs& args) { return call_macro(stmt, *defined_in, args); });
         return Flow::kNormal;
@@ -123,7 +139,7 @@ Renderer::Flow Renderer::exec(const Stmt& stmt, Frame& frame, std::string& out) 
       case StmtKind::kFilterBlock: {
         Frame* block = nullptr;
         Value body = Value::string(render_in_scope(stmt, frame, &block));
-        out += py_str(eval_filter(*stmt.exprs[0], *block, &body));
+        append(out, py_str(eval_filter(*stmt.exprs[0], *block, &body)));
         return Flow::kNormal;
       }
       case StmtKind::kWith: {
@@ -135,7 +151,7 @@ Renderer::Flow Renderer::exec(const Stmt& stmt, Frame& frame, std::string& out) 
         return Flow::kNormal;
       }
       case StmtKind::kScope:
-        out += render_in_scope(stmt, frame, nullptr);
+        append(out, render_in_scope(stmt, frame, nullptr));
         return Flow::kNormal;
       case StmtKind::kBreak:
         return Flow::kBreak;
@@ -176,6 +192,7 @@ Renderer::Flow Renderer::exec_for(const Stmt& stmt, Frame& frame, std::string& o
     Frame& test = enter(*stmt.test_scope, &frame);
     ValueList kept;
     for (Value& item : items) {
+      step();
       assign(test, stmt.test_target_slots, stmt.unpack, item);
       if (truthy(eval(*stmt.exprs[1], test))) kept.push_back(std::move(item));
     }
@@ -197,6 +214,9 @@ Renderer::Flow Renderer::exec_for(const Stmt& stmt, Frame& frame, std::string& o
                      kPrevitem = Value::string("previtem"), kNextitem = Value::string("nextitem");
   bool completed_an_iteration = false;
   for (int64_t i = 0; i < n; ++i) {
+    step();
+    const size_t frames_before = frames_.size();
+    const uint64_t closures_before = closures_;
     Frame& scope = enter(*stmt.scope, &frame);
     std::vector<std::pair<Value, Value>> loop = {
         {kIndex, Value::integer(i + 1)},         {kIndex0, Value::integer(i)},
@@ -210,6 +230,8 @@ Renderer::Flow Renderer::exec_for(const Stmt& stmt, Frame& frame, std::string& o
     scope.slots[stmt.loop_slot] = Value::dict(std::move(loop));
     assign(scope, stmt.target_slots, stmt.unpack, items[i]);
     Flow flow = exec_list(stmt.bodies[0], scope, out);
+    // Nothing points into this iteration's frames unless a closure was made in them.
+    if (closures_ == closures_before) frames_.resize(frames_before);
     if (flow == Flow::kNormal) completed_an_iteration = true;
     if (flow == Flow::kBreak) break;
   }
@@ -221,6 +243,19 @@ Renderer::Flow Renderer::exec_for(const Stmt& stmt, Frame& frame, std::string& o
 
 Value Renderer::call_macro(const Stmt& macro, Frame& defined_in, const CallArgs& args) {
   std::string name = macro.kind == StmtKind::kMacro ? macro.name : "caller";
+  // Each call recurses on the C++ stack: unbounded recursion would overflow it.
+  if (call_depth_ >= kMaxCallDepth) {
+    eval_fail("maximum recursion depth exceeded: macro '{}' called with {} macro calls already running",
+              name, kMaxCallDepth);
+  }
+  step();
+  struct DepthGuard {
+    int& depth;
+    explicit DepthGuard(int& d) : depth(d) { ++depth; }
+    ~DepthGuard() { --depth; }
+  } depth_guard(call_depth_);
+  const size_t frames_before = frames_.size();
+  const uint64_t closures_before = closures_;
   Frame& frame = enter(*macro.scope, &defined_in);
   size_t n = macro.targets.size();
   size_t first_default = n - macro.defaults.size();
@@ -263,12 +298,14 @@ Value Renderer::call_macro(const Stmt& macro, Frame& defined_in, const CallArgs&
   }
   std::string out;
   exec_list(macro.bodies[0], frame, out);
+  if (closures_ == closures_before) frames_.resize(frames_before);
   return Value::string(std::move(out));
 }
 
 void Renderer::exec_call_block(const Stmt& stmt, Frame& frame, std::string& out) {
   const Expr& call = *stmt.exprs[0];
   Frame* call_site = &frame;
+  ++closures_;
   Value caller = Value::function(
       "caller", [this, &stmt, call_site](const CallArgs& args) { return call_macro(stmt, *call_site, args); });
   Value callee = eval(*call.children[0], frame);
@@ -276,7 +313,7 @@ void Renderer::exec_call_block(const Stmt& stmt, Frame& frame, std::string& out)
   args.kwargs.emplace_back("caller", caller);
   if (callee.is_undefined()) fail_undefined(callee);
   if (!callee.is_function()) eval_fail("'{}' object is not callable", type_name(callee));
-  out += py_str(callee.as_function().fn(args));
+  append(out, py_str(callee.as_function().fn(args)));
 }
 
 }  // namespace kestrel::chat

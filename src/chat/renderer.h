@@ -59,10 +59,20 @@ class Renderer {
   // (filter blocks, `{% set x | f %}`).
   Value eval_filter(const Expr& expr, Frame& frame, const Value* block_input);
 
+  // One unit of kMaxRenderSteps (a loop iteration or a macro call); throws EvalError when
+  // the render has used them all.
+  void step();
+
   const StmtList& root_;
   const Scope& root_scope_;
   const Value& context_;
   std::deque<Frame> frames_;
+  // Closures (macros, call-block callers) made so far: each keeps a pointer to its frame. A
+  // loop iteration or macro call that made none drops its frames when it ends, so long loops
+  // do not keep every iteration's scope alive.
+  uint64_t closures_ = 0;
+  int call_depth_ = 0;   // macro calls now running (limits.h: kMaxCallDepth)
+  int64_t steps_ = 0;    // loop iterations and macro calls so far (kMaxRenderSteps)
 };
 
 }  // namespace kestrel::chat

@@ -5,6 +5,7 @@
 #include <array>
 
 #include "chat/builtins.h"
+#include "chat/limits.h"
 #include "chat/py_format.h"
 #include "chat/utf8.h"
 #include "chat/value_ops.h"
@@ -217,6 +218,7 @@ Value call_plain_method(const Value& self, std::string_view name, const CallArgs
     ValueList items = iterate(*args.get(0));
     for (size_t i = 0; i < items.size(); ++i) {
       if (!items[i].is_string()) eval_fail("sequence item {}: expected str instance, {} found", i, type_name(items[i]));
+      check_string_size(out.size(), (i > 0 ? s.size() : 0) + items[i].as_string().size());
       if (i > 0) out += s;
       out += items[i].as_string();
     }

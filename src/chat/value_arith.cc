@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "chat/limits.h"
 #include "chat/py_format.h"
 #include "chat/value_ops.h"
 
@@ -122,12 +123,20 @@ Value numeric_op(BinaryOp op, const Value& a, const Value& b) {
 }
 
 Value repeat(const Value& seq, int64_t times) {
+  // Sized before anything is allocated: `'x' * 2**62` must fail at once, not run out of memory.
+  size_t unit = seq.is_string() ? seq.as_string().size() : seq.as_list().items.size();
+  size_t total = 0;
+  if (times > 0 && __builtin_mul_overflow(unit, static_cast<uint64_t>(times), &total)) total = SIZE_MAX;
+  if (seq.is_string()) check_string_size(total);
+  else check_sequence_size(total);
   if (seq.is_string()) {
     std::string out;
+    out.reserve(total);
     for (int64_t i = 0; i < times; ++i) out += seq.as_string();
     return Value::string(std::move(out), seq.is_safe());
   }
   ValueList items;
+  items.reserve(total);
   for (int64_t i = 0; i < times; ++i) {
     items.insert(items.end(), seq.as_list().items.begin(), seq.as_list().items.end());
   }
@@ -150,12 +159,15 @@ Value binary_op(BinaryOp op, const Value& a, const Value& b) {
     if (a.is_safe() || b.is_safe()) {  // markupsafe escapes the plain operand
       std::string lhs = a.is_safe() ? a.as_string() : html_escape(a.as_string());
       std::string rhs = b.is_safe() ? b.as_string() : html_escape(b.as_string());
+      check_string_size(lhs.size(), rhs.size());
       return Value::string(lhs + rhs, true);
     }
+    check_string_size(a.as_string().size(), b.as_string().size());
     return Value::string(a.as_string() + b.as_string());
   }
   if (op == BinaryOp::kAdd && a.is_list() && b.is_list() && !a.as_list().is_iterator &&
       !b.as_list().is_iterator && a.as_list().is_tuple == b.as_list().is_tuple) {
+    check_sequence_size(a.as_list().items.size() + b.as_list().items.size());
     ValueList items = a.as_list().items;
     items.insert(items.end(), b.as_list().items.begin(), b.as_list().items.end());
     return a.as_list().is_tuple ? Value::tuple(std::move(items)) : Value::list(std::move(items));

@@ -131,6 +131,19 @@ std::vector<Case> cases() {
        400, "messages", "text"},
       {"chat_template_kwargs not an object", kChat, "{" + kMsgs + R"(, "chat_template_kwargs": 1})",
        400, "chat_template_kwargs", ""},
+      // Per-request templates are untrusted: runaway recursion, allocation and loops are
+      // template errors (400), not a crashed or exhausted server (src/chat/limits.h).
+      {"chat_template recursing forever", kChat,
+       "{" + kMsgs +
+           R"(, "chat_template": "{% macro f(n) %}{{ f(n+1) }}{% endmacro %}{{ f(0) }}"})",
+       400, "messages", "maximum recursion depth"},
+      {"chat_template repeating a string 2**63-1 times", kChat,
+       "{" + kMsgs + R"(, "chat_template": "{{ 'x' * 9223372036854775807 }}"})", 400, "messages",
+       "string too long"},
+      {"chat_template looping 1e10 times", kChat,
+       "{" + kMsgs +
+           R"(, "chat_template": "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"})",
+       400, "messages", "too long"},
       {"prompt longer than the context", kC, R"({"prompt": )" + long_prompt(4096) + "}", 400,
        "prompt", "maximum context length is 4096"},
       {"prompt + max_tokens beyond the context", kC, R"({"prompt": "hi", "max_tokens": 5000})", 400,
