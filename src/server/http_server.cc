@@ -165,19 +165,6 @@ void HttpServer::Impl::install_routes() {
     // JSON, or a wrapped length past its end); API answers are whole, as uvicorn's are.
     // (The Request is httplib's own non-const object; only this hook sees it before routing.)
     const_cast<httplib::Request&>(req).ranges.clear();
-    // httplib enforces the body limit on Content-Length only, and reads a chunked body whole
-    // however long: such bodies are refused, so that --max-body-bytes holds for every client.
-    if (req.get_header_value("Transfer-Encoding").find("chunked") != std::string::npos) {
-      // No "Connection: close": closing now, with the body unread, could reset the
-      // connection under a client still sending it, before it reads this answer. httplib
-      // then reads the body as the next request, fails to parse it and closes.
-      send_error(res, 411,
-                 error_body(fmt::format("Chunked request bodies are not accepted: send the body "
-                                        "with a Content-Length (at most {} bytes).",
-                                        s.config.max_body_bytes),
-                            "invalid_request_error"));
-      return httplib::Server::HandlerResponse::Handled;
-    }
     // vLLM's: a client's request id comes back on the response, whatever it is (refusals too).
     if (req.has_header("x-request-id")) res.set_header("x-request-id", req.get_header_value("x-request-id"));
     const bool api = req.path.rfind("/v1/", 0) == 0;
