@@ -37,7 +37,7 @@ inline constexpr int64_t kMaxRange = 100000;
 // Work budget of one render: loop iterations plus macro calls. Real templates do a few per
 // message (a long conversation: thousands, a context full of tiny messages: ~100k); this
 // stops nested loops (range(1e5) x range(1e5)) after about a second instead of running for
-// minutes. (Each iteration costs ~1-3 us and keeps its scope alive until the render ends.)
+// minutes (an iteration costs ~1 us once its scope is freed at its end).
 inline constexpr int64_t kMaxRenderSteps = 500'000;
 
 // Throws EvalError when a string of `bytes` bytes would be over kMaxStringBytes.
