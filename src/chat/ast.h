@@ -89,6 +89,7 @@ struct Expr {
   std::vector<ExprPtr> children;
   Arguments args;
   VarRef var;  // kName, after scope analysis
+  int depth = 1;  // nodes on the longest path to a leaf (the parser caps it: chat/limits.h)
 };
 
 enum class StmtKind {

@@ -24,6 +24,14 @@ namespace kestrel::chat {
 // macro call costs several of them, so legitimate templates recurse far less than this.
 inline constexpr int kMaxCallDepth = 256;
 
+// How deep a template's source may nest: expressions inside brackets or `not`/unary
+// operators, and blocks inside blocks (the parser recurses once per level), and the depth of
+// an expression's tree (operator chains such as `a + a + ...` or `x.a.b...` deepen it without
+// recursing; evaluating and freeing it recurse). Python's jinja2 gives up near 1000 frames
+// too; real templates nest a few levels.
+inline constexpr int kMaxNesting = 200;
+inline constexpr int kMaxExprDepth = 1000;
+
 // The largest string one operation may build (repetition, + and ~, join, padding, indent)
 // and the largest rendered output: a prompt is at most a few MB of text (a 1M-token context).
 inline constexpr size_t kMaxStringBytes = size_t{32} << 20;  // 32 MiB

@@ -120,6 +120,7 @@ StmtList Parser::parse_body(const std::vector<std::string>& end_tags, bool drop_
 
 StmtPtr Parser::parse_statement() {
   const Token& tag = current();
+  const Nested level(*this, tag);  // blocks inside blocks
   if (tag.kind != TokenKind::kName) fail(tag, "tag name expected");
   const std::string& name = tag.text;
   if (name == "if") return parse_if(advance());

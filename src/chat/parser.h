@@ -84,11 +84,29 @@ class Parser {
   ExprPtr parse_list();
   ExprPtr parse_dict();
   ExprPtr make(ExprKind kind, const Token& at) const;
+  ExprPtr binary(ExprPtr left, ExprPtr right, BinaryOp op, const Token& at) const;
+  // Appends `child` (may be null) to node's children and keeps node.depth; fails past
+  // kMaxExprDepth. absorb_args does the same for node.args.
+  void attach(Expr& node, ExprPtr child) const;
+  void absorb_args(Expr& node) const;
+
+  // One more level of source nesting for its lifetime; fails past kMaxNesting.
+  class Nested {
+   public:
+    Nested(Parser& p, const Token& at);
+    ~Nested() { --parser_.nesting_; }
+    Nested(const Nested&) = delete;
+    Nested& operator=(const Nested&) = delete;
+
+   private:
+    Parser& parser_;
+  };
 
   bool is_tuple_end(const std::vector<std::string>& extra_end) const;
 
   std::vector<Token> tokens_;
   size_t pos_ = 0;
+  int nesting_ = 0;
 };
 
 }  // namespace kestrel::chat

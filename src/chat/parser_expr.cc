@@ -1,7 +1,10 @@
 // Expression grammar; precedence and associativity follow jinja2's parser.py.
 #include <algorithm>
 
+#include <fmt/format.h>
+
 #include "chat/builtins.h"
+#include "chat/limits.h"
 #include "chat/parser.h"
 #include "chat/template_error.h"
 
@@ -15,7 +18,54 @@ ExprPtr Parser::make(ExprKind kind, const Token& at) const {
   return e;
 }
 
+ExprPtr Parser::binary(ExprPtr left, ExprPtr right, BinaryOp op, const Token& at) const {
+  ExprPtr node = make(ExprKind::kBinary, at);
+  node->op = op;
+  attach(*node, std::move(left));
+  attach(*node, std::move(right));
+  return node;
+}
+
+void Parser::attach(Expr& node, ExprPtr child) const {
+  if (child && child->depth + 1 > node.depth) {
+    node.depth = child->depth + 1;
+    if (node.depth > kMaxExprDepth) {
+      throw TemplateError(fmt::format("expression nested too deeply (over {} levels)", kMaxExprDepth),
+                          node.line, node.column, false);
+    }
+  }
+  node.children.push_back(std::move(child));
+}
+
+void Parser::absorb_args(Expr& node) const {
+  Expr deepest;  // a stand-in holding the deepest argument's depth
+  deepest.kind = ExprKind::kLiteral;
+  auto note = [&](const ExprPtr& e) {
+    if (e) deepest.depth = std::max(deepest.depth, e->depth);
+  };
+  for (const ExprPtr& e : node.args.positional) note(e);
+  for (const auto& [name, e] : node.args.keyword) note(e);
+  note(node.args.star);
+  note(node.args.double_star);
+  if (deepest.depth + 1 > node.depth) {
+    node.depth = deepest.depth + 1;
+    if (node.depth > kMaxExprDepth) {
+      throw TemplateError(fmt::format("expression nested too deeply (over {} levels)", kMaxExprDepth),
+                          node.line, node.column, false);
+    }
+  }
+}
+
+Parser::Nested::Nested(Parser& p, const Token& at) : parser_(p) {
+  if (++parser_.nesting_ > kMaxNesting) {
+    --parser_.nesting_;
+    throw TemplateError(fmt::format("template nested too deeply (over {} levels)", kMaxNesting),
+                        at.line, at.column, false);
+  }
+}
+
 ExprPtr Parser::parse_expression(bool with_condexpr) {
+  const Nested level(*this, current());
   return with_condexpr ? parse_condexpr() : parse_or();
 }
 
@@ -26,9 +76,9 @@ ExprPtr Parser::parse_condexpr() {
     auto cond = make(ExprKind::kCondition, at);
     ExprPtr test = parse_or();
     ExprPtr otherwise = skip_name("else") ? parse_condexpr() : nullptr;
-    cond->children.push_back(std::move(expr));
-    cond->children.push_back(std::move(test));
-    cond->children.push_back(std::move(otherwise));
+    attach(*cond, std::move(expr));
+    attach(*cond, std::move(test));
+    attach(*cond, std::move(otherwise));
     expr = std::move(cond);
   }
   return expr;
@@ -38,8 +88,8 @@ ExprPtr Parser::parse_or() {
   ExprPtr left = parse_and();
   while (at_name("or")) {
     auto node = make(ExprKind::kOr, advance());
-    node->children.push_back(std::move(left));
-    node->children.push_back(parse_and());
+    attach(*node, std::move(left));
+    attach(*node, parse_and());
     left = std::move(node);
   }
   return left;
@@ -49,8 +99,8 @@ ExprPtr Parser::parse_and() {
   ExprPtr left = parse_not();
   while (at_name("and")) {
     auto node = make(ExprKind::kAnd, advance());
-    node->children.push_back(std::move(left));
-    node->children.push_back(parse_not());
+    attach(*node, std::move(left));
+    attach(*node, parse_not());
     left = std::move(node);
   }
   return left;
@@ -58,8 +108,9 @@ ExprPtr Parser::parse_and() {
 
 ExprPtr Parser::parse_not() {
   if (at_name("not")) {
+    const Nested level(*this, current());
     auto node = make(ExprKind::kNot, advance());
-    node->children.push_back(parse_not());
+    attach(*node, parse_not());
     return node;
   }
   return parse_compare();
@@ -93,23 +144,14 @@ ExprPtr Parser::parse_compare() {
   if (ops.empty()) return first;
   auto node = make(ExprKind::kCompare, start);
   node->compare_ops = std::move(ops);
-  node->children.push_back(std::move(first));
-  for (ExprPtr& e : operands) node->children.push_back(std::move(e));
+  attach(*node, std::move(first));
+  for (ExprPtr& e : operands) attach(*node, std::move(e));
   return node;
 }
 
 namespace {
 
-ExprPtr binary(ExprPtr left, ExprPtr right, BinaryOp op, const Token& at) {
-  auto node = std::make_unique<Expr>();
-  node->kind = ExprKind::kBinary;
-  node->line = at.line;
-  node->column = at.column;
-  node->op = op;
-  node->children.push_back(std::move(left));
-  node->children.push_back(std::move(right));
-  return node;
-}
+
 
 }  // namespace
 
@@ -128,8 +170,8 @@ ExprPtr Parser::parse_concat() {
   ExprPtr first = parse_math2();
   if (!at_op("~")) return first;
   auto node = make(ExprKind::kConcat, start);
-  node->children.push_back(std::move(first));
-  while (skip_op("~")) node->children.push_back(parse_math2());
+  attach(*node, std::move(first));
+  while (skip_op("~")) attach(*node, parse_math2());
   return node;
 }
 
@@ -158,9 +200,10 @@ ExprPtr Parser::parse_pow() {
 ExprPtr Parser::parse_unary(bool with_filter) {
   ExprPtr node;
   if (at_op("-") || at_op("+")) {
+    const Nested level(*this, current());
     const Token& at = advance();
     node = make(at.text == "-" ? ExprKind::kNeg : ExprKind::kPos, at);
-    node->children.push_back(parse_unary(false));
+    attach(*node, parse_unary(false));
   } else {
     node = parse_primary();
   }
@@ -245,7 +288,7 @@ ExprPtr Parser::parse_list() {
   while (!at_op("]")) {
     if (!node->children.empty()) expect_op(",");
     if (at_op("]")) break;
-    node->children.push_back(parse_expression());
+    attach(*node, parse_expression());
   }
   expect_op("]");
   return node;
@@ -256,9 +299,9 @@ ExprPtr Parser::parse_dict() {
   while (!at_op("}")) {
     if (!node->children.empty()) expect_op(",");
     if (at_op("}")) break;
-    node->children.push_back(parse_expression());
+    attach(*node, parse_expression());
     expect_op(":");
-    node->children.push_back(parse_expression());
+    attach(*node, parse_expression());
   }
   expect_op("}");
   return node;
@@ -288,15 +331,15 @@ ExprPtr Parser::parse_subscript(ExprPtr node) {
     if (attr.kind == TokenKind::kName) {
       auto e = make(ExprKind::kAttr, at);
       e->name = attr.text;
-      e->children.push_back(std::move(node));
+      attach(*e, std::move(node));
       return e;
     }
     if (attr.kind != TokenKind::kInteger) fail(attr, "expected name or number");
     auto e = make(ExprKind::kItem, at);
     auto index = make(ExprKind::kLiteral, attr);
     index->literal = Value::integer(attr.int_value);
-    e->children.push_back(std::move(node));
-    e->children.push_back(std::move(index));
+    attach(*e, std::move(node));
+    attach(*e, std::move(index));
     return e;
   }
   std::vector<ExprPtr> args;
@@ -311,16 +354,16 @@ ExprPtr Parser::parse_subscript(ExprPtr node) {
     return std::move(args[0]);
   }
   auto e = make(ExprKind::kItem, at);
-  e->children.push_back(std::move(node));
+  attach(*e, std::move(node));
   for (const ExprPtr& arg : args) {
     if (arg->kind == ExprKind::kSlice) fail(at, "a slice inside a subscript tuple is not supported");
   }
   if (args.size() == 1) {
-    e->children.push_back(std::move(args[0]));
+    attach(*e, std::move(args[0]));
   } else {  // several subscripts, or none (`x[]`), index with a tuple as in jinja2
     auto tuple = make(ExprKind::kTuple, at);
     tuple->children = std::move(args);
-    e->children.push_back(std::move(tuple));
+    attach(*e, std::move(tuple));
   }
   return e;
 }
@@ -335,13 +378,13 @@ ExprPtr Parser::parse_subscribed() {
   }
   advance();  // ':'
   auto slice = make(ExprKind::kSlice, start);
-  slice->children.push_back(nullptr);
-  slice->children.push_back(std::move(first));
-  slice->children.push_back(at_op(":") || at_op("]") || at_op(",") ? nullptr : parse_expression());
+  attach(*slice, nullptr);
+  attach(*slice, std::move(first));
+  attach(*slice, at_op(":") || at_op("]") || at_op(",") ? nullptr : parse_expression());
   if (skip_op(":")) {
-    slice->children.push_back(at_op("]") || at_op(",") ? nullptr : parse_expression());
+    attach(*slice, at_op("]") || at_op(",") ? nullptr : parse_expression());
   } else {
-    slice->children.push_back(nullptr);
+    attach(*slice, nullptr);
   }
   return slice;
 }
@@ -382,7 +425,8 @@ Arguments Parser::parse_call_args() {
 ExprPtr Parser::parse_call(ExprPtr node) {
   auto call = make(ExprKind::kCall, current());
   call->args = parse_call_args();
-  call->children.push_back(std::move(node));
+  absorb_args(*call);
+  attach(*call, std::move(node));
   return call;
 }
 
@@ -397,7 +441,8 @@ ExprPtr Parser::parse_filter(ExprPtr node, bool start_inline) {
     auto filter = make(ExprKind::kFilter, name_token);
     filter->name = name;
     if (at_op("(")) filter->args = parse_call_args();
-    filter->children.push_back(std::move(node));
+    absorb_args(*filter);
+    attach(*filter, std::move(node));
     node = std::move(filter);
   }
   return node;
@@ -422,10 +467,11 @@ ExprPtr Parser::parse_test(ExprPtr node) {
     if (at_name("is")) fail(t, "You cannot chain multiple tests with is");
     test->args.positional.push_back(parse_postfix(parse_primary()));
   }
-  test->children.push_back(std::move(node));
+  absorb_args(*test);
+  attach(*test, std::move(node));
   if (!negated) return test;
   auto not_node = make(ExprKind::kNot, is_token);
-  not_node->children.push_back(std::move(test));
+  attach(*not_node, std::move(test));
   return not_node;
 }
 
