@@ -86,7 +86,8 @@ class Parser {
   ExprPtr make(ExprKind kind, const Token& at) const;
   ExprPtr binary(ExprPtr left, ExprPtr right, BinaryOp op, const Token& at) const;
   // Appends `child` (may be null) to node's children and keeps node.depth; fails past
-  // kMaxExprDepth. absorb_args does the same for node.args.
+  // kMaxExprDepth. absorb_args does the same for node.args; deepen counts one child.
+  void deepen(Expr& node, const Expr* child) const;
   void attach(Expr& node, ExprPtr child) const;
   void absorb_args(Expr& node) const;
 

@@ -26,34 +26,25 @@ ExprPtr Parser::binary(ExprPtr left, ExprPtr right, BinaryOp op, const Token& at
   return node;
 }
 
-void Parser::attach(Expr& node, ExprPtr child) const {
-  if (child && child->depth + 1 > node.depth) {
-    node.depth = child->depth + 1;
-    if (node.depth > kMaxExprDepth) {
-      throw TemplateError(fmt::format("expression nested too deeply (over {} levels)", kMaxExprDepth),
-                          node.line, node.column, false);
-    }
+void Parser::deepen(Expr& node, const Expr* child) const {
+  if (child == nullptr || child->depth + 1 <= node.depth) return;
+  node.depth = child->depth + 1;
+  if (node.depth > kMaxExprDepth) {
+    throw TemplateError(fmt::format("expression nested too deeply (over {} levels)", kMaxExprDepth),
+                        node.line, node.column, false);
   }
+}
+
+void Parser::attach(Expr& node, ExprPtr child) const {
+  deepen(node, child.get());
   node.children.push_back(std::move(child));
 }
 
 void Parser::absorb_args(Expr& node) const {
-  Expr deepest;  // a stand-in holding the deepest argument's depth
-  deepest.kind = ExprKind::kLiteral;
-  auto note = [&](const ExprPtr& e) {
-    if (e) deepest.depth = std::max(deepest.depth, e->depth);
-  };
-  for (const ExprPtr& e : node.args.positional) note(e);
-  for (const auto& [name, e] : node.args.keyword) note(e);
-  note(node.args.star);
-  note(node.args.double_star);
-  if (deepest.depth + 1 > node.depth) {
-    node.depth = deepest.depth + 1;
-    if (node.depth > kMaxExprDepth) {
-      throw TemplateError(fmt::format("expression nested too deeply (over {} levels)", kMaxExprDepth),
-                          node.line, node.column, false);
-    }
-  }
+  for (const ExprPtr& e : node.args.positional) deepen(node, e.get());
+  for (const auto& [name, e] : node.args.keyword) deepen(node, e.get());
+  deepen(node, node.args.star.get());
+  deepen(node, node.args.double_star.get());
 }
 
 Parser::Nested::Nested(Parser& p, const Token& at) : parser_(p) {
