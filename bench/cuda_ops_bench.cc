@@ -23,6 +23,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm/gemm.h"
 #include "backend/cuda/gemm/gemv.h"
+#include "backend/cuda/gemm/wgmma_gemm.h"
+#include "backend/cuda/launch.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
@@ -93,6 +95,19 @@ Ceilings measure_ceilings(CudaBackend& be) {
   return {bw, rate};
 }
 
+// Sends every call of `runner` to cuBLASLt: the baseline our kernels are timed against.
+void cublaslt_only(GemmRunner& runner) {
+  runner.set_gemv_max_tokens(0);
+  runner.set_wgmma_gemm(false);
+}
+
+int device_sms() {
+  int device = 0, num_sms = 0;
+  KS_CUDA_CHECK(cudaGetDevice(&device));
+  KS_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  return num_sms;
+}
+
 void bench_gemms(CudaBackend& be, const Ceilings& c) {
   // Qwen3-0.6B decode steps at batch 256 and 128: [T, K] x [N, K]^T.
   struct G {
@@ -114,7 +129,7 @@ void bench_gemms(CudaBackend& be, const Ceilings& c) {
   // The same calls through cuBLASLt with its candidates timed (GemmRunner's optional tuning).
   GemmRunner timed(be.stream());
   timed.set_tune_algorithms(true);
-  timed.set_gemv_max_tokens(0);
+  cublaslt_only(timed);
   for (const G& g : shapes) {
     Tensor x = random_bf16(be, Shape{g.t, g.k});
     Tensor w = random_bf16(be, Shape{g.n, g.k});
@@ -150,10 +165,8 @@ void bench_small_gemms(CudaBackend& be, const Ceilings& c) {
                       {"down_proj K=3072 N=1024", 3072, 1024, false},
                       {"lm_head   K=1024 N=151936 F32", 1024, 151936, true}};
   GemmRunner lt(be.stream());
-  lt.set_gemv_max_tokens(0);
-  int device = 0, num_sms = 0;
-  KS_CUDA_CHECK(cudaGetDevice(&device));
-  KS_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms, cudaDevAttrMultiProcessorCount, device));
+  cublaslt_only(lt);
+  const int num_sms = device_sms();
   {  // What a call costs beyond its bytes: a graph node's launch plus one round trip to memory.
     Tensor x = random_bf16(be, Shape{1, 64});
     Tensor w = random_bf16(be, Shape{8, 64});
@@ -212,6 +225,80 @@ void bench_small_gemms(CudaBackend& be, const Ceilings& c) {
       std::printf(" %d: %.2f", split, ms * 1e3);
     }
     std::printf("  (default %d)\n", kernels::gemv_k_split(1, g.n, g.k, num_sms));
+  }
+}
+
+// The wgmma decode-step GEMM (wgmma_gemm.h) against cuBLASLt on the Qwen3-0.6B layer shapes,
+// w cold (rotating through >= 192 MB of copies, as in a decode step), x hot. Floor: the cold
+// bytes at the copy rate or the FLOPs at the GEMM rate, whichever is longer. Then every
+// token tile / K split ("tile/split: us").
+void bench_wgmma_gemms(CudaBackend& be, const Ceilings& c) {
+  if (kernels::compute_capability() != 90) {
+    std::printf("wgmma GEMM: needs compute capability 9.0\n");
+    return;
+  }
+  struct G {
+    const char* name;
+    int k, n;
+  };
+  const G shapes[] = {{"qkv_proj  K=1024 N=4096", 1024, 4096},
+                      {"o_proj    K=2048 N=1024", 2048, 1024},
+                      {"gate_up   K=1024 N=6144", 1024, 6144},
+                      {"down_proj K=3072 N=1024", 3072, 1024}};
+  GemmRunner lt(be.stream());
+  cublaslt_only(lt);
+  const int num_sms = device_sms();
+  std::printf("resident CTAs (tile/split: CTAs):");
+  for (int tile : {64, 128}) {
+    for (int split = 1; split <= kernels::kWgmmaGemmMaxSplit; split *= 2) {
+      std::printf(" %d/%d: %d", tile, split, kernels::wgmma_gemm_resident_ctas(tile, split));
+    }
+  }
+  std::printf("\n");
+  std::printf("%-26s %3s %9s %9s %9s %7s %7s  %s\n", "shape (us per call)", "T", "cuBLASLt",
+              "wgmma", "floor", "Lt %", "wgmma %", "default plan; sweep tile/split: us");
+  for (const G& g : shapes) {
+    std::vector<Tensor> ws{random_bf16(be, Shape{g.n, g.k})};
+    const size_t w_bytes = ws[0].nbytes();
+    const int copies = static_cast<int>(((size_t(192) << 20) + w_bytes - 1) / w_bytes);
+    for (int i = 1; i < copies; ++i) {
+      ws.push_back(be.empty(DType::kBF16, Shape{g.n, g.k}));
+      KS_CUDA_CHECK(cudaMemcpyAsync(ws.back().data(), ws[0].data(), w_bytes,
+                                    cudaMemcpyDeviceToDevice, be.stream()));
+    }
+    const int reps = std::max(20, copies);
+    for (int t : {16, 32, 64, 96, 128, 192, 256}) {
+      Tensor x = random_bf16(be, Shape{t, g.k});
+      Tensor out = be.empty(DType::kBF16, Shape{t, g.n});
+      auto cold = [&](const std::function<void(const Tensor&)>& f) {
+        int i = 0;
+        return time_ms(be, reps, [&] { f(ws[i++ % copies]); });
+      };
+      auto wgmma = [&](kernels::WgmmaGemmPlan plan) {
+        return cold([&](const Tensor& w) {
+          kernels::wgmma_gemm(x.data(), w.data(), out.data(), t, g.n, g.k, num_sms, be.stream(),
+                              plan);
+        });
+      };
+      const double lt_ms = cold([&](const Tensor& w) {
+        lt.run(x.data(), w.data(), nullptr, out.data(), CUDA_R_16BF, t, g.n, g.k);
+      });
+      const kernels::WgmmaGemmPlan def = kernels::wgmma_gemm_plan(t, g.n, g.k, num_sms);
+      const double wg_ms = wgmma(def);
+      const double bytes = double(w_bytes) + 2.0 * t * g.k + 2.0 * t * g.n;
+      const double floor_ms = std::max(bytes / c.bytes_per_s, 2.0 * t * g.k * double(g.n) /
+                                                                  c.flops_per_s) * 1e3;
+      std::printf("%-26s %3d %9.2f %9.2f %9.2f %6.1f%% %6.1f%%  %d/%d;", g.name, t, lt_ms * 1e3,
+                  wg_ms * 1e3, floor_ms * 1e3, 100.0 * floor_ms / lt_ms,
+                  100.0 * floor_ms / wg_ms, def.tile_tokens, def.split);
+      for (int tile : {64, 128}) {
+        for (int split = 1; split <= kernels::kWgmmaGemmMaxSplit; split *= 2) {
+          if ((g.k / kernels::kWgmmaGemmStepK) % split != 0) continue;
+          std::printf(" %d/%d: %.2f", tile, split, wgmma({tile, split}) * 1e3);
+        }
+      }
+      std::printf("\n");
+    }
   }
 }
 
@@ -332,8 +419,8 @@ void bench_prefill_attention(CudaBackend& be, const Ceilings& c) {
 }
 
 // section: "" (everything), "decode" (the decode attention rows), "prefill" (the prefill
-// attention rows), "fp8" (decode and prefill attention on an e4m3 cache) or "gemm" (the
-// GEMM rows).
+// attention rows), "fp8" (decode and prefill attention on an e4m3 cache), "gemm" (the
+// GEMM rows) or "wgmma" (the decode-step GEMM kernel against cuBLASLt).
 int run(const std::string& section) {
   if (!cuda_device_available()) {
     std::printf("cuda_ops_bench: no CUDA device\n");
@@ -368,6 +455,11 @@ int run(const std::string& section) {
     bench_attention(hm, c, "decode 256 seqs x 1024 ctx", 256, 1024, 1);
     return 0;
   }
+  if (section == "wgmma") {
+    std::printf("\n-- decode-step GEMMs: wgmma kernel vs cuBLASLt --\n");
+    bench_wgmma_gemms(be, c);
+    return 0;
+  }
   if (section == "prefill") {
     std::printf("\n-- prefill attention, Hq 16, Hkv 8, D 128, block 16, token-major pages --\n");
     bench_prefill_attention(be, c);
@@ -378,6 +470,8 @@ int run(const std::string& section) {
   if (section == "gemm") return 0;
   std::printf("\n-- decode-sized GEMMs: small-batch kernel vs cuBLASLt --\n");
   bench_small_gemms(be, c);
+  std::printf("\n-- decode-step GEMMs: wgmma kernel vs cuBLASLt --\n");
+  bench_wgmma_gemms(be, c);
   std::printf("\n-- paged attention, Hq 16, Hkv 8, D 128, block 16, token-major pages --\n");
   bench_decode_attention(be, c);
   bench_attention(be, c, "decode 256 seqs x 1024 ctx, pages in order", 256, 1024, 1, false);
@@ -397,16 +491,38 @@ int run(const std::string& section) {
   return 0;
 }
 
+// `cuda_ops_bench wgmma-one T N K TILE SPLIT`: three plain launches of one configuration of
+// the wgmma GEMM on random data, for a profiler (ncu -k regex:wgmma_gemm).
+int run_wgmma_one(int argc, char** argv) {
+  if (argc != 7) {
+    std::fprintf(stderr, "usage: cuda_ops_bench wgmma-one T N K TILE SPLIT\n");
+    return 2;
+  }
+  const int t = std::atoi(argv[2]), n = std::atoi(argv[3]), k = std::atoi(argv[4]);
+  auto backend = make_cuda_backend(0);
+  auto& be = dynamic_cast<CudaBackend&>(*backend);
+  Tensor x = random_bf16(be, Shape{t, k});
+  Tensor w = random_bf16(be, Shape{n, k});
+  Tensor out = be.empty(DType::kBF16, Shape{t, n});
+  for (int i = 0; i < 3; ++i) {
+    kernels::wgmma_gemm(x.data(), w.data(), out.data(), t, n, k, 132, be.stream(),
+                        {std::atoi(argv[5]), std::atoi(argv[6])});
+  }
+  be.synchronize();
+  return 0;
+}
+
 }  // namespace
 }  // namespace kestrel
 
 int main(int argc, char** argv) {
   try {
+    if (argc > 1 && std::string(argv[1]) == "wgmma-one") return kestrel::run_wgmma_one(argc, argv);
     const std::string section = argc > 1 ? argv[1] : "";
     if (section != "" && section != "decode" && section != "prefill" && section != "gemm" &&
-        section != "fp8") {
+        section != "fp8" && section != "wgmma") {
       std::fprintf(stderr,
-                   "cuda_ops_bench: unknown section '%s' (decode, prefill, fp8 or gemm, or none "
+                   "cuda_ops_bench: unknown section '%s' (decode, prefill, fp8, gemm or wgmma, or none "
                    "for all)\n",
                    section.c_str());
       return 2;

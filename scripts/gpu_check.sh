@@ -40,7 +40,7 @@
 #                   --python); only what they need is built
 #   --force-carry   use .devcarry even where system packages exist (to test that path)
 #   --profile       ncu kernel-time summaries (tools/ncu_summary.py) of two decode steps of the
-#                   single, nano and decode256 workloads and of the first step of the prefill one
+#                   single, nano, nano_fp8 and decode256 workloads and of the first step of the prefill one
 #   --sanitize      also run compute-sanitizer (memcheck, and racecheck on attention) over
 #                   the kernel tests, each bounded to a few minutes
 #
@@ -460,6 +460,7 @@ if ((RUN_BENCH)); then
   if ((RUN_PROFILE)) && built kestrel && command -v ncu >/dev/null; then
     for entry in "single:decode:2:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 16" \
                  "nano:decode:2:--num-seqs 256" \
+                 "nano_fp8:decode:2:--num-seqs 256 --kv-cache-dtype fp8" \
                  "decode256:decode:2:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 8" \
                  "prefill:prompt:1:--num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"; do
       IFS=: read -r name kind steps flags <<<"$entry"

@@ -213,6 +213,22 @@ inline void expect_close(const std::vector<double>& got, const std::vector<doubl
   EXPECT_LE(std::sqrt(num / den), rel_norm) << what << ": relative error norm";
 }
 
+// out[t, n] = sum_k x[t, k] w[n, k] (+ bias[n]) in double.
+inline std::vector<double> linear_ref(const Bf16Data& x, const Bf16Data& w, const Bf16Data* bias, int t,
+                               int n, int k) {
+  std::vector<double> out(size_t(t) * n);
+  for (int i = 0; i < t; ++i) {
+    for (int j = 0; j < n; ++j) {
+      double s = bias ? bias->values[j] : 0.0;
+      const double* xr = &x.values[size_t(i) * k];
+      const double* wr = &w.values[size_t(j) * k];
+      for (int c = 0; c < k; ++c) s += xr[c] * wr[c];
+      out[size_t(i) * n + j] = s;
+    }
+  }
+  return out;
+}
+
 // cos_sin [max_pos, D]: cos(p * theta^(-2i/D)) in [:, i], sin in [:, D/2 + i] (float, as a
 // model computes it). Host tensor.
 inline Tensor rope_table(int max_pos, int d, double theta) {

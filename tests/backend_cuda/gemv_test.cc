@@ -238,6 +238,7 @@ TEST(CudaGemmTuning, TimesCandidatesOutsideCaptureOnly) {
   {
     GemmRunner runner(stream);
     runner.set_tune_algorithms(true);
+    runner.set_wgmma_gemm(false);  // cuBLASLt's candidates are what this test times
     std::mt19937 rng(45);
     const int t = 100, n = 384, k = 512;
     Bf16Data x = random_bf16(Shape{t, k}, rng);
@@ -292,6 +293,7 @@ TEST(CudaGemmTuning, TunedChoiceGivesTheProductOnDecodeShapes) {
   GemmRunner runner(nullptr);
   runner.set_tune_algorithms(true);
   runner.set_gemv_max_tokens(0);
+  runner.set_wgmma_gemm(false);
   std::mt19937 rng(46);
   struct S {
     int t, n, k;

@@ -9,22 +9,6 @@ namespace {
 
 using namespace cuda_test;
 
-// out[t, n] = sum_k x[t, k] w[n, k] (+ bias[n]).
-std::vector<double> linear_ref(const Bf16Data& x, const Bf16Data& w, const Bf16Data* bias, int t,
-                               int n, int k) {
-  std::vector<double> out(size_t(t) * n);
-  for (int i = 0; i < t; ++i) {
-    for (int j = 0; j < n; ++j) {
-      double s = bias ? bias->values[j] : 0.0;
-      const double* xr = &x.values[size_t(i) * k];
-      const double* wr = &w.values[size_t(j) * k];
-      for (int c = 0; c < k; ++c) s += xr[c] * wr[c];
-      out[size_t(i) * n + j] = s;
-    }
-  }
-  return out;
-}
-
 struct GemmShape {
   int k, n;
 };

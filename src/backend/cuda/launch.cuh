@@ -40,23 +40,41 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
-// Enqueues kernel<<<grid, block, smem, stream>>>(args...) with PDL where pdl_enabled().
-// `name` is for the error message; launch errors throw kestrel::Error.
+// Enqueues kernel<<<grid, block, smem, stream>>>(args...) with PDL where pdl_enabled(), in
+// thread-block clusters of cluster_x x 1 x 1 CTAs when cluster_x > 0 (sm_90+; grid.x a
+// multiple of it). `name` is for the error message; launch errors throw kestrel::Error.
 template <typename... Params, typename... Args>
-void launch_pdl(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
-                cudaStream_t stream, Args&&... args) {
-  cudaLaunchAttribute attr[1];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
+void launch_pdl_cluster(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block,
+                        size_t smem, int cluster_x, cudaStream_t stream, Args&&... args) {
+  cudaLaunchAttribute attr[2];
+  unsigned num_attrs = 0;
+  if (cluster_x > 0) {
+    attr[num_attrs].id = cudaLaunchAttributeClusterDimension;
+    attr[num_attrs].val.clusterDim.x = static_cast<unsigned>(cluster_x);
+    attr[num_attrs].val.clusterDim.y = 1;
+    attr[num_attrs].val.clusterDim.z = 1;
+    ++num_attrs;
+  }
+  if (pdl_enabled()) {
+    attr[num_attrs].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[num_attrs].val.programmaticStreamSerializationAllowed = 1;
+    ++num_attrs;
+  }
   cudaLaunchConfig_t config{};
   config.gridDim = grid;
   config.blockDim = block;
   config.dynamicSmemBytes = smem;
   config.stream = stream;
   config.attrs = attr;
-  config.numAttrs = pdl_enabled() ? 1 : 0;
+  config.numAttrs = num_attrs;
   const cudaError_t err = cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
   if (err != cudaSuccess) ::kestrel::cuda_fail(err, name, __FILE__, __LINE__);
+}
+
+template <typename... Params, typename... Args>
+void launch_pdl(const char* name, void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem,
+                cudaStream_t stream, Args&&... args) {
+  launch_pdl_cluster(name, kernel, grid, block, smem, 0, stream, std::forward<Args>(args)...);
 }
 
 // Lets kKernel be launched with up to `bytes` of dynamic shared memory (past 48 KB a kernel

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "backend/cuda/attention/attention_tiles.cuh"
-#include "backend/cuda/attention/wgmma.cuh"
+#include "backend/cuda/wgmma.cuh"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
 

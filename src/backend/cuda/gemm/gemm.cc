@@ -6,6 +6,8 @@
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm/gemv.h"
+#include "backend/cuda/gemm/wgmma_gemm.h"
+#include "backend/cuda/launch.h"
 #include "core/error.h"
 
 namespace kestrel {
@@ -54,6 +56,9 @@ GemmRunner::GemmRunner(cudaStream_t stream) : stream_(stream) {
   if (const char* env = std::getenv("KESTREL_GEMV_MAX_TOKENS")) set_gemv_max_tokens(std::atoi(env));
   if (const char* env = std::getenv("KESTREL_GEMM_TUNE")) tune_ = std::atoi(env) != 0;
   if (const char* env = std::getenv("KESTREL_GEMM_BUCKETS")) buckets_ = std::atoi(env) != 0;
+  sm90_ = kernels::compute_capability() == 90;
+  const char* wgmma_env = std::getenv("KESTREL_GEMM_SM90");
+  wgmma_ = sm90_ && wgmma_env != nullptr && std::atoi(wgmma_env) != 0;
   KS_CUBLAS_CHECK(cublasLtCreate(&handle_));
   KS_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
   workspace_bytes_ = kWorkspaceBytes;
@@ -80,6 +85,8 @@ int64_t GemmRunner::bucket_rows(int64_t t) const {
 void GemmRunner::set_gemv_max_tokens(int t) {
   gemv_max_tokens_ = std::clamp(t, 0, kernels::kGemvMaxTokens);
 }
+
+void GemmRunner::set_wgmma_gemm(bool on) { wgmma_ = on && sm90_; }
 
 GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
   auto it = plans_.find(key);
@@ -193,6 +200,12 @@ void GemmRunner::run(const void* x, const void* w, const void* bias, void* out,
   if (t <= gemv_max_tokens_ && n * k * 2 <= kGemvMaxWeightBytes &&
       kernels::gemv_supported(t, n, k, x, w)) {
     kernels::gemv(x, w, bias, out, out_type == CUDA_R_32F, t, n, k, num_sms_, stream_);
+    return;
+  }
+  if (wgmma_ && out_type == CUDA_R_16BF && bias == nullptr &&
+      kernels::wgmma_gemm_preferred(t, n, k) &&
+      kernels::wgmma_gemm_supported(t, n, k, x, w, out)) {
+    kernels::wgmma_gemm(x, w, out, t, n, k, num_sms_, stream_);
     return;
   }
   int align = std::min(pointer_alignment(x), std::min(pointer_alignment(w), pointer_alignment(out)));

@@ -3,7 +3,9 @@
 //
 // Small batches (T <= gemv_max_tokens(), w at most kGemvMaxWeightBytes, K a multiple of 8, x
 // and w 16-byte aligned) take our own weight-streaming kernel (gemv.h); everything else goes
-// through cuBLASLt. The first call for a shape (T, N, K, output type, bias, pointer
+// through cuBLASLt, except that with set_wgmma_gemm (off by default: it lost to cuBLASLt in
+// the engine, docs/cuda_backend.md) bf16 products without bias that wgmma_gemm_preferred
+// names take the wgmma kernel (wgmma_gemm.h) on compute capability 9.0. The first call for a shape (T, N, K, output type, bias, pointer
 // alignment) creates the cuBLASLt descriptors and asks the heuristic for its best algorithm;
 // later calls reuse them. Optionally (set_tune_algorithms, off by default) decode-sized
 // shapes (T <= kTuneMaxTokens) are timed instead: the first call outside stream capture runs
@@ -54,6 +56,13 @@ class GemmRunner {
   // cuBLASLt was 1-2% faster on the 311 MB LM head.
   static constexpr int64_t kGemvMaxWeightBytes = int64_t(64) << 20;
 
+  // Whether decode-step products may take the wgmma kernel (wgmma_gemm.h). Off by default
+  // (H200: decode steps of 32 and 64 sequences took 3.6-4.7% longer with it, 16 sequences
+  // 0.9% less); on when the environment variable KESTREL_GEMM_SM90 is 1 (for measurements).
+  // Ignored on devices other than compute capability 9.0.
+  void set_wgmma_gemm(bool on);
+  bool wgmma_gemm() const { return wgmma_; }
+
   // Timing of cuBLASLt candidates (see above); off by default (it cost more in first-call
   // planning than it saved end to end), on when the environment variable KESTREL_GEMM_TUNE
   // is 1. Affects shapes planned afterwards.
@@ -89,6 +98,8 @@ class GemmRunner {
   int num_sms_ = 1;
   int gemv_max_tokens_ = kDefaultGemvMaxTokens;
   bool tune_ = false;
+  bool sm90_ = false;  // compute capability 9.0: the wgmma kernel can run
+  bool wgmma_ = false;
   bool buckets_ = true;
   size_t num_tuned_ = 0;
   cublasLtHandle_t handle_ = nullptr;

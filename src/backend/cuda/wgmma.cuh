@@ -94,6 +94,16 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t des
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
+// d [64 x 64] += A [64 x 16] B [16 x 64], A and B K-major in shared memory.
+__device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc_a,
+                                                   uint64_t desc_b) {
+  asm volatile(
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" KS_WGMMA_REGS32 "}, "
+      "%32, %33, 1, 1, 1, 0, 0;\n"
+      : KS_WGMMA_ACC32(d)
+      : "l"(desc_a), "l"(desc_b));
+}
+
 // d [64 x N] += A [64 x 16] B [16 x N], A from registers (each warp's 16 rows as the
 // m16n8k16 A fragment), B MN-major in shared memory (transposed); N = 64 and 128.
 __device__ __forceinline__ void wgmma_m64n64k16_rs_tb(float (&d)[32], const uint32_t (&a)[4],

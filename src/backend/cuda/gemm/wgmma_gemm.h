@@ -1,0 +1,61 @@
+// Decode-step GEMM on Hopper's warpgroup tensor cores: out[T, N] = x[T, K] * w[N, K]^T, bf16
+// in and out, fp32 accumulation, for the T of batched decode steps (a few dozen to 256 rows),
+// where cuBLASLt's kernels take 5-9 us whatever the bytes. Experimental: off by default,
+// because it does not beat cuBLASLt yet (docs/cuda_backend.md, "Decode-step GEMM on wgmma",
+// has the measurements and what to try next).
+//
+// Geometry (wgmma_gemm_sm90a.cu has the details): w's rows are the wgmma M dimension (a CTA
+// owns 128 of them, two warpgroups of 64) and a tile of tokens the N dimension (64 or 128), so
+// any T costs what its tiles cost; K is split over the CTAs of a thread-block cluster, which
+// add their fp32 partial tiles through distributed shared memory in a fixed order (the result
+// does not depend on timing: no atomics). Weights and x stream by TMA into a 3- or 4-stage
+// ring; the first stages' weight loads are issued before the PDL wait.
+//
+// Host-side header (included by gemm.cc); the launcher enqueues one kernel and nothing else,
+// so it can be captured into a CUDA graph. Built for sm_90a only: call it on compute
+// capability 9.0 devices alone (GemmRunner checks).
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace kestrel::kernels {
+
+constexpr int kWgmmaGemmMaxTokens = 256;
+constexpr int kWgmmaGemmRows = 128;   // N per CTA
+constexpr int kWgmmaGemmStepK = 64;   // K per pipeline stage
+constexpr int kWgmmaGemmMaxSplit = 8; // cluster size: the portable maximum
+
+// True when wgmma_gemm() can run this call: 1 <= t <= kWgmmaGemmMaxTokens, n a positive
+// multiple of kWgmmaGemmRows, k a positive multiple of kWgmmaGemmStepK, and x, w, out 16-byte
+// aligned. (The device must be compute capability 9.0; that is the caller's check.)
+bool wgmma_gemm_supported(int64_t t, int64_t n, int64_t k, const void* x, const void* w,
+                          const void* out);
+
+// Where GemmRunner takes this kernel when it is switched on (GemmRunner::set_wgmma_gemm):
+// products of at most 64 rows with at most 2048 outputs (o_proj and down_proj of a
+// Qwen3-0.6B-sized layer), whose few output tiles leave cuBLASLt at ~20% of their bytes. On
+// the H200 (docs/cuda_backend.md, "Decode-step GEMM on wgmma") the kernel alone is at par or
+// up to 1.2 us ahead there, and behind on wider outputs and on 96+ rows.
+bool wgmma_gemm_preferred(int64_t t, int64_t n, int64_t k);
+
+// The tile of tokens (64 or 128) and the K split (1, 2, 4 or 8: the cluster size) the
+// launcher uses for this shape on a device of num_sms multiprocessors.
+struct WgmmaGemmPlan {
+  int tile_tokens = 0;
+  int split = 0;
+};
+WgmmaGemmPlan wgmma_gemm_plan(int64_t t, int64_t n, int64_t k, int num_sms);
+
+// How many CTAs of this tile and split (cluster size) the current device holds at once
+// (cudaOccupancyMaxActiveClusters x split): clusters must fit in one GPC.
+int wgmma_gemm_resident_ctas(int tile_tokens, int split);
+
+// x [t, k], w [n, k], out [t, n], bf16, device pointers, row-major. REQUIRES:
+// wgmma_gemm_supported(...). plan fields left 0 take wgmma_gemm_plan's; explicit values are
+// for benchmarks and tests (split must divide k / kWgmmaGemmStepK).
+void wgmma_gemm(const void* x, const void* w, void* out, int64_t t, int64_t n, int64_t k,
+                int num_sms, cudaStream_t stream, WgmmaGemmPlan plan = {});
+
+}  // namespace kestrel::kernels

@@ -1,0 +1,315 @@
+// Decode-step GEMM on wgmma (wgmma_gemm.h): out[T, N] = x[T, K] * w[N, K]^T.
+//
+// Maths: out^T [N, T] = w [N, K] x^T: w is the wgmma A operand (M = 64 rows of w per
+// warpgroup) and x the B operand (N = the CTA's tile of TN tokens), both K-major in shared
+// memory with the 128-byte swizzle of wgmma.cuh, so one 64-wide K step is one 128-byte line
+// per row. Token rows past T are zero-filled by the copy and never stored.
+//
+// Geometry: grid (split, token tiles, N / 128), cluster (split, 1, 1). A CTA of two
+// warpgroups owns 128 rows of w and TN tokens; CTA `rank` of a cluster sums K range
+// [rank K / split, (rank + 1) K / split). Stages of (128 + TN) x 64 bf16 stream through a
+// ring by TMA (tma.cuh): thread 0 issues one 2-D tile copy of w and one of x per stage, both
+// completing on the stage's mbarrier, with the 128-byte swizzle the wgmma descriptors expect;
+// x's rows past T come in as zeros. Each stage is 4 wgmma k16 steps per warpgroup. (The
+// first version copied with cp.async from all 256 threads: ~35 GB/s per SM, slower than
+// cuBLASLt on every shape; docs/cuda_backend.md.)
+//
+// Split-K without atomics: each CTA stages its fp32 partial tile [TN][128] in its own shared
+// memory (the ring is free by then), the cluster synchronises, and CTA `rank` adds the
+// partials of all the cluster's CTAs, rank 0 first, for token rows [rank TN / split,
+// (rank + 1) TN / split), reading the others' tiles through distributed shared memory; it
+// rounds once to bf16 and stores 16-byte runs (each CTA reads its own tile first, then the
+// next ranks', so that the reads spread over the cluster). The order of the sum is fixed, so the result
+// is the same on every run (and with split = 1 the partial is the sum). A second cluster
+// barrier keeps every tile alive until the others have read it.
+//
+// Shared memory: 96 KB of ring (4 stages at TN = 64, 3 at TN = 128), the stages' mbarriers
+// and 1 KB of alignment slack: two CTAs per SM. The partial tile rows are 132 floats apart, so the accumulator
+// stores (lanes 4 apart write rows 2 tokens apart) hit 32 distinct banks.
+//
+// PDL (launch.cuh): the first stages' weight copies are issued before pdl_wait(); x and out
+// are touched only after it. The tensor maps (one per call, made on the host from the
+// pointers and shapes) travel as __grid_constant__ parameters, so a captured graph keeps its
+// own.
+#include <cooperative_groups.h>
+#include <cuda.h>
+#include <cuda_bf16.h>
+#include <cudaTypedefs.h>
+
+#include <algorithm>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm/wgmma_gemm.h"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/tma.cuh"
+#include "backend/cuda/wgmma.cuh"
+
+namespace kestrel::kernels {
+namespace {
+
+namespace cg = cooperative_groups;
+
+constexpr int kRows = kWgmmaGemmRows;
+constexpr int kStepK = kWgmmaGemmStepK;
+constexpr int kThreads = 256;
+constexpr int kStride = kRows + 4;  // floats per staged token row of the partial tile
+
+// Two CTAs per SM. (One CTA per SM with a 192 KB ring, 8 or 6 stages, measured 5-20%
+// slower on the N = 1024 shapes and no faster elsewhere: docs/cuda_backend.md.)
+template <int TN>
+struct Layout {
+  static constexpr int kStages = TN == 64 ? 4 : 3;
+  static constexpr uint32_t kW = kRows * 128;  // one stage's w tile: 128 rows x 128 bytes
+  static constexpr uint32_t kX = TN * 128;
+  static constexpr uint32_t kStage = kW + kX;
+  static constexpr uint32_t kRing = kStages * kStage;
+  static constexpr uint32_t kPartial = TN * kStride * 4;
+  static constexpr uint32_t kBars = std::max(kRing, kPartial);  // uint64 mbarrier[kStages]
+  static constexpr uint32_t kBytes = kBars + kStages * 8;
+  static constexpr uint32_t kAlloc = kBytes + 1024;  // slack to align the base to 1 KB
+};
+
+template <int TN>
+__device__ __forceinline__ void mma_k16(float (&d)[TN / 2], uint64_t a, uint64_t b) {
+  if constexpr (TN == 64) {
+    sm90::wgmma_m64n64k16_ss(d, a, b);
+  } else {
+    sm90::wgmma_m64n128k16_ss(d, a, b, 1);
+  }
+}
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+template <int TN>
+__global__ void __launch_bounds__(kThreads, 2)
+    wgmma_gemm_kernel(const __grid_constant__ CUtensorMap w_map,
+                      const __grid_constant__ CUtensorMap x_map, __nv_bfloat16* __restrict__ out,
+                      int t, int n, int k) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  using L = Layout<TN>;
+  using namespace sm90;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
+  const uint32_t base = (raw + 1023) & ~1023u;
+  float* const partial = reinterpret_cast<float*>(smem_raw + (base - raw));
+
+  cg::cluster_group cluster = cg::this_cluster();
+  const int split = static_cast<int>(cluster.num_blocks());
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int tid = threadIdx.x;
+  const int tok0 = blockIdx.y * TN;
+  const int row0 = blockIdx.z * kRows;
+  const int k0 = rank * (k / split);
+  const int steps = k / split / kStepK;
+
+  auto bar = [&](int s) { return base + L::kBars + 8 * (s % L::kStages); };
+  auto stage = [&](int s) { return base + (s % L::kStages) * L::kStage; };
+  if (tid == 0) {
+    tma_prefetch_map(&w_map);
+    tma_prefetch_map(&x_map);
+    for (int i = 0; i < L::kStages; ++i) mbar_init(bar(i), 1);
+    mbar_fence_init();
+    for (int s = 0; s < L::kStages - 1 && s < steps; ++s) {
+      mbar_expect_tx(bar(s), L::kStage);
+      tma_load_2d(stage(s), &w_map, k0 + s * kStepK, row0, bar(s));
+    }
+  }
+  pdl_wait();
+  pdl_trigger();
+  if (tid == 0) {
+    for (int s = 0; s < L::kStages - 1 && s < steps; ++s) {
+      tma_load_2d(stage(s) + L::kW, &x_map, k0 + s * kStepK, tok0, bar(s));
+    }
+  }
+  __syncthreads();  // the barriers are initialised before anyone waits on them
+
+  float acc[TN / 2];
+#pragma unroll
+  for (int i = 0; i < TN / 2; ++i) acc[i] = 0.0f;
+  const uint32_t a_rows = (tid / 128) * 64 * 128;  // this warpgroup's 64 rows of w
+  for (int s = 0; s < steps; ++s) {
+    const int next = s + L::kStages - 1;  // refills the stage consumed at s - 1
+    if (tid == 0 && next < steps) {
+      mbar_expect_tx(bar(next), L::kStage);
+      tma_load_2d(stage(next), &w_map, k0 + next * kStepK, row0, bar(next));
+      tma_load_2d(stage(next) + L::kW, &x_map, k0 + next * kStepK, tok0, bar(next));
+    }
+    mbar_wait(bar(s), (s / L::kStages) & 1);
+    wgmma_fence_operand(acc);
+    wgmma_fence();
+#pragma unroll
+    for (int ks = 0; ks < kStepK / 16; ++ks) {
+      mma_k16<TN>(acc, smem_desc(stage(s) + a_rows + 32 * ks, 16, 1024),
+                  smem_desc(stage(s) + L::kW + 32 * ks, 16, 1024));
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+    wgmma_fence_operand(acc);
+    __syncthreads();  // both warpgroups are done with this stage before it is refilled
+  }
+
+  // acc: this thread's rows (of w) lane / 4 and lane / 4 + 8 of its warp's 16, columns (tokens)
+  // 8 j + 2 (lane % 4) + {0, 1}: acc[4 j + 2 h + c].
+  {
+    const int lane = tid % 32;
+    const int row = (tid / 32) * 16 + lane / 4;
+#pragma unroll
+    for (int j = 0; j < TN / 8; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          partial[(8 * j + 2 * (lane % 4) + c) * kStride + row + 8 * h] = acc[4 * j + 2 * h + c];
+        }
+      }
+    }
+  }
+  if (split > 1) {
+    cluster.sync();
+  } else {
+    __syncthreads();
+  }
+
+  const int rows_per_rank = TN / split;
+  constexpr int kChunks = kRows / 8;  // 8 outputs (16 bytes of bf16) per chunk
+  for (int i = tid; i < rows_per_rank * kChunks; i += kThreads) {
+    const int r = rank * rows_per_rank + i / kChunks;
+    const int c = (i % kChunks) * 8;
+    if (tok0 + r >= t) continue;
+    float v[8] = {};
+    for (int j = 0; j < split; ++j) {
+      // Each CTA starts with its own tile, so the cluster's reads spread over its SMs
+      // instead of all starting at rank 0's.
+      const int src = (rank + j) % split;
+      const float* p = (split > 1 ? cluster.map_shared_rank(partial, src) : partial) +
+                       r * kStride + c;
+      const float4 lo = *reinterpret_cast<const float4*>(p);
+      const float4 hi = *reinterpret_cast<const float4*>(p + 4);
+      v[0] += lo.x, v[1] += lo.y, v[2] += lo.z, v[3] += lo.w;
+      v[4] += hi.x, v[5] += hi.y, v[6] += hi.z, v[7] += hi.w;
+    }
+    const uint4 packed = {pack_bf16x2(v[0], v[1]), pack_bf16x2(v[2], v[3]),
+                          pack_bf16x2(v[4], v[5]), pack_bf16x2(v[6], v[7])};
+    *reinterpret_cast<uint4*>(out + int64_t(tok0 + r) * n + row0 + c) = packed;
+  }
+  if (split > 1) cluster.sync();  // every partial tile stays until the cluster has read it
+#else
+  __trap();  // compiled for sm_90a only; GemmRunner never launches it elsewhere
+#endif
+}
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
+  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    KS_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
+                                                   cudaEnableDefault, &found));
+    KS_CUDA_CHECK(found == cudaDriverEntryPointSuccess && p != nullptr ? cudaSuccess
+                                                                        : cudaErrorSymbolNotFound);
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+// A row-major bf16 matrix [rows, cols] read in boxes of box_rows x 64 columns (128 bytes:
+// one swizzle span), 128-byte swizzle, zeros outside.
+CUtensorMap tile_map(const void* ptr, int64_t rows, int64_t cols, int box_rows) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};
+  const cuuint32_t box[2] = {kStepK, static_cast<cuuint32_t>(box_rows)};
+  const cuuint32_t element_strides[2] = {1, 1};
+  const CUresult r = encode_tiled()(
+      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(ptr), dims, strides, box,
+      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  KS_CUDA_CHECK(r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue);
+  return map;
+}
+
+template <int TN>
+void launch(const void* x, const void* w, void* out, int t, int n, int k, int split,
+            cudaStream_t stream) {
+  constexpr int bytes = static_cast<int>(Layout<TN>::kAlloc);
+  allow_dynamic_smem<wgmma_gemm_kernel<TN>>(bytes);
+  const dim3 grid(split, (t + TN - 1) / TN, n / kRows);
+  launch_pdl_cluster("wgmma_gemm_kernel", wgmma_gemm_kernel<TN>, grid, kThreads, bytes, split,
+                     stream, tile_map(w, n, k, kRows), tile_map(x, t, k, TN),
+                     static_cast<__nv_bfloat16*>(out), t, n, k);
+  KS_CUDA_CHECK_LAUNCH("wgmma_gemm_kernel");
+}
+
+template <int TN>
+int resident_ctas(int split) {
+  constexpr int bytes = static_cast<int>(Layout<TN>::kAlloc);
+  allow_dynamic_smem<wgmma_gemm_kernel<TN>>(bytes);
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = static_cast<unsigned>(split);
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cudaLaunchConfig_t config{};
+  config.gridDim = dim3(split, 1, 1);
+  config.blockDim = kThreads;
+  config.dynamicSmemBytes = bytes;
+  config.attrs = attr;
+  config.numAttrs = 1;
+  int clusters = 0;
+  KS_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, wgmma_gemm_kernel<TN>, &config));
+  return clusters * split;
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
+
+bool wgmma_gemm_supported(int64_t t, int64_t n, int64_t k, const void* x, const void* w,
+                          const void* out) {
+  return t >= 1 && t <= kWgmmaGemmMaxTokens && n > 0 && n % kRows == 0 && k > 0 &&
+         k % kStepK == 0 && n <= (int64_t(1) << 20) && k <= (int64_t(1) << 20) &&
+         aligned16(x) && aligned16(w) && aligned16(out);
+}
+
+bool wgmma_gemm_preferred(int64_t t, int64_t n, int64_t k) { return t <= 64 && n <= 2048; }
+
+WgmmaGemmPlan wgmma_gemm_plan(int64_t t, int64_t n, int64_t k, int num_sms) {
+  WgmmaGemmPlan p;
+  p.tile_tokens = t <= 64 ? 64 : 128;
+  const int64_t tiles = (n / kRows) * ((t + p.tile_tokens - 1) / p.tile_tokens);
+  const int64_t steps = k / kStepK;
+  // Split K while the CTAs fit in one wave of two per SM and each keeps >= 2 stages.
+  p.split = 1;
+  while (p.split < kWgmmaGemmMaxSplit && steps % (2 * p.split) == 0 &&
+         steps / (2 * p.split) >= 2 && tiles * 2 * p.split <= 2 * int64_t(num_sms)) {
+    p.split *= 2;
+  }
+  return p;
+}
+
+int wgmma_gemm_resident_ctas(int tile_tokens, int split) {
+  return tile_tokens == 64 ? resident_ctas<64>(split) : resident_ctas<128>(split);
+}
+
+void wgmma_gemm(const void* x, const void* w, void* out, int64_t t, int64_t n, int64_t k,
+                int num_sms, cudaStream_t stream, WgmmaGemmPlan plan) {
+  const WgmmaGemmPlan def = wgmma_gemm_plan(t, n, k, num_sms);
+  if (plan.tile_tokens == 0) plan.tile_tokens = def.tile_tokens;
+  if (plan.split == 0) plan.split = def.split;
+  const bool ok_split = plan.split >= 1 && plan.split <= kWgmmaGemmMaxSplit &&
+                        (plan.split & (plan.split - 1)) == 0 &&
+                        (k / kStepK) % plan.split == 0;
+  if (!ok_split || (plan.tile_tokens != 64 && plan.tile_tokens != 128)) {
+    KS_CUDA_CHECK(cudaErrorInvalidValue);
+  }
+  const int ti = static_cast<int>(t), ni = static_cast<int>(n), ki = static_cast<int>(k);
+  if (plan.tile_tokens == 64) {
+    launch<64>(x, w, out, ti, ni, ki, plan.split, stream);
+  } else {
+    launch<128>(x, w, out, ti, ni, ki, plan.split, stream);
+  }
+}
+
+}  // namespace kestrel::kernels
