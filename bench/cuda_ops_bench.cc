@@ -426,7 +426,7 @@ int run(const std::string& section) {
     std::printf("cuda_ops_bench: no CUDA device\n");
     return 1;
   }
-  auto backend = make_cuda_backend(0);
+  auto backend = make_cuda_backend(0, CudaKvLayout::kTokenMajor);  // the rows say "token-major"
   auto& be = dynamic_cast<CudaBackend&>(*backend);
   std::printf("device: %s\n\n-- ceilings --\n", be.name().c_str());
   const Ceilings c = measure_ceilings(be);

@@ -3,9 +3,11 @@
 #include <cublasLt.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <functional>
 #include <string>
 
+#include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "core/error.h"
 #include "cuda_test_util.h"
@@ -84,6 +86,31 @@ TEST(CudaBackend, UploadConvertsFloatTypes) {
   EXPECT_EQ(ids_back.data_as<int32_t>()[2], 123456);
 
   EXPECT_THROW(gpu().upload(ids, DType::kBF16), Error);  // no int -> float conversion
+}
+
+// kAuto (the engine's backend): the first cache settles the layout, head-major for fp8 and
+// token-major for bf16, and later caches keep it.
+TEST(CudaBackend, AutoLayoutFollowsTheFirstCachesDtype) {
+  KS_REQUIRE_GPU();
+  if (std::getenv("KESTREL_KV_LAYOUT") != nullptr) GTEST_SKIP() << "layout forced";
+  KvCacheSpec spec;
+  spec.num_layers = 1;
+  spec.num_blocks = 3;
+  spec.block_size = 16;
+  spec.num_kv_heads = 2;
+  spec.head_dim = 64;
+  for (DType first : {DType::kF8E4M3, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(first));
+    auto backend = make_cuda_backend(0);
+    auto& cuda = dynamic_cast<CudaBackend&>(*backend);
+    spec.dtype = first;
+    const Shape pages = first == DType::kF8E4M3 ? Shape{3, 2, 16, 64} : Shape{3, 16, 2, 64};
+    EXPECT_EQ(cuda.allocate_kv_cache(spec)[0].k.shape(), pages);
+    spec.dtype = first == DType::kF8E4M3 ? DType::kBF16 : DType::kF8E4M3;
+    EXPECT_EQ(cuda.allocate_kv_cache(spec)[0].k.shape(), pages) << "the second cache";
+    EXPECT_EQ(cuda.kv_layout(), first == DType::kF8E4M3 ? CudaKvLayout::kHeadMajor
+                                                         : CudaKvLayout::kTokenMajor);
+  }
 }
 
 TEST(CudaBackend, KvCacheLayersAreDisjointPages) {

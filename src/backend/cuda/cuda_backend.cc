@@ -6,7 +6,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend_impl.h"
@@ -58,8 +60,35 @@ CudaStreamHolder::~CudaStreamHolder() {
   cudaStreamDestroy(stream);
 }
 
+namespace {
+
+const char* layout_name(CudaKvLayout layout) {
+  switch (layout) {
+    case CudaKvLayout::kTokenMajor: return "token-major";
+    case CudaKvLayout::kHeadMajor: return "head-major";
+    case CudaKvLayout::kAuto: break;
+  }
+  return "auto";
+}
+
+// kAuto, unless KESTREL_KV_LAYOUT forces one; an explicit layout stays.
+CudaKvLayout requested_layout(CudaKvLayout layout) {
+  const char* env = std::getenv("KESTREL_KV_LAYOUT");
+  if (layout != CudaKvLayout::kAuto || env == nullptr) return layout;
+  const std::string v = env;
+  if (v == "token") return CudaKvLayout::kTokenMajor;
+  if (v == "head") return CudaKvLayout::kHeadMajor;
+  if (v != "auto") throw_error("KESTREL_KV_LAYOUT={}: expected token, head or auto", v);
+  return layout;
+}
+
+}  // namespace
+
 CudaBackend::CudaBackend(int device_index, CudaKvLayout kv_layout)
-    : holder_(std::make_shared<CudaStreamHolder>(device_index)), kv_layout_(kv_layout) {
+    : holder_(std::make_shared<CudaStreamHolder>(device_index)),
+      requested_layout_(requested_layout(kv_layout)),
+      kv_layout_(requested_layout_ == CudaKvLayout::kAuto ? CudaKvLayout::kTokenMajor
+                                                          : requested_layout_) {
   // Keep freed pool memory for reuse: tensors are allocated and freed every step.
   cudaMemPool_t pool;
   KS_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_index));
@@ -72,8 +101,7 @@ CudaBackend::CudaBackend(int device_index, CudaKvLayout kv_layout)
   num_sms_ = prop.multiProcessorCount;
   name_ = fmt::format("cuda:{} ({}, sm_{}{}, {} SMs, {:.1f} GiB, {} KV pages)", device_index,
                       prop.name, prop.major, prop.minor, prop.multiProcessorCount,
-                      prop.totalGlobalMem / double(1ull << 30),
-                      kv_layout == CudaKvLayout::kHeadMajor ? "head-major" : "token-major");
+                      prop.totalGlobalMem / double(1ull << 30), layout_name(requested_layout_));
   KS_LOG_INFO("CUDA backend on {}", name_);
   split_counters_ = empty(DType::kI32, Shape{kernels::kMaxSplitCounters});
   KS_CUDA_CHECK(cudaMemsetAsync(split_counters_.data(), 0, split_counters_.nbytes(), stream()));
@@ -127,6 +155,10 @@ Tensor CudaBackend::to_host(const Tensor& t) {
 
 std::vector<LayerKvCache> CudaBackend::allocate_kv_cache(const KvCacheSpec& spec) {
   spec.check("CUDA", DType::kBF16);
+  if (requested_layout_ == CudaKvLayout::kAuto && !layout_settled_) {
+    kv_layout_ = spec.dtype == DType::kF8E4M3 ? CudaKvLayout::kHeadMajor : CudaKvLayout::kTokenMajor;
+  }
+  layout_settled_ = true;  // caches allocated earlier keep the layout they were made with
   const size_t total = spec.bytes_per_block() * static_cast<size_t>(spec.num_blocks);
   void* p = nullptr;
   // One plain allocation, outside the pool: it lives as long as the engine.

@@ -105,7 +105,9 @@ class CudaBackend final : public Backend {
   std::unique_ptr<GemmRunner> gemm_;
   std::string name_;
   int num_sms_ = 0;
-  CudaKvLayout kv_layout_;
+  CudaKvLayout requested_layout_;  // may be kAuto
+  CudaKvLayout kv_layout_;         // never kAuto: the pages' layout (token-major until allocated)
+  bool layout_settled_ = false;    // by the first allocate_kv_cache
   Tensor scratch_;
   // kernels::PagedAttentionArgs::split_counters: zeroed once, left zeroed by every kernel.
   Tensor split_counters_;
