@@ -68,7 +68,8 @@ class ScopedEnv {
 };
 
 // Decode batches of kDecodeMmaMinBf16Seqs or more sequences at head dims 64 and 128 take the
-// tensor-core decode kernel (attention_decode_mma.cu); with this set, the CUDA-core one.
+// tensor-core decode kernel (attention_decode_mma.cu); this set to 0 sends them to the
+// CUDA-core one, to N > 0 moves the threshold to N sequences.
 constexpr const char* kBf16DecodeMma = "KESTREL_DECODE_MMA_BF16";
 
 struct SeqSpec {
@@ -265,6 +266,7 @@ TEST(CudaAttention, LongContextDecodeSplitsKeys) {
 TEST(CudaAttention, DecodeKernelEveryHeadDimAndGroup) {
   KS_REQUIRE_GPU();
   std::mt19937 rng(56);
+  ScopedEnv cuda_cores(kBf16DecodeMma, "0");  // 10 sequences: the CUDA-core kernel's test
   // Contexts around the decode kernel's key tiles (16 keys per tile at D = 128, 32 at D = 64
   // and 32, 64 at D = 16) and one-key sequences; group 5 pads to 8 rows; group 16 takes two
   // CTAs per KV head.
@@ -390,7 +392,7 @@ TEST(CudaAttention, DecodeSplitPlan) {
 // per SM (396 slots); a batch short of a wave splits floor(396 / CTAs) ways, in chunks of at
 // least 128 keys; several waves never split.
 TEST(CudaAttention, DecodeMmaSplitPlan) {
-  ScopedEnv on(kBf16DecodeMma, "1");
+  ScopedEnv on(kBf16DecodeMma, "16");  // bf16 batches of 16+ sequences: 15 stay below
   EXPECT_EQ(plan_split(16, 8, 4096, 1).num_splits, 3);    // 128 CTAs: 384 fit
   EXPECT_EQ(plan_split(16, 8, 4096, 1).kv_chunk, 128);
   EXPECT_EQ(plan_split(40, 8, 4096, 1).num_splits, 1);    // 320 CTAs: floor(1.24)

@@ -141,7 +141,7 @@ void paged_attention(const PagedAttentionArgs& args, const AttentionSplit& split
 
 // True when paged_attention_rope takes `args`: a pure decode batch (max_query_len 1, one
 // token per sequence, each the last of its sequence) that the CUDA-core decode kernel serves
-// (not one the tensor-core decode kernel takes: fp8 caches and bf16 batches of 16+ sequences
+// (not one the tensor-core decode kernel takes: fp8 caches and bf16 batches of 9+ sequences
 // at head dims 64/128, which have no fused variant).
 bool attention_rope_supported(const PagedAttentionArgs& args);
 // qk_norm_rope_store(rope) then paged_attention(args) in one kernel, for a pure decode batch:

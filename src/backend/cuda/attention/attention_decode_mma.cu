@@ -466,9 +466,11 @@ bool use_decode_mma(const PagedAttentionArgs& a) {
     return false;
   }
   if (a.kv.fp8) return true;
-  // Read at each launch, so that benchmarks and tests can compare the two kernels.
+  // Read at each launch, so that benchmarks and tests can compare the two kernels: 0 turns
+  // the bf16 use off, N > 0 moves the threshold to N sequences.
   const char* env = std::getenv("KESTREL_DECODE_MMA_BF16");
-  return a.num_seqs >= kDecodeMmaMinBf16Seqs && (env == nullptr || std::strcmp(env, "0") != 0);
+  const int min_seqs = env == nullptr ? kDecodeMmaMinBf16Seqs : std::atoi(env);
+  return min_seqs > 0 && a.num_seqs >= min_seqs;
 }
 
 void decode_mma_attention(const PagedAttentionArgs& a, const AttentionSplit& split,

@@ -1,6 +1,7 @@
 // CudaBackend's fused ops for small steps (backend.h): norm_linear, linear_add and
 // silu_mul_linear_add, each one fused_gemv kernel (gemv_fused.h) where it takes the shapes,
 // else the unfused ops through a scratch buffer (same results, more kernels).
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -15,13 +16,17 @@ using namespace cuda_ops;  // op_checks.h
 
 namespace {
 
-// KESTREL_FUSED=0 turns the fused path off (for comparisons).
-bool fused_enabled() {
-  static const bool on = [] {
-    const char* v = std::getenv("KESTREL_FUSED");
-    return v == nullptr || std::strcmp(v, "0") != 0;
+// KESTREL_FUSED=0 turns the fused path off; KESTREL_FUSED_MAX_ROWS=N limits it to steps of at
+// most N tokens (both for comparisons).
+int fused_max_rows() {
+  static const int rows = [] {
+    const char* off = std::getenv("KESTREL_FUSED");
+    if (off != nullptr && std::strcmp(off, "0") == 0) return 0;
+    const char* max_rows = std::getenv("KESTREL_FUSED_MAX_ROWS");
+    if (max_rows == nullptr) return kernels::kFusedGemvMaxTokens;
+    return std::clamp(std::atoi(max_rows), 0, kernels::kFusedGemvMaxTokens);
   }();
-  return on;
+  return rows;
 }
 
 const void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : nullptr; }
@@ -29,7 +34,7 @@ const void* data_or_null(const Tensor& t) { return t.defined() ? t.data() : null
 }  // namespace
 
 int CudaBackend::fused_linear_max_rows() const {
-  return fused_enabled() ? kernels::kFusedGemvMaxTokens : 0;
+  return fused_max_rows();
 }
 
 void CudaBackend::norm_linear(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
