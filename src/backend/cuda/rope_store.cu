@@ -12,13 +12,18 @@
 // (KvQuant) gets e4m3(x / scale) of each K/V value x as bf16 (the value a bf16 cache would
 // hold) and its scale's amax and clamp count (kv_fp8.cuh).
 //
-// Launch: one warp per (token, head), 4 warps per block. Lane l holds the pairs
-// [l*P, l*P + P) of the first half and their partners in the second half (P = D / 64; for
-// D < 64, P = 1 and lanes D/2..31 hold nothing).
+// Launch: 8 dims per lane, so a head is D / 8 adjacent lanes (kLanes) and a warp holds
+// 32 / kLanes (token, head) items, consecutive in [T, heads] order; 4 warps per block. Lane
+// `sub` of a head holds dims [8 sub, 8 sub + 8), its RoPE partners in lane sub ^ kLanes / 2,
+// and moves them with 16-byte loads and stores. (Until session 11: a warp per item, each lane
+// moving 4 bytes; at 8,192 prompt tokens that ran at 39% of the kernel's bytes, too few in
+// flight per SM.) The RMSNorm and RoPE maths are the fused decode kernel's
+// (attention/attention_decode_rope.cuh).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/attention/attention_decode_rope.cuh"
 #include "backend/cuda/attention/kv_fp8.cuh"
 #include "backend/cuda/attention/kv_layout.cuh"
 
@@ -27,111 +32,84 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 
-// Writes a lane's pairs: dims [p0, p0 + P) from x1, [half + p0, half + p0 + P) from x2.
-template <int P>
-__device__ __forceinline__ void store_pairs(bf16* dst, int p0, int half, const float* x1,
-                                            const float* x2) {
-  BfVec<P> lo, hi;
-#pragma unroll
-  for (int j = 0; j < P; ++j) {
-    lo.v[j] = __float2bfloat16(x1[j]);
-    hi.v[j] = __float2bfloat16(x2[j]);
-  }
-  *reinterpret_cast<BfVec<P>*>(dst + p0) = lo;
-  *reinterpret_cast<BfVec<P>*>(dst + half + p0) = hi;
-}
-
 template <int D, bool kHeadMajor, bool kFp8>
 __global__ void qk_norm_rope_store_kernel(QkNormRopeArgs a) {
   pdl_wait();  // launch.cuh: before touching what earlier kernels write
   pdl_trigger();
-  constexpr int kHalf = D / 2;
-  constexpr int P = kHalf >= 32 ? kHalf / 32 : 1;  // pairs per lane
-  const int64_t item = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  constexpr int kLanes = D / 8;
+  constexpr int kItemsPerWarp = 32 / kLanes;
   const int lane = threadIdx.x % 32;
+  const int sub = lane % kLanes;
   const int heads = a.num_q_heads + 2 * a.num_kv_heads;
-  if (item >= int64_t(a.num_tokens) * heads) return;  // whole warp leaves together
-  const int64_t t = item / heads;
-  const int h = static_cast<int>(item - t * heads);
-  const bool active = lane * P < kHalf;  // idle lanes hold zeros and store nothing
-  const int p0 = active ? lane * P : 0;
-
-  const bf16* src = a.qkv + item * D;
-  BfVec<P> lo = *reinterpret_cast<const BfVec<P>*>(src + p0);
-  BfVec<P> hi = *reinterpret_cast<const BfVec<P>*>(src + kHalf + p0);
-  float x1[P], x2[P];
-#pragma unroll
-  for (int j = 0; j < P; ++j) {
-    x1[j] = active ? __bfloat162float(lo.v[j]) : 0.0f;
-    x2[j] = active ? __bfloat162float(hi.v[j]) : 0.0f;
-  }
-
+  const int64_t total = int64_t(a.num_tokens) * heads;
+  const int64_t first = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32) * kItemsPerWarp;
+  if (first >= total) return;  // whole warp leaves together
+  // Lanes past the last item compute on a copy of it (every lane takes part in the
+  // shuffles) and store nothing.
+  const int64_t mine = first + lane / kLanes;
+  const bool valid = mine < total;
+  const int64_t item = valid ? mine : total - 1;
+  const int t = static_cast<int>(item / heads);
+  const int h = static_cast<int>(item - int64_t(t) * heads);
+  const bool is_q = h < a.num_q_heads;
   const bool is_v = h >= a.num_q_heads + a.num_kv_heads;
-  if (!is_v) {
-    const bool is_q = h < a.num_q_heads;
-    const bf16* norm_w = is_q ? a.q_norm : a.k_norm;
-    if (norm_w != nullptr) {
-      float ss = 0.0f;
+
+  detail::RopeRow rr;  // cos, sin, both norms' weights, the slot: loads that need no qkv
+  rr.load<kLanes>(a, t, sub);
+  float x[8];
+  unpack8(*reinterpret_cast<const uint4*>(a.qkv + item * D + sub * 8), x);
+
+  // RMSNorm and RoPE with every lane shuffling; V heads (and heads without a norm weight)
+  // keep what they had.
+  const bf16* norm_w = is_v ? nullptr : is_q ? a.q_norm : a.k_norm;
+  float ss = 0.0f;
 #pragma unroll
-      for (int j = 0; j < P; ++j) ss += x1[j] * x1[j] + x2[j] * x2[j];
-      const float inv = rsqrtf(warp_sum(ss) / D + a.eps);
+  for (int e = 0; e < 8; ++e) ss += x[e] * x[e];
 #pragma unroll
-      for (int j = 0; j < P; ++j) {
-        x1[j] = round_bf16(round_bf16(x1[j] * inv) * __bfloat162float(norm_w[p0 + j]));
-        x2[j] = round_bf16(round_bf16(x2[j] * inv) * __bfloat162float(norm_w[kHalf + p0 + j]));
-      }
-    }
-    int pos = a.positions[t];
-    pos = pos < 0 ? 0 : (pos >= a.max_pos ? a.max_pos - 1 : pos);
-    const float* cs = a.cos_sin + int64_t(pos) * D;
+  for (int o = kLanes / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (norm_w != nullptr) {
+    const float inv = rsqrtf(ss / D + a.eps);
 #pragma unroll
-    for (int j = 0; j < P; ++j) {
-      const float c = round_bf16(cs[p0 + j]);
-      const float s = round_bf16(cs[kHalf + p0 + j]);
-      const float y1 = round_bf16(x1[j] * c) - round_bf16(x2[j] * s);
-      const float y2 = round_bf16(x2[j] * c) + round_bf16(x1[j] * s);
-      x1[j] = y1;
-      x2[j] = y2;
+    for (int e = 0; e < 8; ++e) {  // per element: a pointer into rr would put it on the stack
+      const float w = is_q ? rr.q_norm[e] : rr.k_norm[e];
+      x[e] = round_bf16(round_bf16(x[e] * inv) * w);
     }
   }
+  const bool first_half = sub < kLanes / 2;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float other = __shfl_xor_sync(0xffffffffu, x[e], kLanes / 2);
+    if (is_v) continue;
+    const float cx = round_bf16(x[e] * round_bf16(rr.cos[e]));
+    const float so = round_bf16(other * round_bf16(rr.sin[e]));
+    x[e] = round_bf16(first_half ? cx - so : cx + so);  // x1 c - x2 s | x2 c + x1 s
+  }
+  if (!valid) return;  // no shuffles below
 
-  if (h < a.num_q_heads) {
-    if (active) store_pairs<P>(a.q_out + (t * a.num_q_heads + h) * D, p0, kHalf, x1, x2);
+  if (is_q) {
+    *reinterpret_cast<uint4*>(a.q_out + (int64_t(t) * a.num_q_heads + h) * D + sub * 8) = pack8(x);
     return;
   }
-  const int slot = a.slot_mapping[t];
-  if (slot < 0) return;  // whole warp
+  const int slot = rr.kv_slot;
+  if (slot < 0) return;
   const int kv_head = is_v ? h - a.num_q_heads - a.num_kv_heads : h - a.num_q_heads;
   const int block = slot / a.block_size;
   const int64_t off = kv_row_offset<kHeadMajor>(block, slot - block * a.block_size, kv_head,
-                                                a.num_kv_heads, a.block_size, D);
+                                                a.num_kv_heads, a.block_size, D) +
+                      sub * 8;
   void* cache = is_v ? a.v_cache : a.k_cache;
   if constexpr (!kFp8) {
-    if (active) store_pairs<P>(static_cast<bf16*>(cache) + off, p0, kHalf, x1, x2);
+    *reinterpret_cast<uint4*>(static_cast<bf16*>(cache) + off) = pack8(x);
   } else {
+    // The bf16 values a bf16 cache would hold, quantized once; this lane's own amax and clamp
+    // count (raise_amax reads before it writes, so most lanes leave the atomics alone).
     const int q = (is_v ? a.num_kv_heads : 0) + kv_head;  // [2, Hkv] index
-    const float inv = 1.0f / a.kv.scale[q];                 // exact: a power of two
-    float amax = 0.0f, clamped = 0.0f;
-    uint8_t* dst = static_cast<uint8_t*>(cache) + off;
-#pragma unroll
-    for (int j = 0; j < P; ++j) {
-      if (!active) break;
-      // The bf16 value a bf16 cache would hold (RoPE's last sum is not rounded yet), so that
-      // fp8 quantizes what the model computes, once.
-      x1[j] = round_bf16(x1[j]);
-      x2[j] = round_bf16(x2[j]);
-      amax = fmaxf(amax, fmaxf(fabsf(x1[j]), fabsf(x2[j])));
-      const float y1 = x1[j] * inv, y2 = x2[j] * inv;
-      clamped += (fabsf(y1) > kE4M3Max) + (fabsf(y2) > kE4M3Max);
-      dst[p0 + j] = float_to_fp8(y1);
-      dst[kHalf + p0 + j] = float_to_fp8(y2);
-    }
-    amax = warp_max(amax);
-    clamped = warp_sum(clamped);
-    if (lane == 0) {
-      raise_amax(a.kv.amax + q, amax);
-      count_clamped(a.kv.clamped + q, static_cast<int>(clamped));
-    }
+    float amax = 0.0f;
+    int clamped = 0;
+    const uint2 bytes = quantize8(x, 1.0f / a.kv.scale[q], amax, clamped);  // exact: 2^k
+    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(cache) + off) = bytes;
+    raise_amax(a.kv.amax + q, amax);
+    count_clamped(a.kv.clamped + q, clamped);
   }
 }
 
@@ -156,7 +134,8 @@ void launch(const QkNormRopeArgs& a, unsigned grid, cudaStream_t stream) {
 void qk_norm_rope_store(const QkNormRopeArgs& a, cudaStream_t stream) {
   const int64_t items = int64_t(a.num_tokens) * (a.num_q_heads + 2 * a.num_kv_heads);
   if (items == 0) return;
-  const auto grid = static_cast<unsigned>((items + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  const int64_t warps = (items * (a.head_dim / 8) + 31) / 32;  // head_dim / 8 lanes per item
+  const auto grid = static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
   switch (a.head_dim) {
     case 16: launch<16>(a, grid, stream); break;
     case 32: launch<32>(a, grid, stream); break;

@@ -95,9 +95,11 @@ kernels::QkNormRopeArgs rope_args(const char* op, const Tensor& qkv, const Tenso
     if (!nw->defined()) continue;
     check_tensor(op, nw == &q_norm ? "q_norm" : "k_norm", *nw, DType::kBF16, 1);
     KS_CHECK(nw->dim(0) == d, "{}: norm weight {} must be [{}]", op, nw->shape().str(), d);
+    check_aligned(op, nw == &q_norm ? "q_norm" : "k_norm", *nw, 16);  // read 8 dims at a time
   }
   check_aligned(op, "qkv", qkv, 16);
   check_aligned(op, "q_out", q_out, 16);
+  check_aligned(op, "cos_sin", cos_sin, 16);
 
   kernels::QkNormRopeArgs a;
   a.qkv = bf(qkv);
@@ -183,8 +185,6 @@ kernels::PagedAttentionArgs attention_args(const char* op, const Tensor& q, cons
   return a;
 }
 
-bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 }  // namespace
 
 void CudaBackend::qk_norm_rope_store(const Tensor& qkv, const Tensor& q_norm,
@@ -212,11 +212,7 @@ void CudaBackend::qk_norm_rope_attention(const Tensor& qkv, const Tensor& q_norm
       rope_args(op, qkv, q_norm, k_norm, eps, cos_sin, shape, meta, kv, q, kv_layout_);
   const kernels::PagedAttentionArgs a =
       attention_args(op, q, kv, shape, meta, scale, out, kv_layout_);
-  // The fused kernel reads the norm weights 16 bytes at a time.
-  const bool fusable = kernels::attention_rope_supported(a) &&
-                       (r.q_norm == nullptr || aligned16(r.q_norm)) &&
-                       (r.k_norm == nullptr || aligned16(r.k_norm));
-  if (!fusable) {
+  if (!kernels::attention_rope_supported(a)) {
     kernels::qk_norm_rope_store(r, stream());
     run_attention(a, nullptr, meta.max_seq_len);
     return;
