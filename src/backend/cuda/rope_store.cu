@@ -59,12 +59,31 @@ __global__ void qk_norm_rope_store_kernel(QkNormRopeArgs a) {
   float x[8];
   unpack8(*reinterpret_cast<const uint4*>(a.qkv + item * D + sub * 8), x);
 
-  // V heads (and heads without a norm weight) keep what they had; every lane shuffles.
+  // RMSNorm and RoPE with every lane shuffling; V heads (and heads without a norm weight)
+  // keep what they had.
   const bf16* norm_w = is_v ? nullptr : is_q ? a.q_norm : a.k_norm;
-  float w[8];
+  float ss = 0.0f;
 #pragma unroll
-  for (int e = 0; e < 8; ++e) w[e] = is_q ? rr.q_norm[e] : rr.k_norm[e];  // no pointer into rr
-  detail::norm_rope8<kLanes, true>(x, norm_w != nullptr, w, a.eps, rr, sub, !is_v);
+  for (int e = 0; e < 8; ++e) ss += x[e] * x[e];
+#pragma unroll
+  for (int o = kLanes / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (norm_w != nullptr) {
+    const float inv = rsqrtf(ss / D + a.eps);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {  // per element: a pointer into rr would put it on the stack
+      const float w = is_q ? rr.q_norm[e] : rr.k_norm[e];
+      x[e] = round_bf16(round_bf16(x[e] * inv) * w);
+    }
+  }
+  const bool first_half = sub < kLanes / 2;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float other = __shfl_xor_sync(0xffffffffu, x[e], kLanes / 2);
+    if (is_v) continue;
+    const float cx = round_bf16(x[e] * round_bf16(rr.cos[e]));
+    const float so = round_bf16(other * round_bf16(rr.sin[e]));
+    x[e] = round_bf16(first_half ? cx - so : cx + so);  // x1 c - x2 s | x2 c + x1 s
+  }
   if (!valid) return;  // no shuffles below
 
   if (is_q) {

@@ -1,6 +1,6 @@
-// qk_norm_rope_store's RMSNorm and RoPE applied in registers to a head held as 8 dims per
-// lane by D/8 adjacent lanes: the one copy of those roundings, used by the RoPE/store kernel
-// (rope_store.cu) and the fused decode kernel (attention_decode.cu).
+// Device helpers of the fused decode kernel (attention_decode.cu): qk_norm_rope_store's RMSNorm
+// and RoPE applied in registers to a head held as 8 dims per lane by the D/8 adjacent lanes
+// of a key slot.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -36,34 +36,27 @@ struct RopeRow {
 };
 
 // qk_norm_rope_store's maths on one head held as 8 dims per lane ([8 sub, 8 sub + 8)) by the
-// kLanes adjacent lanes: the RMSNorm (when `norm`, with weights w) sums over those lanes, and
-// RoPE (when `rotate`) pairs dim i with i + D/2, which lane sub ^ (kLanes / 2) holds; the
-// result is bf16 (x unchanged where neither applies). Every lane of the warp must call it.
-// kMixedHeads: lanes may hold heads of different kinds (rope_store.cu: a V head beside a K
-// head), so the norm's shuffles run whatever `norm` says; without it `norm` must be the same
-// for the whole warp (the fused decode kernel, whose registers this keeps as they were).
-template <int kLanes, bool kMixedHeads = false>
+// kLanes adjacent lanes of a key slot: the RMSNorm (when `norm`) sums over those lanes, and
+// RoPE pairs dim i with i + D/2, which lane sub ^ (kLanes / 2) holds. Every lane of the warp
+// must call it (shuffles). Same roundings as rope_store.cu; the result is bf16.
+template <int kLanes>
 __device__ __forceinline__ void norm_rope8(float (&x)[8], bool norm, const float (&w)[8],
-                                           float eps, const RopeRow& rr, int sub,
-                                           bool rotate = true) {
+                                           float eps, const RopeRow& rr, int sub) {
   constexpr int D = kLanes * 8;
-  if (kMixedHeads || norm) {
+  if (norm) {
     float ss = 0.0f;
 #pragma unroll
     for (int e = 0; e < 8; ++e) ss += x[e] * x[e];
 #pragma unroll
     for (int o = kLanes / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (norm) {
-      const float inv = rsqrtf(ss / D + eps);
+    const float inv = rsqrtf(ss / D + eps);
 #pragma unroll
-      for (int e = 0; e < 8; ++e) x[e] = round_bf16(round_bf16(x[e] * inv) * w[e]);
-    }
+    for (int e = 0; e < 8; ++e) x[e] = round_bf16(round_bf16(x[e] * inv) * w[e]);
   }
   const bool first_half = sub < kLanes / 2;
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     const float other = __shfl_xor_sync(0xffffffffu, x[e], kLanes / 2);
-    if (!rotate) continue;
     const float cx = round_bf16(x[e] * round_bf16(rr.cos[e]));
     const float so = round_bf16(other * round_bf16(rr.sin[e]));
     x[e] = round_bf16(first_half ? cx - so : cx + so);  // x1 c - x2 s | x2 c + x1 s
