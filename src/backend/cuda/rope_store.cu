@@ -17,8 +17,9 @@
 // `sub` of a head holds dims [8 sub, 8 sub + 8), its RoPE partners in lane sub ^ kLanes / 2,
 // and moves them with 16-byte loads and stores. (Until session 11: a warp per item, each lane
 // moving 4 bytes; at 8,192 prompt tokens that ran at 39% of the kernel's bytes, too few in
-// flight per SM.) The RMSNorm and RoPE maths are the fused decode kernel's
-// (attention/attention_decode_rope.cuh).
+// flight per SM.) The loads that need no qkv are the fused decode kernel's (RopeRow,
+// attention/attention_decode_rope.cuh); the RMSNorm/RoPE loop below repeats its norm_rope8
+// except that every lane shuffles, so that a V head and a K head can share a warp.
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
