@@ -1,6 +1,6 @@
 // Device helpers of the fused decode kernel (attention_decode.cu): qk_norm_rope_store's RMSNorm
 // and RoPE applied in registers to a head held as 8 dims per lane by the D/8 adjacent lanes
-// of a key slot.
+// of a key slot. RopeRow also serves the RoPE/store kernel (rope_store.cu).
 #pragma once
 
 #include <cuda_bf16.h>
