@@ -11,21 +11,21 @@
 // ring by TMA (tma.cuh): thread 0 issues one 2-D tile copy of w and one of x per stage, both
 // completing on the stage's mbarrier, with the 128-byte swizzle the wgmma descriptors expect;
 // x's rows past T come in as zeros. Each stage is 4 wgmma k16 steps per warpgroup. (The
-// first version copied with cp.async from all 256 threads: ~35 GB/s per SM, slower than
-// cuBLASLt on every shape; docs/cuda_backend.md.)
+// first version copied with cp.async from all 256 threads: ~35 GB/s per SM, at par with
+// cuBLASLt at best; docs/cuda_backend.md.)
 //
 // Split-K without atomics: each CTA stages its fp32 partial tile [TN][128] in its own shared
 // memory (the ring is free by then), the cluster synchronises, and CTA `rank` adds the
-// partials of all the cluster's CTAs, rank 0 first, for token rows [rank TN / split,
-// (rank + 1) TN / split), reading the others' tiles through distributed shared memory; it
-// rounds once to bf16 and stores 16-byte runs (each CTA reads its own tile first, then the
-// next ranks', so that the reads spread over the cluster). The order of the sum is fixed, so the result
-// is the same on every run (and with split = 1 the partial is the sum). A second cluster
-// barrier keeps every tile alive until the others have read it.
+// partials of all the cluster's CTAs for token rows [rank TN / split, (rank + 1) TN / split),
+// reading the others' tiles through distributed shared memory, its own first and then the
+// next ranks' (so that the reads spread over the cluster); it rounds once to bf16 and stores
+// 16-byte runs. Each output row has one owner and a fixed order of summands, so the result is
+// the same on every run (and with split = 1 the partial is the sum). A second cluster barrier
+// keeps every tile alive until the others have read it.
 //
 // Shared memory: 96 KB of ring (4 stages at TN = 64, 3 at TN = 128), the stages' mbarriers
-// and 1 KB of alignment slack: two CTAs per SM. The partial tile rows are 132 floats apart, so the accumulator
-// stores (lanes 4 apart write rows 2 tokens apart) hit 32 distinct banks.
+// and 1 KB of alignment slack: two CTAs per SM. The partial tile rows are 132 floats apart,
+// so the accumulator stores (lanes 4 apart write rows 2 tokens apart) hit 32 distinct banks.
 //
 // PDL (launch.cuh): the first stages' weight copies are issued before pdl_wait(); x and out
 // are touched only after it. The tensor maps (one per call, made on the host from the
