@@ -522,8 +522,8 @@ int main(int argc, char** argv) {
     if (section != "" && section != "decode" && section != "prefill" && section != "gemm" &&
         section != "fp8" && section != "wgmma") {
       std::fprintf(stderr,
-                   "cuda_ops_bench: unknown section '%s' (decode, prefill, fp8, gemm or wgmma, or none "
-                   "for all)\n",
+                   "cuda_ops_bench: unknown section '%s' (decode, prefill, fp8, gemm or wgmma, "
+                   "or none for all)\n",
                    section.c_str());
       return 2;
     }

@@ -46,8 +46,8 @@ void decode_attention(const PagedAttentionArgs& a, const QkNormRopeArgs& rope,
 
 // True when `a` is a decode batch (use_decode_kernel) at head dim 64 or 128, group <= 16,
 // over an fp8 cache, or over a bf16 one with at least kDecodeMmaMinBf16Seqs sequences
-// (KESTREL_DECODE_MMA_BF16=N moves that to N, 0 turns it off): it takes the tensor-core decode kernel (attention_decode_mma.cu)
-// instead, whose key splits are the general kernel's (no tail halves) and whose partials
+// (KESTREL_DECODE_MMA_BF16=N moves that to N, 0 turns it off): it takes the tensor-core
+// decode kernel (attention_decode_mma.cu) instead, whose key splits are the general kernel's (no tail halves) and whose partials
 // attention.cu's merge kernel combines. No fused rope variant: the store runs before it.
 // Smaller bf16 batches keep the CUDA-core kernel, fused with RoPE and the store, where one
 // launch fewer per layer counts more than the keys' maths. H200, 1,024-token prompts, decode
