@@ -140,12 +140,6 @@ ExprPtr Parser::parse_compare() {
   return node;
 }
 
-namespace {
-
-
-
-}  // namespace
-
 ExprPtr Parser::parse_math1() {
   ExprPtr left = parse_concat();
   while (at_op("+") || at_op("-")) {

@@ -215,8 +215,7 @@ Renderer::Flow Renderer::exec_for(const Stmt& stmt, Frame& frame, std::string& o
   bool completed_an_iteration = false;
   for (int64_t i = 0; i < n; ++i) {
     step();
-    const size_t frames_before = frames_.size();
-    const uint64_t closures_before = closures_;
+    const FrameMark mark = mark_frames();
     Frame& scope = enter(*stmt.scope, &frame);
     std::vector<std::pair<Value, Value>> loop = {
         {kIndex, Value::integer(i + 1)},         {kIndex0, Value::integer(i)},
@@ -230,8 +229,7 @@ Renderer::Flow Renderer::exec_for(const Stmt& stmt, Frame& frame, std::string& o
     scope.slots[stmt.loop_slot] = Value::dict(std::move(loop));
     assign(scope, stmt.target_slots, stmt.unpack, items[i]);
     Flow flow = exec_list(stmt.bodies[0], scope, out);
-    // Nothing points into this iteration's frames unless a closure was made in them.
-    if (closures_ == closures_before) frames_.resize(frames_before);
+    drop_frames_since(mark);
     if (flow == Flow::kNormal) completed_an_iteration = true;
     if (flow == Flow::kBreak) break;
   }
@@ -254,8 +252,7 @@ Value Renderer::call_macro(const Stmt& macro, Frame& defined_in, const CallArgs&
     explicit DepthGuard(int& d) : depth(d) { ++depth; }
     ~DepthGuard() { --depth; }
   } depth_guard(call_depth_);
-  const size_t frames_before = frames_.size();
-  const uint64_t closures_before = closures_;
+  const FrameMark mark = mark_frames();
   Frame& frame = enter(*macro.scope, &defined_in);
   size_t n = macro.targets.size();
   size_t first_default = n - macro.defaults.size();
@@ -298,7 +295,7 @@ Value Renderer::call_macro(const Stmt& macro, Frame& defined_in, const CallArgs&
   }
   std::string out;
   exec_list(macro.bodies[0], frame, out);
-  if (closures_ == closures_before) frames_.resize(frames_before);
+  drop_frames_since(mark);
   return Value::string(std::move(out));
 }
 

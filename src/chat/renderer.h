@@ -63,6 +63,17 @@ class Renderer {
   // the render has used them all.
   void step();
 
+  // A loop iteration or macro call marks the frames before it enters its scope and drops the
+  // frames made since when it ends, unless it made a closure (which points into them).
+  struct FrameMark {
+    size_t frames;
+    uint64_t closures;
+  };
+  FrameMark mark_frames() const { return {frames_.size(), closures_}; }
+  void drop_frames_since(const FrameMark& mark) {
+    if (closures_ == mark.closures) frames_.resize(mark.frames);
+  }
+
   const StmtList& root_;
   const Scope& root_scope_;
   const Value& context_;
