@@ -394,8 +394,8 @@ void bench_decode_attention(CudaBackend& be, const Ceilings& c, bool fp8 = false
   bench_attention(be, c, "decode 1 seq x 640 ctx", 1, 640, 1, true, false, fp8);
 }
 
-// The prefill attention rows, each on the sm_90a wgmma kernel (where the device runs it) and
-// on the mma.sync kernel (KESTREL_PREFILL_SM90=0), in the same run.
+// The prefill attention rows, each on the two sm_90a wgmma kernels (where the device runs
+// them) and on the mma.sync kernel (KESTREL_PREFILL_SM90=0), in the same run.
 void bench_prefill_attention(CudaBackend& be, const Ceilings& c) {
   struct Row {
     const char* name;
@@ -409,10 +409,16 @@ void bench_prefill_attention(CudaBackend& be, const Ceilings& c) {
       {"prefill 32 seqs x 1024 new", 32, 1024, 1024},
       {"prefill 32 seqs x 512 new after 512 cached", 32, 1024, 512},
   };
-  for (const char* kernel : {"1", "0"}) {
-    setenv("KESTREL_PREFILL_SM90", kernel, 1);
-    std::printf("  %s\n", kernel[0] == '1' ? "wgmma kernel (sm_90a) where the device has it:"
-                                           : "mma.sync kernel (KESTREL_PREFILL_SM90=0):");
+  const struct {
+    const char* env;
+    const char* title;
+  } kernels[] = {
+      {"1", "warp-specialised wgmma kernel (the default) where the device has it:"},
+      {"step", "in-step wgmma kernel (KESTREL_PREFILL_SM90=step) where the device has it:"},
+      {"0", "mma.sync kernel (KESTREL_PREFILL_SM90=0):"}};
+  for (const auto& kernel : kernels) {
+    setenv("KESTREL_PREFILL_SM90", kernel.env, 1);
+    std::printf("  %s\n", kernel.title);
     for (const Row& r : rows) bench_attention(be, c, r.name, r.num_seqs, r.ctx, r.q_len);
   }
   unsetenv("KESTREL_PREFILL_SM90");
@@ -512,12 +518,28 @@ int run_wgmma_one(int argc, char** argv) {
   return 0;
 }
 
+// One prefill attention row alone (for ncu): the kernel KESTREL_PREFILL_SM90 selects.
+int run_prefill_one(int argc, char** argv) {
+  if (argc != 5) {
+    std::fprintf(stderr, "usage: cuda_ops_bench prefill-one NUM_SEQS CONTEXT NEW_TOKENS\n");
+    return 2;
+  }
+  auto backend = make_cuda_backend(0, CudaKvLayout::kTokenMajor);
+  auto& be = dynamic_cast<CudaBackend&>(*backend);
+  const Ceilings c = measure_ceilings(be);
+  bench_attention(be, c, "prefill", std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]));
+  return 0;
+}
+
 }  // namespace
 }  // namespace kestrel
 
 int main(int argc, char** argv) {
   try {
     if (argc > 1 && std::string(argv[1]) == "wgmma-one") return kestrel::run_wgmma_one(argc, argv);
+    if (argc > 1 && std::string(argv[1]) == "prefill-one") {
+      return kestrel::run_prefill_one(argc, argv);
+    }
     const std::string section = argc > 1 ? argv[1] : "";
     if (section != "" && section != "decode" && section != "prefill" && section != "gemm" &&
         section != "fp8" && section != "wgmma") {

@@ -3,7 +3,7 @@
 // block sizes 16 and 1, blocks scattered through the cache. Pure decode batches take the
 // decode kernel (groups <= 16), batches with prefill rows at head dims 64 and 128 the
 // tensor-core kernel (while its dispatch is on; attention_prefill.cu, or on compute
-// capability 9.0 its wgmma twin attention_prefill_sm90a.cu), everything else the general
+// capability 9.0 its wgmma twin attention_prefill_ws_sm90a.cu), everything else the general
 // one. Cache slots that no sequence owns hold NaN, so a read past a sequence's keys
 // shows up in the output. Every batch comes with a shuffled seq_order (the decode kernel's
 // CTA order).
@@ -16,6 +16,7 @@
 #include <numeric>
 
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.h"
 #include "cuda_test_util.h"
 
 namespace kestrel {
@@ -520,9 +521,9 @@ TEST(CudaAttention, PrefillUniformBatches) {
   }
 }
 
-// On compute capability 9.0 the tests above run the wgmma kernel
-// (attention_prefill_sm90a.cu); this one runs the mma.sync kernel that other GPUs take, on
-// the same cases, by switching the sm_90a kernel off for its duration.
+// On compute capability 9.0 the tests above run a wgmma kernel (attention_prefill_ws_sm90a.cu);
+// this one runs the mma.sync kernel that other GPUs take, on the same cases, by switching
+// the sm_90a kernels off for its duration.
 TEST(CudaAttention, PrefillMmaSyncKernel) {
   KS_REQUIRE_GPU();
   std::mt19937 rng(65);
@@ -537,6 +538,37 @@ TEST(CudaAttention, PrefillMmaSyncKernel) {
       SCOPED_TRACE(testing::Message() << "Hq " << c.hq << " Hkv " << c.hkv << " D " << c.d
                                       << " sequences " << seqs.size());
       run_case(c, seqs, CudaKvLayout::kTokenMajor, rng);
+    }
+  }
+}
+
+// On compute capability 9.0 the prefill tests above run the warp-specialised wgmma kernel
+// (attention_prefill_ws_sm90a.cu: a copying warpgroup, a ring of K/V buffers, two computing
+// warpgroups taking turns) with its 2-buffer ring. This one runs it with 3 buffers, and the
+// in-step wgmma kernel (attention_prefill_sm90a.cu), on prompts long enough to go round the
+// ring several times, chunks after cached prefixes whose diagonal tile only one warpgroup
+// needs, key splits, head dims 64 and 128, both layouts.
+TEST(CudaAttention, PrefillOtherWgmmaKernels) {
+  KS_REQUIRE_GPU();
+  if (kestrel::kernels::compute_capability() != 90) GTEST_SKIP() << "sm_90a kernels";
+  std::mt19937 rng(66);
+  const std::vector<std::vector<SeqSpec>> batches{
+      {{0, 900}, {700, 133}, {64, 64}, {1, 127}, {129, 65}},
+      {{0, 1}, {0, 7}, {40, 33}, {13, 260}, {250, 1}, {64, 7}, {5, 1}},
+      {{3000, 40}, {1500, 9}, {0, 2}}};
+  for (const char* variant : {"ring of 3", "in-step"}) {
+    const bool ring3 = variant[0] == 'r';
+    ScopedEnv kernel("KESTREL_PREFILL_SM90", ring3 ? "1" : "step");
+    ScopedEnv stages("KESTREL_PREFILL_WS_STAGES", ring3 ? "3" : "2");
+    int i = 0;
+    for (const auto& seqs : batches) {
+      for (const Config& c : {Config{16, 8, 128, 16}, Config{8, 8, 64, 1}}) {
+        const CudaKvLayout layout = kLayouts[i++ % 2];
+        SCOPED_TRACE(testing::Message() << variant << " " << layout_name(layout) << " Hq "
+                                        << c.hq << " Hkv " << c.hkv << " D " << c.d
+                                        << " sequences " << seqs.size());
+        run_case(c, seqs, layout, rng);
+      }
     }
   }
 }

@@ -36,6 +36,13 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr, uint32_t lbo, uint3
          (uint64_t(sbo >> 4) << 32) | (uint64_t(1) << 62);
 }
 
+// The descriptor of the address `bytes` (a multiple of 16) past desc's: its start-address
+// field is (address & 0x3FFFF) >> 4, 14 bits, which a CTA's < 228 KB of shared memory never
+// carries out of. One add instead of rebuilding the descriptor for every k-step.
+__device__ __forceinline__ uint64_t smem_desc_advance(uint64_t desc, uint32_t bytes) {
+  return desc + (bytes >> 4);
+}
+
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 }

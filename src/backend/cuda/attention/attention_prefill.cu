@@ -433,17 +433,27 @@ bool use_prefill_kernel(const PagedAttentionArgs& a) {
          a.num_q_heads / a.num_kv_heads <= kMaxAttentionGroup;
 }
 
-bool prefill_sm90_enabled() {
+PrefillSm90 prefill_sm90_kernel() {
+  if (compute_capability() != 90) return PrefillSm90::kNone;  // sm_90a code runs on 9.0 alone
   const char* env = std::getenv("KESTREL_PREFILL_SM90");
-  if (env != nullptr && std::string_view(env) == "0") return false;
-  return compute_capability() == 90;  // sm_90a code runs on 9.0 alone
+  const std::string_view v = env == nullptr ? "" : env;
+  if (v == "0") return PrefillSm90::kNone;
+  if (v == "step") return PrefillSm90::kInStep;
+  return PrefillSm90::kWarpSpecialized;
 }
 
 void prefill_attention(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
                        float* part_acc, cudaStream_t stream) {
-  // The wgmma kernel reads bf16 caches only; fp8 ones take the mma.sync kernel.
-  if (prefill_sm90_enabled() && !a.kv.fp8) {
-    return prefill_attention_sm90(a, split, part_ml, part_acc, stream);
+  // The wgmma kernels read bf16 caches only; fp8 ones take the mma.sync kernel.
+  if (!a.kv.fp8) {
+    switch (prefill_sm90_kernel()) {
+      case PrefillSm90::kInStep:
+        return prefill_attention_sm90(a, split, part_ml, part_acc, stream);
+      case PrefillSm90::kWarpSpecialized:
+        return prefill_attention_sm90_ws(a, split, part_ml, part_acc, stream);
+      case PrefillSm90::kNone:
+        break;
+    }
   }
   switch (a.head_dim) {
     case 64:

@@ -18,10 +18,10 @@
 //   skipping is per warpgroup, not per warp).
 // Shared memory: Q 32 KB + 2 stages x (K + V) 128 KB + 2 KB of offsets at D = 128 (aligned
 // to 1 KB for the swizzle); one CTA per SM, 230 registers at D = 128.
-// The two warpgroups run in step (barriers around each tile). Three variants that overlap more
-// measured slower (docs/cuda_backend.md, "wgmma prefill attention"): issuing the next
-// tile's Q K^T before this tile's softmax, three warpgroups, and a producer warpgroup
-// streaming 64-key tiles through mbarriers to two free-running consumers.
+// The two warpgroups run in step (barriers around each tile). Since session 12 the default
+// is the warp-specialised attention_prefill_ws_sm90a.cu (faster at every measured shape but
+// a single short prompt); this one stays as KESTREL_PREFILL_SM90=step. Three earlier variants
+// that overlapped more measured slower (docs/cuda_backend.md, "wgmma prefill attention").
 #include "backend/cuda/attention/attention_prefill.cuh"
 #include "backend/cuda/attention/kv_layout.cuh"
 #include "backend/cuda/attention/prefill_wgmma.cuh"
@@ -34,7 +34,7 @@ namespace {
 
 using namespace detail::sm90;
 
-constexpr int kRows = 128;  // (token, head) rows per CTA: two warpgroups of 64
+constexpr int kRows = kPrefillRows;
 
 // Shared memory for Q and two K/V tiles of kKeys keys (byte offsets from a 1024-byte aligned
 // base; 128-byte swizzled panels of 64 columns, wgmma.cuh).
@@ -51,27 +51,6 @@ struct Layout {
   static constexpr uint32_t kBytes = kOff + kStages * kKeys * 8;
   static constexpr uint32_t kAlloc = kBytes + 1024;        // slack for the alignment
 };
-
-__device__ __forceinline__ uint32_t aligned_smem_base(const unsigned char* raw) {
-  const uint32_t addr = static_cast<uint32_t>(__cvta_generic_to_shared(raw));
-  return (addr + 1023) & ~1023u;
-}
-
-// Copies the CTA's Q rows into the swizzled Q tile at q (rows past num_rows: zeros).
-template <int D, int kThreads>
-__device__ __forceinline__ void load_q(const PagedAttentionArgs& a, const PrefillWork& w,
-                                       uint32_t q) {
-  constexpr int kChunks = D / 8;
-  for (int i = threadIdx.x; i < kRows * kChunks; i += kThreads) {
-    const int r = i / kChunks;
-    const int part = i % kChunks;
-    const bool valid = r < w.num_rows;
-    const int64_t tok = w.q_begin + w.first + (valid ? r / w.group : 0);
-    const int head = w.g * w.group + r % w.group;
-    cp_async_16(q + swizzled_chunk(r, part, kRows * 128),
-                a.q + (tok * a.num_q_heads + head) * D + part * 8, valid);
-  }
-}
 
 template <int D, bool kHeadMajor, int kKeys>
 __global__ void __launch_bounds__(256, 1)

@@ -1,0 +1,308 @@
+// Paged prefill attention on Hopper, warp-specialised: the same maths, rounding points, work
+// items, key splits and outputs as attention_prefill_sm90a.cu (and attention_prefill.cu),
+// arranged so that the tensor cores do not wait for the softmax (FlashAttention-3's
+// structure, with cp.async in place of TMA because key rows come through a block table).
+//
+// A CTA of three warpgroups owns 128 rows of one (sequence, KV head, query tile):
+// - Warpgroup 0 copies: Q once, then each key tile's K and V rows (kKeys = 128 keys, 128-byte
+//   swizzled panels as in wgmma.cuh) into a ring of kStages buffers. Each copy completes on an
+//   mbarrier (k_full / v_full); it refills a buffer after both consumers release it
+//   (k_empty / v_empty). It runs on 40 registers (setmaxnreg).
+// - Warpgroups 1 and 2 each own 64 rows (WarpgroupRows, prefill_wgmma.cuh) on 232 registers.
+//   Step t issues S_t = Q K_t^T and O += P_{t-1} V_{t-1} together, then computes tile t's
+//   softmax while the P V product runs, and rescales O once it is done.
+// - The two consumers take turns at issuing their products (two named barriers, "ping-pong"),
+//   so one warpgroup's softmax runs while the other's products occupy the tensor cores.
+// A consumer whose rows see fewer key tiles than the CTA loads (the diagonal tile of a
+// causal prompt) still takes its turns and releases those tiles, so neither the turn-taking
+// nor the ring stalls.
+// Shared memory at D = 128: Q 32 KB + kStages x (K + V) 64 KB + key row indices and barriers.
+#include "backend/cuda/attention/attention_prefill.cuh"
+#include "backend/cuda/attention/kv_layout.cuh"
+#include "backend/cuda/attention/prefill_wgmma.cuh"
+#include "backend/cuda/cp_async.cuh"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
+#include "backend/cuda/tma.cuh"
+#include "backend/cuda/warpgroup_sync.cuh"
+
+namespace kestrel::kernels::detail {
+namespace {
+
+using namespace detail::sm90;
+
+constexpr int kKeys = 128;
+constexpr int kThreads = 384;
+constexpr int kProducerRegs = 40;
+constexpr int kConsumerRegs = 232;  // 40 x 128 + 232 x 256 <= 168 x 384, the launch's pool
+// Named barriers (0 is __syncthreads): consumer c's turn to issue is kBarTurn + c; the
+// producer warpgroup's own barrier publishes a tile's key row indices.
+constexpr int kBarTurn = 1;
+constexpr int kBarProducer = 3;
+
+// Byte offsets from a 1024-byte aligned base.
+template <int D, int kStages>
+struct Layout {
+  static constexpr uint32_t kQPanel = kPrefillRows * 128;  // one 64-column panel of Q
+  static constexpr uint32_t kKvPanel = kKeys * 128;        // one 64-column panel of a K/V tile
+  static constexpr uint32_t kTile = (D / 64) * kKvPanel;
+  static constexpr uint32_t kQ = 0;
+  static constexpr uint32_t kK = kQ + (D / 64) * kQPanel;  // K[kStages]
+  static constexpr uint32_t kV = kK + kStages * kTile;     // V[kStages]
+  static constexpr uint32_t kRowIdx = kV + kStages * kTile;  // int32 [kStages][kKeys]
+  // mbarriers: q_full, then k_full, v_full, k_empty, v_empty [kStages] each
+  static constexpr uint32_t kBars = kRowIdx + kStages * kKeys * 4;
+  static constexpr uint32_t kBytes = kBars + (1 + 4 * kStages) * 8;
+  static constexpr uint32_t kAlloc = kBytes + 1024;  // slack for the alignment
+  static_assert(kAlloc + 64 <= 227 * 1024, "shared memory per block");
+};
+
+template <int kStages>
+struct Ring {
+  uint32_t bars;
+  __device__ uint32_t q_full() const { return bars; }
+  __device__ uint32_t k_full(int t) const { return bars + 8 * (1 + t % kStages); }
+  __device__ uint32_t v_full(int t) const { return bars + 8 * (1 + kStages + t % kStages); }
+  __device__ uint32_t k_empty(int t) const { return bars + 8 * (1 + 2 * kStages + t % kStages); }
+  __device__ uint32_t v_empty(int t) const { return bars + 8 * (1 + 3 * kStages + t % kStages); }
+  // Parity of tile t's use of its buffer (the consumers wait for it to fill; the producer,
+  // for the use before it to be released: parity ^ 1, which a new barrier passes at once).
+  __device__ static uint32_t parity(int t) { return (t / kStages) & 1; }
+};
+
+// Copies kKeys rows of one cache (row r at element r x D, or zeros where r < 0) into the
+// swizzled tile at dst; producer threads only. Thread i copies chunk i % (D / 8) of keys
+// i / (D / 8) + kPass j: those keys share their row % 8, so the swizzled destination moves by
+// whole 8-row groups and the addresses cost one add per copy.
+template <int D>
+__device__ __forceinline__ void copy_rows(const bf16* cache, const int32_t* rows, uint32_t dst) {
+  constexpr int kChunks = D / 8;
+  constexpr int kPass = 128 / kChunks;  // keys per pass of the 128 producer threads
+  static_assert(kPass % 8 == 0, "the swizzle repeats every 8 rows");
+  const int part = threadIdx.x % kChunks;
+  const int key0 = threadIdx.x / kChunks;
+  const uint32_t at = dst + swizzled_chunk(key0, part, kKeys * 128);
+  const bf16* const src = cache + part * 8;
+#pragma unroll
+  for (int j = 0; j < kKeys / kPass; ++j) {
+    const int32_t r = rows[key0 + kPass * j];
+    cp_async_16(at + kPass * j * 128, src + (r >= 0 ? int64_t(r) * D : 0), r >= 0);
+  }
+}
+
+template <int D, bool kHeadMajor, int kStages>
+__device__ __forceinline__ void produce(const PagedAttentionArgs& a, const PrefillWork& w,
+                                        int num_tiles, uint32_t base, int32_t* row_idx,
+                                        const Ring<kStages>& ring) {
+  using L = Layout<D, kStages>;
+  const int tid = threadIdx.x;  // 0 .. 127: one key of each tile
+  load_q<D, 128>(a, w, base + L::kQ);
+  cp_async_mbar_arrive(ring.q_full());
+  const int32_t* block_table = a.block_tables + int64_t(w.b) * a.max_blocks_per_seq;
+  // Each tile's page is fetched a tile ahead, so the block table's latency hides.
+  auto page_of = [&](int key0) {
+    const int j = key0 + tid;
+    return j < w.k_end ? block_table[j / a.block_size] : -1;
+  };
+  int page = num_tiles > 0 ? page_of(w.k_begin) : -1;
+  for (int t = 0; t < num_tiles; ++t) {
+    const int key0 = w.k_begin + t * kKeys;
+    const int slot = t % kStages;
+    int32_t* const rows = row_idx + slot * kKeys;
+    // The producer's earlier readers of this slot passed kBarProducer since (kStages >= 2).
+    rows[tid] = page < 0 ? -1
+                         : static_cast<int32_t>(
+                               kv_row_offset<kHeadMajor>(page, (key0 + tid) % a.block_size, w.g,
+                                                         a.num_kv_heads, a.block_size, D) /
+                               D);
+    if (t + 1 < num_tiles) page = page_of(key0 + kKeys);
+    named_barrier_sync(kBarProducer, 128);
+    mbar_wait(ring.k_empty(t), Ring<kStages>::parity(t) ^ 1);
+    copy_rows<D>(static_cast<const bf16*>(a.k_cache), rows, base + L::kK + slot * L::kTile);
+    cp_async_mbar_arrive(ring.k_full(t));
+    mbar_wait(ring.v_empty(t), Ring<kStages>::parity(t) ^ 1);
+    copy_rows<D>(static_cast<const bf16*>(a.v_cache), rows, base + L::kV + slot * L::kTile);
+    cp_async_mbar_arrive(ring.v_full(t));
+  }
+  cp_async_wait_all();
+}
+
+// One consumer warpgroup: its 64 rows and its side of the ring and of the turn-taking.
+template <int D, int kStages>
+struct Consumer {
+  using L = Layout<D, kStages>;
+  static constexpr int kPBlocks = kKeys / 16;
+
+  WarpgroupRows<D, kKeys> rows;
+  uint32_t p[kPBlocks][4];  // P_{t-1}, the A operand of the next P V
+  float corr[2];
+  const PrefillWork& w;
+  const Ring<kStages>& ring;
+  uint32_t base, q;
+  int num_tiles, my_turn, other_turn;
+  bool last_turn_passes;  // consumer 1's last turn would pass to a finished consumer 0
+
+  __device__ Consumer(const PagedAttentionArgs& a, const PrefillWork& work, int tiles, int c,
+                      uint32_t smem, const Ring<kStages>& r)
+      : w(work), ring(r), base(smem), num_tiles(tiles), my_turn(kBarTurn + c),
+        other_turn(kBarTurn + 1 - c), last_turn_passes(c == 0) {
+    rows.init(w, a.scale, 64 * c);
+    q = base + L::kQ + rows.row0 * 128;
+  }
+
+  __device__ void release(uint32_t bar) const {
+    __syncwarp();
+    if (threadIdx.x % 32 == 0) mbar_arrive(bar);  // the barriers count 4 warps x 2 consumers
+  }
+
+  // Step t: S_t = Q K_t^T when kS, O += P_{t-1} V_{t-1} when kPV; then tile t's softmax while
+  // P V runs. Every step takes a turn and releases K_t and V_{t-1} (once they have landed:
+  // a release must not count toward the buffer's previous use). The flags are template
+  // arguments so that no wgmma or wgmma wait sits under a runtime branch (ptxas would
+  // serialise the products).
+  template <bool kS, bool kPV>
+  __device__ void step(int t) {
+    if (t < num_tiles) mbar_wait(ring.k_full(t), Ring<kStages>::parity(t));
+    if (t >= 1) mbar_wait(ring.v_full(t - 1), Ring<kStages>::parity(t - 1));
+    fence_proxy_async_shared();  // the copies, seen through the barrier, before the wgmmas
+    named_barrier_sync(my_turn, 256);
+    if constexpr (kS) {
+      rows.issue_s(q, L::kQPanel, base + L::kK + (t % kStages) * L::kTile, L::kKvPanel);
+      wgmma_commit();
+    }
+    if constexpr (kPV) {
+      rows.issue_pv(p, base + L::kV + ((t - 1) % kStages) * L::kTile, L::kKvPanel);
+      wgmma_commit();
+    }
+    if (last_turn_passes || t < num_tiles) named_barrier_arrive(other_turn, 256);
+    if constexpr (kS) {
+      if constexpr (kPV) {
+        wgmma_wait<1>();
+      } else {
+        wgmma_wait<0>();
+      }
+      wgmma_fence_operand(rows.s);
+    }
+    if (t < num_tiles) release(ring.k_empty(t));
+    if constexpr (kS) rows.softmax(w, w.k_begin + t * kKeys, corr);
+    if constexpr (kPV) {
+      wgmma_wait<0>();
+      wgmma_fence_operand(rows.o);
+    }
+    if (t >= 1) release(ring.v_empty(t - 1));
+    if constexpr (kS) {
+      if constexpr (kPV) rows.rescale_o(corr);
+      rows.pack_p(p);
+    }
+  }
+
+  __device__ void run() {
+    if (my_turn == kBarTurn + 1) named_barrier_arrive(other_turn, 256);  // consumer 0 first
+    mbar_wait(ring.q_full(), 0);
+    // Tiles this warpgroup's rows see: a prefix of the CTA's. (Broadcast from lane 0, so
+    // that ptxas sees a warp-uniform value: wgmma under a branch it thinks divergent is
+    // serialised.)
+    const int needed = __shfl_sync(0xffffffffu,
+                                   rows.last_pos < w.k_begin
+                                       ? 0
+                                       : min(num_tiles, (rows.last_pos - w.k_begin) / kKeys + 1),
+                                   0);
+    int t = 0;
+    if (needed > 0) {
+      step<true, false>(0);
+      for (t = 1; t < needed; ++t) step<true, true>(t);
+      step<false, true>(t++);
+    }
+    for (; t <= num_tiles; ++t) step<false, false>(t);
+  }
+};
+
+template <int D, bool kHeadMajor, int kStages>
+__global__ void __launch_bounds__(kThreads, 1)
+    prefill_ws_kernel(PagedAttentionArgs a, int group, int q_tile, int uniform_tiles,
+                      AttentionSplit split, float* part_ml, float* part_acc) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+  pdl_wait();
+  pdl_trigger();
+  using L = Layout<D, kStages>;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t base = aligned_smem_base(smem_raw);
+  int32_t* const row_idx = reinterpret_cast<int32_t*>(
+      smem_raw + (base - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw))) +
+      L::kRowIdx);
+  const Ring<kStages> ring{base + L::kBars};
+  const PrefillWork w = find_prefill_work(a, group, q_tile, uniform_tiles, split, kKeys);
+  if (w.b < 0) return;
+  if (threadIdx.x == 0) {
+    mbar_init(ring.q_full(), 128);
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(ring.k_full(s), 128);  // one cp.async arrival per producer thread
+      mbar_init(ring.v_full(s), 128);
+      mbar_init(ring.k_empty(s), 8);   // one arrival per consumer warp
+      mbar_init(ring.v_empty(s), 8);
+    }
+  }
+  __syncthreads();
+  const int num_tiles = w.k_end > w.k_begin ? (w.k_end - w.k_begin + kKeys - 1) / kKeys : 0;
+  const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // uniform: see consume
+  if (warpgroup == 0) {
+    setmaxnreg_dec<kProducerRegs>();
+    produce<D, kHeadMajor, kStages>(a, w, num_tiles, base, row_idx, ring);
+  } else {
+    setmaxnreg_inc<kConsumerRegs>();
+    Consumer<D, kStages> consumer(a, w, num_tiles, warpgroup - 1, base, ring);
+    consumer.run();
+    consumer.rows.store(a, w, part_ml, part_acc);
+  }
+#else
+  __trap();  // compiled for sm_90a only; the dispatch never launches it elsewhere
+#endif
+}
+
+template <int D, bool kHeadMajor, int kStages>
+void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
+            float* part_acc, cudaStream_t stream) {
+  const int group = a.num_q_heads / a.num_kv_heads;
+  const int q_tile = kPrefillRows / group;
+  const int bytes = static_cast<int>(Layout<D, kStages>::kAlloc);
+  allow_dynamic_smem<prefill_ws_kernel<D, kHeadMajor, kStages>>(bytes);
+  int uniform_tiles;
+  const dim3 grid = prefill_grid(a, split, q_tile, &uniform_tiles);
+  launch_pdl("attention prefill_ws_kernel", prefill_ws_kernel<D, kHeadMajor, kStages>, grid,
+             kThreads, bytes, stream, a, group, q_tile, uniform_tiles, split, part_ml,
+             part_acc);
+  KS_CUDA_CHECK_LAUNCH("attention prefill_ws_kernel");
+}
+
+template <int D, int kStages>
+void launch_layout(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
+                   float* part_acc, cudaStream_t stream) {
+  if (a.kv_head_major) return launch<D, true, kStages>(a, split, part_ml, part_acc, stream);
+  launch<D, false, kStages>(a, split, part_ml, part_acc, stream);
+}
+
+template <int kStages>
+void launch_stages(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
+                   float* part_acc, cudaStream_t stream) {
+  switch (a.head_dim) {
+    case 64:
+      launch_layout<64, kStages>(a, split, part_ml, part_acc, stream);
+      break;
+    case 128:
+      launch_layout<128, kStages>(a, split, part_ml, part_acc, stream);
+      break;
+    default:
+      KS_CUDA_CHECK(cudaErrorInvalidValue);  // use_prefill_kernel() said no
+  }
+}
+
+}  // namespace
+
+void prefill_attention_sm90_ws(const PagedAttentionArgs& a, const AttentionSplit& split,
+                               float* part_ml, float* part_acc, cudaStream_t stream) {
+  const char* env = std::getenv("KESTREL_PREFILL_WS_STAGES");
+  if (env != nullptr && env[0] == '3') return launch_stages<3>(a, split, part_ml, part_acc, stream);
+  launch_stages<2>(a, split, part_ml, part_acc, stream);
+}
+
+}  // namespace kestrel::kernels::detail
