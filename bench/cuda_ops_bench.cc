@@ -309,8 +309,9 @@ void bench_wgmma_gemms(CudaBackend& be, const Ceilings& c) {
 // cache (1-byte K/V; the floor counts those bytes).
 void bench_attention_lens(CudaBackend& be, const Ceilings& c, const char* name,
                           const std::vector<int32_t>& lens, int q_len, bool scatter_pages = true,
-                          bool general = false, bool longest_first = false, bool fp8 = false) {
-  const int hq = 16, hkv = 8, d = 128, bs = 16;
+                          bool general = false, bool longest_first = false, bool fp8 = false,
+                          int bs = 16) {
+  const int hq = 16, hkv = 8, d = 128;
   const int num_seqs = static_cast<int>(lens.size());
   const int max_len = *std::max_element(lens.begin(), lens.end());
   const int blocks_per_seq = (max_len + bs - 1) / bs;
@@ -520,14 +521,19 @@ int run_wgmma_one(int argc, char** argv) {
 
 // One prefill attention row alone (for ncu): the kernel KESTREL_PREFILL_SM90 selects.
 int run_prefill_one(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: cuda_ops_bench prefill-one NUM_SEQS CONTEXT NEW_TOKENS\n");
+  if (argc < 5 || argc > 7) {
+    std::fprintf(stderr,
+                 "usage: cuda_ops_bench prefill-one NUM_SEQS CONTEXT NEW_TOKENS [BLOCK_SIZE 16] "
+                 "[SCATTER_PAGES 1]\n");
     return 2;
   }
   auto backend = make_cuda_backend(0, CudaKvLayout::kTokenMajor);
   auto& be = dynamic_cast<CudaBackend&>(*backend);
   const Ceilings c = measure_ceilings(be);
-  bench_attention(be, c, "prefill", std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]));
+  const int ctx = std::atoi(argv[3]);
+  bench_attention_lens(be, c, "prefill", std::vector<int32_t>(std::atoi(argv[2]), ctx),
+                       std::atoi(argv[4]), argc < 7 || std::atoi(argv[6]) != 0, false, false,
+                       false, argc < 6 ? 16 : std::atoi(argv[5]));
   return 0;
 }
 

@@ -85,7 +85,7 @@ struct Config {
 // kv_dtype kF8E4M3: an fp8 cache of random bytes with random power-of-two scales per KV
 // head; the reference attends over the values the bytes hold.
 void run_case(const Config& c, const std::vector<SeqSpec>& seqs, CudaKvLayout layout,
-              std::mt19937& rng, DType kv_dtype = DType::kBF16) {
+              std::mt19937& rng, DType kv_dtype = DType::kBF16, bool scatter = true) {
   Backend& be = gpu(layout);
   const int b_count = static_cast<int>(seqs.size());
   const int group = c.hq / c.hkv;
@@ -101,10 +101,10 @@ void run_case(const Config& c, const std::vector<SeqSpec>& seqs, CudaKvLayout la
   const int t_count = qsl.back();
   const int num_blocks = used_blocks + 3;
 
-  // Scatter the sequences' blocks over the cache.
+  // Scatter the sequences' blocks over the cache (or not: each sequence's pages in order).
   std::vector<int32_t> perm(num_blocks);
   std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), rng);
+  if (scatter) std::shuffle(perm.begin(), perm.end(), rng);
   std::vector<int32_t> tables(size_t(b_count) * max_blocks, 0);
   int next = 0;
   for (int b = 0; b < b_count; ++b) {
@@ -562,13 +562,31 @@ TEST(CudaAttention, PrefillOtherWgmmaKernels) {
     ScopedEnv stages("KESTREL_PREFILL_WS_STAGES", ring3 ? "3" : "2");
     int i = 0;
     for (const auto& seqs : batches) {
-      for (const Config& c : {Config{16, 8, 128, 16}, Config{8, 8, 64, 1}}) {
+      // Block sizes 16 and 256 take TMA boxes of 16 and 128 keys, 1 row-by-row copies.
+      for (const Config& c :
+           {Config{16, 8, 128, 16}, Config{8, 8, 64, 1}, Config{16, 8, 128, 256}}) {
         const CudaKvLayout layout = kLayouts[i++ % 2];
         SCOPED_TRACE(testing::Message() << variant << " " << layout_name(layout) << " Hq "
                                         << c.hq << " Hkv " << c.hkv << " D " << c.d
                                         << " sequences " << seqs.size());
         run_case(c, seqs, layout, rng);
       }
+    }
+  }
+}
+
+// Pages in order, as a fresh cache hands them out: the warp-specialised kernel copies whole
+// 128-key tiles of consecutive rows as TMA boxes (token-major pages of any size, head-major
+// pages of 128+ keys) and the rest row by row.
+TEST(CudaAttention, PrefillConsecutivePages) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(67);
+  const std::vector<SeqSpec> seqs{{0, 900}, {700, 133}, {64, 64}, {1, 127}, {129, 65}};
+  for (const Config& c : {Config{16, 8, 128, 16}, Config{16, 8, 128, 256}, Config{8, 8, 64, 32}}) {
+    for (CudaKvLayout layout : kLayouts) {
+      SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " Hkv " << c.hkv
+                                      << " D " << c.d << " block " << c.block_size);
+      run_case(c, seqs, layout, rng, DType::kBF16, false);
     }
   }
 }

@@ -93,6 +93,7 @@ struct PagedAttentionArgs {
   int num_kv_heads = 0;
   int head_dim = 0;                        // 16, 32, 64 or 128
   int block_size = 0;
+  int num_blocks = 0;                      // pages in each cache (the TMA maps' extent)
   int max_blocks_per_seq = 0;
   int max_query_len = 0;                   // host-side; 1 (all decodes) allows the decode kernel
   // Zeroed device counters, left zeroed: at least kMaxSplitCounters ints. Split decode CTAs

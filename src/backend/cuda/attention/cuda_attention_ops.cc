@@ -180,6 +180,7 @@ kernels::PagedAttentionArgs attention_args(const char* op, const Tensor& q, cons
   a.num_kv_heads = shape.num_kv_heads;
   a.head_dim = d;
   a.block_size = meta.block_size;
+  a.num_blocks = to_int(kv.k.dim(0));
   a.max_blocks_per_seq = to_int(meta.block_tables.dim(1));
   a.max_query_len = meta.max_query_len;
   return a;

@@ -34,7 +34,6 @@
 #include <cooperative_groups.h>
 #include <cuda.h>
 #include <cuda_bf16.h>
-#include <cudaTypedefs.h>
 
 #include <algorithm>
 
@@ -42,6 +41,7 @@
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/tma.cuh"
+#include "backend/cuda/tma_map.h"
 #include "backend/cuda/wgmma.cuh"
 
 namespace kestrel::kernels {
@@ -201,33 +201,13 @@ __global__ void __launch_bounds__(kThreads, 2)
 #endif
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    KS_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
-                                                   cudaEnableDefault, &found));
-    KS_CUDA_CHECK(found == cudaDriverEntryPointSuccess && p != nullptr ? cudaSuccess
-                                                                        : cudaErrorSymbolNotFound);
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
 // A row-major bf16 matrix [rows, cols] read in boxes of box_rows x 64 columns (128 bytes:
 // one swizzle span), 128-byte swizzle, zeros outside.
 CUtensorMap tile_map(const void* ptr, int64_t rows, int64_t cols, int box_rows) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(cols), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(cols) * 2};
-  const cuuint32_t box[2] = {kStepK, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t element_strides[2] = {1, 1};
-  const CUresult r = encode_tiled()(
-      &map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(ptr), dims, strides, box,
-      element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-      CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  KS_CUDA_CHECK(r == CUDA_SUCCESS ? cudaSuccess : cudaErrorInvalidValue);
-  return map;
+  const uint64_t dims[2] = {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)};
+  const uint64_t strides[1] = {static_cast<uint64_t>(cols) * 2};
+  const uint32_t box[2] = {kStepK, static_cast<uint32_t>(box_rows)};
+  return bf16_tensor_map(ptr, 2, dims, strides, box);
 }
 
 template <int TN>
