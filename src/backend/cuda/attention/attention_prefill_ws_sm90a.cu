@@ -118,7 +118,9 @@ __device__ __forceinline__ void fill(bool boxes, const CUtensorMap* map, int32_t
       const int c1 = row0 % m, c2 = row0 / m;
       mbar_expect_tx(full, (D / 64) * kKeys * 128);  // one arrival, and the bytes to wait for
 #pragma unroll
-      for (int p = 0; p < D / 64; ++p) tma_load_3d(dst + p * kKeys * 128, map, p * 64, c1, c2, full);
+      for (int p = 0; p < D / 64; ++p) {
+        tma_load_3d(dst + p * kKeys * 128, map, p * 64, c1, c2, full);
+      }
       mbar_arrive(full, 127);
     }
     return;
