@@ -445,8 +445,7 @@ int run(const std::string& section) {
   if (section == "fp8") {
     std::printf("\n-- decode attention, e4m3 K/V cache, Hq 16, Hkv 8, D 128, block 16 --\n");
     bench_decode_attention(be, c, true);
-    std::printf("\n-- prefill attention, e4m3 K/V cache (the kernel KESTREL_PREFILL_SM90 "
-                "picks) --\n");
+    std::printf("\n-- prefill attention (mma.sync kernel), e4m3 K/V cache --\n");
     for (int n : {1, 8, 32}) {
       const std::string name = "prefill " + std::to_string(n) + " x 1024 new";
       bench_attention(be, c, name.c_str(), n, 1024, 1024, true, false, true);
@@ -522,10 +521,10 @@ int run_wgmma_one(int argc, char** argv) {
 
 // One prefill attention row alone (for ncu): the kernel KESTREL_PREFILL_SM90 selects.
 int run_prefill_one(int argc, char** argv) {
-  if (argc < 5 || argc > 8) {
+  if (argc < 5 || argc > 7) {
     std::fprintf(stderr,
                  "usage: cuda_ops_bench prefill-one NUM_SEQS CONTEXT NEW_TOKENS [BLOCK_SIZE 16] "
-                 "[SCATTER_PAGES 1] [bf16|fp8]\n");
+                 "[SCATTER_PAGES 1]\n");
     return 2;
   }
   auto backend = make_cuda_backend(0, CudaKvLayout::kTokenMajor);
@@ -534,8 +533,7 @@ int run_prefill_one(int argc, char** argv) {
   const int ctx = std::atoi(argv[3]);
   bench_attention_lens(be, c, "prefill", std::vector<int32_t>(std::atoi(argv[2]), ctx),
                        std::atoi(argv[4]), argc < 7 || std::atoi(argv[6]) != 0, false, false,
-                       argc == 8 && std::string(argv[7]) == "fp8",
-                       argc < 6 ? 16 : std::atoi(argv[5]));
+                       false, argc < 6 ? 16 : std::atoi(argv[5]));
   return 0;
 }
 

@@ -679,20 +679,14 @@ TEST(CudaAttention, Fp8CachePrefill) {
       {{0, 100}, {37, 100}, {300, 100}}};     // uniform
   const Config configs[] = {{16, 8, 128, 16}, {8, 8, 64, 1}, {32, 4, 128, 16}, {4, 2, 32, 16},
                             {6, 3, 16, 1}};
-  // On compute capability 9.0 the warp-specialised wgmma kernel (its fp8 producer stages
-  // e4m3 tiles and writes bf16 ones), then the mma.sync kernel other GPUs take.
-  for (const char* kernel : {"1", "0"}) {
-    ScopedEnv sm90("KESTREL_PREFILL_SM90", kernel);
-    for (const auto& seqs : batches) {
-      int i = 0;
-      for (const Config& c : configs) {
-        const CudaKvLayout layout = kLayouts[i++ % 2];
-        SCOPED_TRACE(testing::Message() << "KESTREL_PREFILL_SM90=" << kernel << " "
-                                        << layout_name(layout) << " Hq " << c.hq << " Hkv "
-                                        << c.hkv << " D " << c.d << " block " << c.block_size
-                                        << " sequences " << seqs.size());
-        run_case(c, seqs, layout, rng, DType::kF8E4M3);
-      }
+  for (const auto& seqs : batches) {
+    int i = 0;
+    for (const Config& c : configs) {
+      const CudaKvLayout layout = kLayouts[i++ % 2];
+      SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " Hkv " << c.hkv
+                                      << " D " << c.d << " block " << c.block_size
+                                      << " sequences " << seqs.size());
+      run_case(c, seqs, layout, rng, DType::kF8E4M3);
     }
   }
 }

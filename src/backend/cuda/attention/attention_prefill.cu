@@ -444,15 +444,16 @@ PrefillSm90 prefill_sm90_kernel() {
 
 void prefill_attention(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
                        float* part_acc, cudaStream_t stream) {
-  // The in-step wgmma kernel reads bf16 caches only; on fp8 ones it leaves this kernel.
-  switch (prefill_sm90_kernel()) {
-    case PrefillSm90::kInStep:
-      if (!a.kv.fp8) return prefill_attention_sm90(a, split, part_ml, part_acc, stream);
-      break;
-    case PrefillSm90::kWarpSpecialized:
-      return prefill_attention_sm90_ws(a, split, part_ml, part_acc, stream);
-    case PrefillSm90::kNone:
-      break;
+  // The wgmma kernels read bf16 caches only; fp8 ones take the mma.sync kernel.
+  if (!a.kv.fp8) {
+    switch (prefill_sm90_kernel()) {
+      case PrefillSm90::kInStep:
+        return prefill_attention_sm90(a, split, part_ml, part_acc, stream);
+      case PrefillSm90::kWarpSpecialized:
+        return prefill_attention_sm90_ws(a, split, part_ml, part_acc, stream);
+      case PrefillSm90::kNone:
+        break;
+    }
   }
   switch (a.head_dim) {
     case 64:

@@ -26,11 +26,10 @@ void prefill_attention(const PagedAttentionArgs& a, const AttentionSplit& split,
 dim3 prefill_grid(const PagedAttentionArgs& a, const AttentionSplit& split, int q_tile,
                   int* uniform_tiles);
 
-// The same on Hopper's warpgroup tensor cores (compiled for sm_90a only):
-// - prefill_attention_sm90 (attention_prefill_sm90a.cu): two warpgroups in step, bf16
-//   caches only;
+// The same on Hopper's warpgroup tensor cores (compiled for sm_90a only), bf16 caches:
+// - prefill_attention_sm90 (attention_prefill_sm90a.cu): two warpgroups in step;
 // - prefill_attention_sm90_ws (attention_prefill_ws_sm90a.cu): a copying warpgroup and two
-//   computing ones that take turns on the tensor cores; bf16 and fp8 caches.
+//   computing ones that take turns on the tensor cores.
 // prefill_attention() picks one on compute capability 9.0 (prefill_sm90_kernel): the
 // warp-specialised one unless KESTREL_PREFILL_SM90 is 0 (none: the mma.sync kernel) or step
 // (the in-step one); read at each launch, so tests and benchmarks can compare.

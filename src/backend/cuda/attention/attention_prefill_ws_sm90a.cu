@@ -21,7 +21,6 @@
 // nor the ring stalls.
 // Shared memory at D = 128: Q 32 KB + kStages x (K + V) 64 KB + key row indices and barriers.
 #include "backend/cuda/attention/attention_prefill.cuh"
-#include "backend/cuda/attention/kv_fp8.cuh"
 #include "backend/cuda/attention/kv_layout.cuh"
 #include "backend/cuda/attention/prefill_wgmma.cuh"
 #include "backend/cuda/cp_async.cuh"
@@ -45,10 +44,8 @@ constexpr int kConsumerRegs = 232;  // 40 x 128 + 232 x 256 <= 168 x 384, the la
 constexpr int kBarTurn = 1;
 constexpr int kBarProducer = 3;
 
-// Byte offsets from a 1024-byte aligned base. An fp8 cache adds two staging pairs: each
-// tile's e4m3 K and V rows, packed [kKeys][D] bytes, land there before the producer turns
-// them into the ring's bf16 tiles.
-template <int D, int kStages, bool kFp8 = false>
+// Byte offsets from a 1024-byte aligned base.
+template <int D, int kStages>
 struct Layout {
   static constexpr uint32_t kQPanel = kPrefillRows * 128;  // one 64-column panel of Q
   static constexpr uint32_t kKvPanel = kKeys * 128;        // one 64-column panel of a K/V tile
@@ -57,10 +54,8 @@ struct Layout {
   static constexpr uint32_t kK = kQ + (D / 64) * kQPanel;  // K[kStages]
   static constexpr uint32_t kV = kK + kStages * kTile;     // V[kStages]
   static constexpr uint32_t kRowIdx = kV + kStages * kTile;  // int32 [kStages][kKeys]
-  static constexpr uint32_t kStage = kRowIdx + kStages * kKeys * 4;  // [2][K, V][kKeys][D]
-  static constexpr uint32_t kStageTile = kKeys * D;
   // mbarriers: q_full, then k_full, v_full, k_empty, v_empty [kStages] each
-  static constexpr uint32_t kBars = kStage + (kFp8 ? 4 * kStageTile : 0);
+  static constexpr uint32_t kBars = kRowIdx + kStages * kKeys * 4;
   static constexpr uint32_t kBytes = kBars + (1 + 4 * kStages) * 8;
   static constexpr uint32_t kAlloc = kBytes + 1024;  // slack for the alignment
   static_assert(kAlloc + 64 <= 227 * 1024, "shared memory per block");
@@ -132,97 +127,6 @@ __device__ __forceinline__ void fill(bool boxes, const CUtensorMap* map, int32_t
   }
   copy_rows<D>(cache, rows, dst);
   cp_async_mbar_arrive(full);
-}
-
-// Copies kKeys e4m3 rows (row r at byte r x D, zeros where r < 0) into the packed staging
-// tile at dst; producer threads only.
-template <int D>
-__device__ __forceinline__ void copy_fp8_rows(const uint8_t* cache, const int32_t* rows,
-                                              uint32_t dst) {
-  constexpr int kChunks = D / 16;  // 16-byte pieces of a row
-  for (int i = threadIdx.x; i < kKeys * kChunks; i += 128) {
-    const int key = i / kChunks;
-    const int part = i % kChunks;
-    const int32_t r = rows[key];
-    cp_async_16(dst + key * D + part * 16, cache + (r >= 0 ? int64_t(r) * D + part * 16 : 0),
-                r >= 0);
-  }
-}
-
-// The ring tile at dst (swizzled bf16) from a staged e4m3 tile: byte x scale, exact with
-// the cache's power-of-two scales (kv_fp8.cuh); producer threads only.
-template <int D>
-__device__ __forceinline__ void fp8_stage_to_tile(const uint8_t* stage, float scale,
-                                                  uint32_t dst) {
-  constexpr int kChunks = D / 8;  // 8 dims: 8 bytes in, 16 bytes out
-  for (int i = threadIdx.x; i < kKeys * kChunks; i += 128) {
-    const int key = i / kChunks;
-    const int part = i % kChunks;
-    float f[8];
-    fp8x8_to_float(*reinterpret_cast<const uint2*>(stage + key * D + part * 8), f);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) f[e] *= scale;
-    const uint4 v = pack8(f);
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                     dst + swizzled_chunk(key, part, kKeys * 128)),
-                 "r"(v.x), "r"(v.y), "r"(v.z), "r"(v.w)
-                 : "memory");
-  }
-}
-
-// The producer for an fp8 cache: tile t + 1's e4m3 rows are copied into the other staging
-// pair while tile t's are turned into bf16 ring tiles (after the consumers release them);
-// each ring tile's full barrier gets one plain arrival per producer thread after its
-// stores (made visible to the tensor cores first).
-template <int D, bool kHeadMajor>
-__device__ __forceinline__ void produce_fp8(const PagedAttentionArgs& a, const PrefillWork& w,
-                                            int num_tiles, uint32_t base,
-                                            unsigned char* base_ptr, int32_t* row_idx,
-                                            const Ring<2>& ring) {
-  using L = Layout<D, 2, true>;
-  const int tid = threadIdx.x;
-  load_q<D, 128>(a, w, base + L::kQ);
-  cp_async_mbar_arrive(ring.q_full());
-  const int32_t* block_table = a.block_tables + int64_t(w.b) * a.max_blocks_per_seq;
-  const float k_scale = a.kv.scale[w.g], v_scale = a.kv.scale[a.num_kv_heads + w.g];
-  auto stage = [&](int t, int tensor) {
-    return L::kStage + ((t & 1) * 2 + tensor) * L::kStageTile;
-  };
-  // Tile t's row indices into row_idx[t % 2], then its e4m3 rows into staging pair t % 2.
-  auto issue = [&](int t) {
-    const int key0 = w.k_begin + t * kKeys;
-    const int j = key0 + tid;
-    const int page = j < w.k_end ? block_table[j / a.block_size] : -1;
-    int32_t* const rows = row_idx + (t & 1) * kKeys;
-    rows[tid] = page < 0 ? -1
-                         : static_cast<int32_t>(kv_row_offset<kHeadMajor>(
-                                                    page, j % a.block_size, w.g,
-                                                    a.num_kv_heads, a.block_size, D) /
-                                                D);
-    named_barrier_sync(kBarProducer, 128);  // rows visible; staging pair t % 2 free
-    copy_fp8_rows<D>(static_cast<const uint8_t*>(a.k_cache), rows, base + stage(t, 0));
-    copy_fp8_rows<D>(static_cast<const uint8_t*>(a.v_cache), rows, base + stage(t, 1));
-    cp_async_commit();
-  };
-  if (num_tiles > 0) issue(0);
-  for (int t = 0; t < num_tiles; ++t) {
-    if (t + 1 < num_tiles) {
-      issue(t + 1);
-      cp_async_wait<1>();  // this thread's copies of tile t
-    } else {
-      cp_async_wait<0>();
-    }
-    named_barrier_sync(kBarProducer, 128);  // every producer thread's copies of tile t
-    const int slot = t % 2;
-    mbar_wait(ring.k_empty(t), Ring<2>::parity(t) ^ 1);
-    fp8_stage_to_tile<D>(base_ptr + stage(t, 0), k_scale, base + L::kK + slot * L::kTile);
-    fence_proxy_async_shared();
-    mbar_arrive(ring.k_full(t));
-    mbar_wait(ring.v_empty(t), Ring<2>::parity(t) ^ 1);
-    fp8_stage_to_tile<D>(base_ptr + stage(t, 1), v_scale, base + L::kV + slot * L::kTile);
-    fence_proxy_async_shared();
-    mbar_arrive(ring.v_full(t));
-  }
 }
 
 template <int D, bool kHeadMajor, int kStages>
@@ -371,7 +275,7 @@ struct Consumer {
   }
 };
 
-template <int D, bool kHeadMajor, int kStages, bool kFp8>
+template <int D, bool kHeadMajor, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_ws_kernel(const __grid_constant__ CUtensorMap k_map,
                       const __grid_constant__ CUtensorMap v_map, bool tma,
@@ -380,13 +284,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   pdl_wait();
   pdl_trigger();
-  static_assert(!kFp8 || kStages == 2, "an fp8 cache's staging leaves room for 2 buffers");
-  using L = Layout<D, kStages, kFp8>;
+  using L = Layout<D, kStages>;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t base = aligned_smem_base(smem_raw);
-  unsigned char* const base_ptr =
-      smem_raw + (base - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw)));
-  int32_t* const row_idx = reinterpret_cast<int32_t*>(base_ptr + L::kRowIdx);
+  int32_t* const row_idx = reinterpret_cast<int32_t*>(
+      smem_raw + (base - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw))) +
+      L::kRowIdx);
   const Ring<kStages> ring{base + L::kBars};
   const PrefillWork w = find_prefill_work(a, group, q_tile, uniform_tiles, split, kKeys);
   if (w.b < 0) return;
@@ -404,12 +307,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // uniform: see consume
   if (warpgroup == 0) {
     setmaxnreg_dec<kProducerRegs>();
-    if constexpr (kFp8) {
-      produce_fp8<D, kHeadMajor>(a, w, num_tiles, base, base_ptr, row_idx, ring);
-    } else {
-      produce<D, kHeadMajor, kStages>(a, w, num_tiles, base, row_idx, ring,
-                                      KvSource{&k_map, &v_map, tma});
-    }
+    produce<D, kHeadMajor, kStages>(a, w, num_tiles, base, row_idx, ring,
+                                    KvSource{&k_map, &v_map, tma});
   } else {
     setmaxnreg_inc<kConsumerRegs>();
     Consumer<D, kStages> consumer(a, w, num_tiles, warpgroup - 1, base, ring);
@@ -442,43 +341,43 @@ bool use_tma(const PagedAttentionArgs& a) {
   return !a.kv_head_major || a.block_size % kKeys == 0;
 }
 
-template <int D, bool kHeadMajor, int kStages, bool kFp8>
+template <int D, bool kHeadMajor, int kStages>
 void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
             float* part_acc, cudaStream_t stream) {
-  constexpr auto kKernel = prefill_ws_kernel<D, kHeadMajor, kStages, kFp8>;
   const int group = a.num_q_heads / a.num_kv_heads;
   const int q_tile = kPrefillRows / group;
-  const int bytes = static_cast<int>(Layout<D, kStages, kFp8>::kAlloc);
-  allow_dynamic_smem<kKernel>(bytes);
+  const int bytes = static_cast<int>(Layout<D, kStages>::kAlloc);
+  allow_dynamic_smem<prefill_ws_kernel<D, kHeadMajor, kStages>>(bytes);
   int uniform_tiles;
   const dim3 grid = prefill_grid(a, split, q_tile, &uniform_tiles);
-  const bool tma = !kFp8 && use_tma(a);
+  const bool tma = use_tma(a);
   CUtensorMap k_map{}, v_map{};
   if (tma) {
     k_map = kv_map(a.k_cache, a);
     v_map = kv_map(a.v_cache, a);
   }
-  launch_pdl("attention prefill_ws_kernel", kKernel, grid, kThreads, bytes, stream, k_map, v_map,
-             tma, a, group, q_tile, uniform_tiles, split, part_ml, part_acc);
+  launch_pdl("attention prefill_ws_kernel", prefill_ws_kernel<D, kHeadMajor, kStages>, grid,
+             kThreads, bytes, stream, k_map, v_map, tma, a, group, q_tile, uniform_tiles,
+             split, part_ml, part_acc);
   KS_CUDA_CHECK_LAUNCH("attention prefill_ws_kernel");
 }
 
-template <int D, int kStages, bool kFp8>
+template <int D, int kStages>
 void launch_layout(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
                    float* part_acc, cudaStream_t stream) {
-  if (a.kv_head_major) return launch<D, true, kStages, kFp8>(a, split, part_ml, part_acc, stream);
-  launch<D, false, kStages, kFp8>(a, split, part_ml, part_acc, stream);
+  if (a.kv_head_major) return launch<D, true, kStages>(a, split, part_ml, part_acc, stream);
+  launch<D, false, kStages>(a, split, part_ml, part_acc, stream);
 }
 
-template <int kStages, bool kFp8>
+template <int kStages>
 void launch_stages(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml,
                    float* part_acc, cudaStream_t stream) {
   switch (a.head_dim) {
     case 64:
-      launch_layout<64, kStages, kFp8>(a, split, part_ml, part_acc, stream);
+      launch_layout<64, kStages>(a, split, part_ml, part_acc, stream);
       break;
     case 128:
-      launch_layout<128, kStages, kFp8>(a, split, part_ml, part_acc, stream);
+      launch_layout<128, kStages>(a, split, part_ml, part_acc, stream);
       break;
     default:
       KS_CUDA_CHECK(cudaErrorInvalidValue);  // use_prefill_kernel() said no
@@ -489,12 +388,9 @@ void launch_stages(const PagedAttentionArgs& a, const AttentionSplit& split, flo
 
 void prefill_attention_sm90_ws(const PagedAttentionArgs& a, const AttentionSplit& split,
                                float* part_ml, float* part_acc, cudaStream_t stream) {
-  if (a.kv.fp8) return launch_stages<2, true>(a, split, part_ml, part_acc, stream);
   const char* env = std::getenv("KESTREL_PREFILL_WS_STAGES");
-  if (env != nullptr && env[0] == '3') {
-    return launch_stages<3, false>(a, split, part_ml, part_acc, stream);
-  }
-  launch_stages<2, false>(a, split, part_ml, part_acc, stream);
+  if (env != nullptr && env[0] == '3') return launch_stages<3>(a, split, part_ml, part_acc, stream);
+  launch_stages<2>(a, split, part_ml, part_acc, stream);
 }
 
 }  // namespace kestrel::kernels::detail
