@@ -521,10 +521,10 @@ int run_wgmma_one(int argc, char** argv) {
 
 // One prefill attention row alone (for ncu): the kernel KESTREL_PREFILL_SM90 selects.
 int run_prefill_one(int argc, char** argv) {
-  if (argc < 5 || argc > 7) {
+  if (argc < 5 || argc > 8) {
     std::fprintf(stderr,
                  "usage: cuda_ops_bench prefill-one NUM_SEQS CONTEXT NEW_TOKENS [BLOCK_SIZE 16] "
-                 "[SCATTER_PAGES 1]\n");
+                 "[SCATTER_PAGES 1] [bf16|fp8]\n");
     return 2;
   }
   auto backend = make_cuda_backend(0, CudaKvLayout::kTokenMajor);
@@ -533,7 +533,8 @@ int run_prefill_one(int argc, char** argv) {
   const int ctx = std::atoi(argv[3]);
   bench_attention_lens(be, c, "prefill", std::vector<int32_t>(std::atoi(argv[2]), ctx),
                        std::atoi(argv[4]), argc < 7 || std::atoi(argv[6]) != 0, false, false,
-                       false, argc < 6 ? 16 : std::atoi(argv[5]));
+                       argc == 8 && std::string(argv[7]) == "fp8",
+                       argc < 6 ? 16 : std::atoi(argv[5]));
   return 0;
 }
 
