@@ -79,6 +79,34 @@ httplib::Server::Handler guarded(F f) {
   };
 }
 
+
+// httplib 0.11 holds a request body to set_payload_max_length only when the request gives a
+// Content-Length: a chunked one (Transfer-Encoding: chunked) is read whole, however long. So
+// the POST routes read their bodies through this: past `max` bytes it stops reading and
+// answers 413 (the error handler words it) on a connection it closes.
+httplib::Server::HandlerWithContentReader capped_body(size_t max,
+                                                      httplib::Server::Handler handler) {
+  return [max, handler = std::move(handler)](const httplib::Request& req,
+                                             httplib::Response& res,
+                                             const httplib::ContentReader& read) {
+    std::string body;
+    bool too_long = false;
+    const bool whole = read([&](const char* data, size_t n) {
+      too_long = n > max - body.size();
+      if (too_long) return false;
+      body.append(data, n);
+      return true;
+    });
+    if (!whole || too_long) {
+      res.status = 413;
+      res.set_header("Connection", "close");
+      return;
+    }
+    // The Request is httplib's own object, which only this route sees from here on.
+    const_cast<httplib::Request&>(req).body = std::move(body);
+    handler(req, res);
+  };
+}
 }  // namespace
 
 struct HttpServer::Impl {
@@ -246,19 +274,27 @@ void HttpServer::Impl::install_routes() {
   http.Get("/version", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(json{{"version", kVersion}}.dump(), "application/json");
   });
-  http.Post("/tokenize", guarded([&s](const httplib::Request& req, httplib::Response& res) {
+  const size_t max_body = s.config.max_body_bytes;
+  http.Post("/tokenize",
+            capped_body(max_body, guarded([&s](const httplib::Request& req,
+                                               httplib::Response& res) {
               res.set_content(tokenize(s.ctx, req.body).dump(), "application/json");
-            }));
-  http.Post("/detokenize", guarded([&s](const httplib::Request& req, httplib::Response& res) {
+            })));
+  http.Post("/detokenize",
+            capped_body(max_body, guarded([&s](const httplib::Request& req,
+                                               httplib::Response& res) {
               res.set_content(detokenize(s.ctx, req.body).dump(), "application/json");
-            }));
-  http.Post("/v1/completions", guarded([&s](const httplib::Request& req, httplib::Response& res) {
+            })));
+  http.Post("/v1/completions",
+            capped_body(max_body, guarded([&s](const httplib::Request& req,
+                                               httplib::Response& res) {
               handle_generate(s, req, res, false);
-            }));
+            })));
   http.Post("/v1/chat/completions",
-            guarded([&s](const httplib::Request& req, httplib::Response& res) {
+            capped_body(max_body, guarded([&s](const httplib::Request& req,
+                                               httplib::Response& res) {
               handle_generate(s, req, res, true);
-            }));
+            })));
   http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
     KS_LOG_DEBUG("{} {} -> {}", req.method, req.path, res.status);
   });

@@ -1,6 +1,7 @@
 // Bad input gets an OpenAI-style error ({"error": {"message", "type", "param", "code"}})
 // with the right status, never a crash, and a request streaming at the same time is
 // unaffected.
+#include <algorithm>
 #include <future>
 
 #include "server_harness.h"
@@ -189,6 +190,23 @@ TEST(BadInput, EachClassGetsItsStatusAndAnOpenAIErrorWhileOthersRun) {
   // Body over --max-body-bytes (1,000,000).
   const std::string big = R"({"prompt": ")" + std::string(1'100'000, 'a') + R"("})";
   expect_error(client(port).Post(kC, big, "application/json"), 413, "", "limit", "body too large");
+  // The same body chunked (no Content-Length), which httplib alone reads whole however long.
+  auto in_chunks = [](const std::string& body) {
+    return [&body](size_t offset, httplib::DataSink& sink) {
+      const size_t n = std::min<size_t>(size_t{64} << 10, body.size() - offset);
+      sink.write(body.data() + offset, n);
+      if (offset + n == body.size()) sink.done();
+      return true;
+    };
+  };
+  expect_error(client(port).Post(kC, in_chunks(big), "application/json"), 413, "", "limit",
+               "chunked body too large");
+  // A chunked body under the limit is read as usual.
+  const std::string small = R"({"prompt": "hi", "max_tokens": 1})";
+  auto chunked = client(port).Post(kC, in_chunks(small), "application/json");
+  ASSERT_TRUE(chunked);
+  EXPECT_EQ(chunked->status, 200) << chunked->body;
+  EXPECT_FALSE(json::parse(chunked->body, nullptr, false).is_discarded()) << chunked->body;
 
   // A Range header does not cut an API answer (httplib would send a 206 with a slice).
   auto ranged = client(port).Post(kC, httplib::Headers{{"Range", "bytes=0-1"}},
