@@ -79,7 +79,6 @@ httplib::Server::Handler guarded(F f) {
   };
 }
 
-
 // httplib 0.11 holds a request body to set_payload_max_length only when the request gives a
 // Content-Length: a chunked one (Transfer-Encoding: chunked) is read whole, however long. So
 // the POST routes read their bodies through this: past `max` bytes it stops reading and
@@ -90,14 +89,12 @@ httplib::Server::HandlerWithContentReader capped_body(size_t max,
                                              httplib::Response& res,
                                              const httplib::ContentReader& read) {
     std::string body;
-    bool too_long = false;
     const bool whole = read([&](const char* data, size_t n) {
-      too_long = n > max - body.size();
-      if (too_long) return false;
+      if (n > max - body.size()) return false;  // stops the read: over the limit
       body.append(data, n);
       return true;
     });
-    if (!whole || too_long) {
+    if (!whole) {
       res.status = 413;
       res.set_header("Connection", "close");
       return;
@@ -107,6 +104,7 @@ httplib::Server::HandlerWithContentReader capped_body(size_t max,
     handler(req, res);
   };
 }
+
 }  // namespace
 
 struct HttpServer::Impl {

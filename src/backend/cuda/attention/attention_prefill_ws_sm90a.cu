@@ -304,7 +304,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();
   const int num_tiles = w.k_end > w.k_begin ? (w.k_end - w.k_begin + kKeys - 1) / kKeys : 0;
-  const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);  // uniform: see consume
+  // Broadcast from lane 0 so that ptxas sees it warp-uniform (see Consumer::run).
+  const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   if (warpgroup == 0) {
     setmaxnreg_dec<kProducerRegs>();
     produce<D, kHeadMajor, kStages>(a, w, num_tiles, base, row_idx, ring,
