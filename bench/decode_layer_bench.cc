@@ -7,8 +7,7 @@
 // serialise kernels (ncu) cannot show.
 //
 // Build: ninja decode_layer_bench (KESTREL_CUDA=ON); run: build/bench/decode_layer_bench
-// [context keys, default 640] [fused (default) | unfused: the model's ops for steps of more
-// than 8 tokens | chain: the model's path now, attention and layer_tail, whole layer only].
+// [context keys, default 640] [unfused: the model's ops for steps of more than 8 tokens].
 // Prints microseconds per layer and the bytes' floor at the device's measured copy rate.
 #include <cmath>
 #include <cstdio>
@@ -41,7 +40,7 @@ const char* const kOpNames[kNumOps] = {"qkv product (+ input norm)", "attention 
                                        "gate_up product (+ post norm)",
                                        "down product (+ silu_mul)"};
 
-int run(int context, bool fused, bool chain) {
+int run(int context, bool fused) {
   if (!cuda_device_available()) {
     std::printf("decode_layer_bench: no CUDA device\n");
     return 1;
@@ -107,30 +106,7 @@ int run(int context, bool fused, bool chain) {
   Tensor act = random_bf16(be, Shape{1, kInter});
   // fused: the model's path for steps of <= 8 tokens (CausalLM::forward_fused); otherwise
   // its path for larger steps (add_rms_norm, linear, silu_mul: 8 kernels per layer).
-  // chain: the model's path for such steps as it is now, attention then layer_tail (the
-  // layer's MLP and the next layer's qkv product in one op), whole layers only.
-  auto run_chain = [&] {
-    be.norm_linear(residual, layers[0].input_norm, kEps, layers[0].qkv, Tensor(), qkv);
-    for (size_t i = 0; i < layers.size(); ++i) {
-      Layer& l = layers[i];
-      if (std::getenv("KESTREL_BENCH_NO_ATTN") == nullptr) {
-        be.qk_norm_rope_attention(qkv, l.q_norm, l.k_norm, kEps, cos_sin, shape, meta, l.kv,
-                                  scale, q, attn);
-      }
-      LayerTail tail{attn, l.o_proj, Tensor(), l.post_norm, l.gate_up, l.down};
-      if (i + 1 < layers.size()) {
-        tail.next_norm = layers[i + 1].input_norm;
-        tail.next_qkv = layers[i + 1].qkv;
-      }
-      tail.eps = kEps;
-      tail.residual = residual;
-      tail.gate_up = gate_up;
-      tail.qkv = qkv;
-      be.layer_tail(tail);
-    }
-  };
   auto run_layers = [&](unsigned ops) {
-    if (chain && ops == (1u << kNumOps) - 1) return run_chain();
     for (Layer& l : layers) {
       if (ops & (1u << kQkv)) {
         if (fused) {
@@ -187,7 +163,6 @@ int run(int context, bool fused, bool chain) {
   std::printf("%-36s %9.2f us per layer   floor %6.2f us (%.1f MB)   %5.1f%% of floor\n",
               "whole layer", all_us, layer_bytes / copy_rate * 1e6, layer_bytes / 1e6,
               100.0 * layer_bytes / copy_rate * 1e6 / all_us);
-  if (chain) return 0;  // its ops are the fused ones, whose breakdown the "fused" run gives
   std::printf("%-36s %9s %9s %9s %9s\n", "op", "marginal", "alone", "floor", "alone %");
   for (int op = 0; op < kNumOps; ++op) {
     const double without = per_layer_us(all & ~(1u << op));
@@ -205,13 +180,8 @@ int run(int context, bool fused, bool chain) {
 int main(int argc, char** argv) {
   try {
     const int context = argc > 1 ? std::atoi(argv[1]) : 640;
-    const std::string mode = argc > 2 ? argv[2] : "fused";
-    if (mode != "fused" && mode != "unfused" && mode != "chain") {
-      std::fprintf(stderr, "decode_layer_bench: mode must be fused, unfused or chain, not %s\n",
-                   mode.c_str());
-      return 2;
-    }
-    return kestrel::run(context, mode != "unfused", mode == "chain");
+    const bool unfused = argc > 2 && std::string(argv[2]) == "unfused";
+    return kestrel::run(context, !unfused);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "decode_layer_bench: %s\n", e.what());
     return 1;

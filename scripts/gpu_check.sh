@@ -18,8 +18,8 @@
 #       .devcarry/googletest, .devcarry/deps and .devcarry/python (git-ignored).
 #   --bench     `kestrel bench` on a Qwen3-0.6B-shaped random model: single stream, nano-vLLM's
 #               bench, single stream on a short context, batched decode, prefill, single
-#               stream eager; then decode_layer_bench (a batch-1 layer whole as the model runs
-#               it, then op by op, fused and unfused) and cuda_ops_bench
+#               stream eager; then decode_layer_bench (a batch-1 layer op by op, fused and
+#               unfused) and cuda_ops_bench
 #   --hf        tools/hf_live_compare.py: kestrel vs HF transformers on that model
 #   --python    also build the Python module (kestrel_python) for python3, with pip's pybind11
 #               and the interpreter's own headers, else .devcarry/python's of the same minor
@@ -489,11 +489,9 @@ if ((RUN_BENCH)); then
     KESTREL_TP_ALWAYS=1 timeout 180 "$BUILD/bench/ttft_bench" "$MODEL" 512 512 8192 2>&1 | grep -v "^\[" | tee -a "$SUMMARY"
   fi
   if built decode_layer_bench && wanted layer && in_time "decode_layer_bench"; then
-    for mode in chain fused unfused; do
+    for mode in fused unfused; do
       say "bench: decode_layer_bench 640 $mode (microseconds per layer, batch 1):"
-      lines=7
-      [[ $mode == chain ]] && lines=1
-      timeout 120 "$BUILD/bench/decode_layer_bench" 640 "$mode" 2>&1 | tail -n $lines | tee -a "$SUMMARY"
+      timeout 120 "$BUILD/bench/decode_layer_bench" 640 "$mode" 2>&1 | tail -n 7 | tee -a "$SUMMARY"
       ((PIPESTATUS[0] == 0)) || status=1
     done
   fi

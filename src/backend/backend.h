@@ -92,20 +92,6 @@ struct AttentionShape {
   int head_dim = 0;
 };
 
-// The products between one decoder layer's attention and the next layer's (see
-// Backend::layer_tail). Inputs: attn [T, Hq D] (the attention output), the weights; in and
-// out: residual [T, H]; out: gate_up [T, 2I] (scratch) and, when next_qkv is defined,
-// qkv [T, (Hq + 2 Hkv) D] for the next layer's attention. Biases may be undefined.
-struct LayerTail {
-  // Default member initializers: partial aggregate initialisation stays warning-free.
-  Tensor attn{}, o_proj{}, o_bias{};
-  Tensor post_norm{}, gate_up_w{};
-  Tensor down{};
-  Tensor next_norm{}, next_qkv{}, next_qkv_bias{};  // next_qkv undefined: the last layer
-  float eps = 0.0f;
-  Tensor residual{}, gate_up{}, qkv{};
-};
-
 struct MemoryInfo {
   size_t total = 0;       // device memory
   size_t free = 0;        // free now, as the driver reports it
@@ -262,22 +248,6 @@ class Backend {
   // residual += linear(silu_mul(gate_up), w): gate_up [T, 2I], w [N, I], residual [T, N].
   virtual void silu_mul_linear_add(const Tensor& gate_up, const Tensor& w, Tensor& residual) {
     throw_error("{} backend: no fused silu_mul_linear_add", name());
-  }
-  // The fused ops from one layer's attention output to the next layer's qkv, as one op so
-  // that a backend may run them without kernel boundaries (the CUDA backend runs them as one
-  // kernel with grid-wide barriers between the products). Same results as this composition:
-  //   linear_add(attn, o_proj, o_bias, residual)
-  //   norm_linear(residual, post_norm, eps, gate_up_w, {}, gate_up)
-  //   silu_mul_linear_add(gate_up, down, residual)
-  //   norm_linear(residual, next_norm, eps, next_qkv, next_qkv_bias, qkv)  (if next_qkv)
-  virtual void layer_tail(const LayerTail& t) {
-    Tensor residual = t.residual, gate_up = t.gate_up, qkv = t.qkv;
-    linear_add(t.attn, t.o_proj, t.o_bias, residual);
-    norm_linear(residual, t.post_norm, t.eps, t.gate_up_w, Tensor(), gate_up);
-    silu_mul_linear_add(gate_up, t.down, residual);
-    if (t.next_qkv.defined()) {
-      norm_linear(residual, t.next_norm, t.eps, t.next_qkv, t.next_qkv_bias, qkv);
-    }
   }
 };
 

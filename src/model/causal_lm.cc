@@ -128,26 +128,14 @@ Tensor CausalLM::forward_fused(const AttentionMetadata& meta, std::vector<LayerK
   Tensor q = ws_.q.slice(0, T);
   Tensor attn = ws_.attn.slice(0, T);
   Tensor gate_up = ws_.gate_up.slice(0, T);
-  const int num_layers = config_.num_hidden_layers;
-  be.norm_linear(residual, weights_.layers[0].input_norm, eps, weights_.layers[0].qkv,
-                 weights_.layers[0].qkv_bias, qkv);
-  for (int l = 0; l < num_layers; ++l) {
+  for (int l = 0; l < config_.num_hidden_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
+    be.norm_linear(residual, w.input_norm, eps, w.qkv, w.qkv_bias, qkv);
     be.qk_norm_rope_attention(qkv, w.q_norm, w.k_norm, eps, cos_sin_, shape, meta, kv[l], scale,
                               q, attn);
-    // This layer's MLP and the next layer's qkv product: one op (Backend::layer_tail).
-    LayerTail tail{attn, w.o_proj, w.o_bias, w.post_norm, w.gate_up, w.down};
-    if (l + 1 < num_layers) {
-      const LayerWeights& next = weights_.layers[l + 1];
-      tail.next_norm = next.input_norm;
-      tail.next_qkv = next.qkv;
-      tail.next_qkv_bias = next.qkv_bias;
-    }
-    tail.eps = eps;
-    tail.residual = residual;
-    tail.gate_up = gate_up;
-    tail.qkv = qkv;
-    be.layer_tail(tail);
+    be.linear_add(attn, w.o_proj, w.o_bias, residual);
+    be.norm_linear(residual, w.post_norm, eps, w.gate_up, Tensor(), gate_up);
+    be.silu_mul_linear_add(gate_up, w.down, residual);
   }
   Tensor sampled = ws_.sampled.slice(0, S);
   be.gather_rows(residual, sample_rows, sampled);

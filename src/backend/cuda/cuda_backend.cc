@@ -105,8 +105,6 @@ CudaBackend::CudaBackend(int device_index, CudaKvLayout kv_layout)
   KS_LOG_INFO("CUDA backend on {}", name_);
   split_counters_ = empty(DType::kI32, Shape{kernels::kMaxSplitCounters});
   KS_CUDA_CHECK(cudaMemsetAsync(split_counters_.data(), 0, split_counters_.nbytes(), stream()));
-  grid_barrier_ = empty(DType::kI32, Shape{1});
-  KS_CUDA_CHECK(cudaMemsetAsync(grid_barrier_.data(), 0, grid_barrier_.nbytes(), stream()));
 }
 
 Tensor CudaBackend::empty(DType dtype, Shape shape) {

@@ -72,7 +72,6 @@ class CudaBackend final : public Backend {
                    const Tensor& bias, Tensor& out) override;
   void linear_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& residual) override;
   void silu_mul_linear_add(const Tensor& gate_up, const Tensor& w, Tensor& residual) override;
-  void layer_tail(const LayerTail& t) override;
   // Device sampling (sampling_backend.cc).
   bool supports_sampling() const override { return true; }
   std::vector<SampledToken> sample(const Tensor& logits, const SamplingBatch& batch) override;
@@ -112,8 +111,6 @@ class CudaBackend final : public Backend {
   Tensor scratch_;
   // kernels::PagedAttentionArgs::split_counters: zeroed once, left zeroed by every kernel.
   Tensor split_counters_;
-  // The grid barrier of the layer-tail chain (gemv_chain.h): zeroed once.
-  Tensor grid_barrier_;
   // Scratch buffers replaced by a larger one. Kept, not freed: a captured graph may still
   // write to the old address.
   std::vector<Tensor> retired_scratch_;
