@@ -131,10 +131,16 @@ TEST(CudaQkNormRopeStore, MatchesReference) {
       {8, 2, 64, 16, true},     // GQA 4, head dim 64
       {4, 4, 256, 16, true},    // MHA, head dim 256
       {8, 1, 64, 1, false},
+      {6, 2, 32, 16, true},     // a warp's 8 heads per token: 10 heads leave a partial group
+      {3, 1, 16, 16, true},     // head dim 16: 16 heads per warp, 5 of them used
   };
+  // 4,500 tokens: a prompt-sized step, which takes the kernel's several-heads-per-warp
+  // geometry for every case on GPUs of up to 140 SMs (rope_store.cu, kMinWarpsPerSm).
+  std::vector<int> counts = token_counts();
+  counts.push_back(4500);
   for (CudaKvLayout layout : {CudaKvLayout::kTokenMajor, CudaKvLayout::kHeadMajor}) {
     for (const Case& c : cases) {
-      for (int t : token_counts()) {
+      for (int t : counts) {
         SCOPED_TRACE(testing::Message() << layout_name(layout) << " T " << t << " Hq " << c.hq
                                         << " Hkv " << c.hkv << " D " << c.d << " block "
                                         << c.block_size << " norms " << c.norms);

@@ -13,11 +13,15 @@
 // hold) and its scale's amax and clamp count (kv_fp8.cuh).
 //
 // Launch: 8 dims per lane, so a head is D / 8 adjacent lanes (kLanes) and a warp holds
-// 32 / kLanes (token, head) items, consecutive in [T, heads] order; 4 warps per block. Lane
-// `sub` of a head holds dims [8 sub, 8 sub + 8), its RoPE partners in lane sub ^ kLanes / 2,
-// and moves them with 16-byte loads and stores. (Until session 11: a warp per item, each lane
-// moving 4 bytes; at 8,192 prompt tokens that ran at 39% of the kernel's bytes, too few in
-// flight per SM.) The loads that need no qkv are the fused decode kernel's (RopeRow,
+// 32 / kLanes heads at once; lane `sub` of a head holds dims [8 sub, 8 sub + 8), its RoPE
+// partners in lane sub ^ kLanes / 2, and moves them with 16-byte loads and stores. A warp
+// takes kHeadsPerWarp heads of one token in kPasses passes (prompt-sized steps: 8 heads; a
+// decode step's: one pass): the token's cos/sin, norm weights and slot are loaded once for
+// all of them, and all passes' qkv loads are issued before the first is used. 4 warps per
+// block. (Session 11: a warp took 32 / kLanes heads
+// of any tokens, every lane loading its token's rope row for 16 bytes of qkv: 59% of the
+// kernel's bytes at 8,192 prompt tokens on an H100, ncu. Before that, a warp per head with
+// 4 bytes per lane: 39%.) The loads that need no qkv are the fused decode kernel's (RopeRow,
 // attention/attention_decode_rope.cuh); the RMSNorm/RoPE loop below repeats its norm_rope8
 // except that every lane shuffles, so that a V head and a K head can share a warp.
 #include "backend/cuda/cuda_check.h"
@@ -33,116 +37,152 @@ namespace {
 
 constexpr int kWarpsPerBlock = 4;
 
-template <int D, bool kHeadMajor, bool kFp8>
+// kPasses > 1 only for prompt-sized steps: with fewer warps, a decode step's 256 tokens
+// ran 5.7 -> 7.0 us (ncu, H100), each warp's passes in series where one pass per warp had
+// all of them in parallel. The launcher picks by the number of warps (kMinWarpsPerSm).
+template <int D, bool kManyPasses>
+struct RopeGeometry {
+  static constexpr int kLanes = D / 8;                     // lanes per head
+  static constexpr int kHeadsPerPass = 32 / kLanes;        // heads a warp holds at once
+  static constexpr int kHeadsPerWarp = kManyPasses && kHeadsPerPass < 8 ? 8 : kHeadsPerPass;
+  static constexpr int kPasses = kHeadsPerWarp / kHeadsPerPass;
+};
+constexpr int kMinWarpsPerSm = 32;  // of the several-pass geometry, else one pass
+
+template <int D, bool kManyPasses, bool kHeadMajor, bool kFp8>
 __global__ void qk_norm_rope_store_kernel(QkNormRopeArgs a) {
   pdl_wait();  // launch.cuh: before touching what earlier kernels write
   pdl_trigger();
-  constexpr int kLanes = D / 8;
-  constexpr int kItemsPerWarp = 32 / kLanes;
+  using G = RopeGeometry<D, kManyPasses>;
+  constexpr int kLanes = G::kLanes;
   const int lane = threadIdx.x % 32;
   const int sub = lane % kLanes;
   const int heads = a.num_q_heads + 2 * a.num_kv_heads;
-  const int64_t total = int64_t(a.num_tokens) * heads;
-  const int64_t first = (int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32) * kItemsPerWarp;
-  if (first >= total) return;  // whole warp leaves together
-  // Lanes past the last item compute on a copy of it (every lane takes part in the
-  // shuffles) and store nothing.
-  const int64_t mine = first + lane / kLanes;
-  const bool valid = mine < total;
-  const int64_t item = valid ? mine : total - 1;
-  const int t = static_cast<int>(item / heads);
-  const int h = static_cast<int>(item - int64_t(t) * heads);
-  const bool is_q = h < a.num_q_heads;
-  const bool is_v = h >= a.num_q_heads + a.num_kv_heads;
+  const int groups = (heads + G::kHeadsPerWarp - 1) / G::kHeadsPerWarp;  // per token
+  const int64_t warp = int64_t(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  if (warp >= int64_t(a.num_tokens) * groups) return;  // whole warp leaves together
+  const int t = static_cast<int>(warp / groups);
+  const int h0 = static_cast<int>(warp - int64_t(t) * groups) * G::kHeadsPerWarp + lane / kLanes;
+  const int h_end = min(heads, h0 - lane / kLanes + G::kHeadsPerWarp);
 
-  detail::RopeRow rr;  // cos, sin, both norms' weights, the slot: loads that need no qkv
+  // Every pass's qkv first (a lane past the warp's heads loads its last one: it takes part in
+  // the shuffles and stores nothing), then the loads that need no qkv.
+  uint4 raw[G::kPasses];
+#pragma unroll
+  for (int p = 0; p < G::kPasses; ++p) {
+    const int h = min(h0 + p * G::kHeadsPerPass, h_end - 1);
+    raw[p] = *reinterpret_cast<const uint4*>(a.qkv + (int64_t(t) * heads + h) * D + sub * 8);
+  }
+  detail::RopeRow rr;  // cos, sin, both norms' weights, the slot
   rr.load<kLanes>(a, t, sub);
-  float x[8];
-  unpack8(*reinterpret_cast<const uint4*>(a.qkv + item * D + sub * 8), x);
-
-  // RMSNorm and RoPE with every lane shuffling; V heads (and heads without a norm weight)
-  // keep what they had.
-  const bf16* norm_w = is_v ? nullptr : is_q ? a.q_norm : a.k_norm;
-  float ss = 0.0f;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) ss += x[e] * x[e];
-#pragma unroll
-  for (int o = kLanes / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-  if (norm_w != nullptr) {
-    const float inv = rsqrtf(ss / D + a.eps);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {  // per element: a pointer into rr would put it on the stack
-      const float w = is_q ? rr.q_norm[e] : rr.k_norm[e];
-      x[e] = round_bf16(round_bf16(x[e] * inv) * w);
-    }
-  }
   const bool first_half = sub < kLanes / 2;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    const float other = __shfl_xor_sync(0xffffffffu, x[e], kLanes / 2);
-    if (is_v) continue;
-    const float cx = round_bf16(x[e] * round_bf16(rr.cos[e]));
-    const float so = round_bf16(other * round_bf16(rr.sin[e]));
-    x[e] = round_bf16(first_half ? cx - so : cx + so);  // x1 c - x2 s | x2 c + x1 s
-  }
-  if (!valid) return;  // no shuffles below
 
-  if (is_q) {
-    *reinterpret_cast<uint4*>(a.q_out + (int64_t(t) * a.num_q_heads + h) * D + sub * 8) = pack8(x);
-    return;
-  }
-  const int slot = rr.kv_slot;
-  if (slot < 0) return;
-  const int kv_head = is_v ? h - a.num_q_heads - a.num_kv_heads : h - a.num_q_heads;
-  const int block = slot / a.block_size;
-  const int64_t off = kv_row_offset<kHeadMajor>(block, slot - block * a.block_size, kv_head,
-                                                a.num_kv_heads, a.block_size, D) +
-                      sub * 8;
-  void* cache = is_v ? a.v_cache : a.k_cache;
-  if constexpr (!kFp8) {
-    *reinterpret_cast<uint4*>(static_cast<bf16*>(cache) + off) = pack8(x);
-  } else {
-    // The bf16 values a bf16 cache would hold, quantized once; this lane's own amax and clamp
-    // count (raise_amax reads before it writes, so most lanes leave the atomics alone).
-    const int q = (is_v ? a.num_kv_heads : 0) + kv_head;  // [2, Hkv] index
-    float amax = 0.0f;
-    int clamped = 0;
-    const uint2 bytes = quantize8(x, 1.0f / a.kv.scale[q], amax, clamped);  // exact: 2^k
-    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(cache) + off) = bytes;
-    raise_amax(a.kv.amax + q, amax);
-    count_clamped(a.kv.clamped + q, clamped);
+#pragma unroll
+  for (int p = 0; p < G::kPasses; ++p) {
+    const int h = h0 + p * G::kHeadsPerPass;
+    const bool valid = h < h_end;
+    const bool is_q = h < a.num_q_heads;
+    const bool is_v = h >= a.num_q_heads + a.num_kv_heads;
+    float x[8];
+    unpack8(raw[p], x);
+
+    // RMSNorm and RoPE with every lane shuffling; V heads (and heads without a norm weight)
+    // keep what they had.
+    const bf16* norm_w = is_v ? nullptr : is_q ? a.q_norm : a.k_norm;
+    float ss = 0.0f;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) ss += x[e] * x[e];
+#pragma unroll
+    for (int o = kLanes / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+    if (norm_w != nullptr) {
+      const float inv = rsqrtf(ss / D + a.eps);
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {  // per element: a pointer into rr would put it on the stack
+        const float w = is_q ? rr.q_norm[e] : rr.k_norm[e];
+        x[e] = round_bf16(round_bf16(x[e] * inv) * w);
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float other = __shfl_xor_sync(0xffffffffu, x[e], kLanes / 2);
+      if (is_v) continue;
+      const float cx = round_bf16(x[e] * round_bf16(rr.cos[e]));
+      const float so = round_bf16(other * round_bf16(rr.sin[e]));
+      x[e] = round_bf16(first_half ? cx - so : cx + so);  // x1 c - x2 s | x2 c + x1 s
+    }
+    if (!valid) continue;
+
+    if (is_q) {
+      *reinterpret_cast<uint4*>(a.q_out + (int64_t(t) * a.num_q_heads + h) * D + sub * 8) = pack8(x);
+      continue;
+    }
+    const int slot = rr.kv_slot;
+    if (slot < 0) continue;
+    const int kv_head = is_v ? h - a.num_q_heads - a.num_kv_heads : h - a.num_q_heads;
+    const int block = slot / a.block_size;
+    const int64_t off = kv_row_offset<kHeadMajor>(block, slot - block * a.block_size, kv_head,
+                                                  a.num_kv_heads, a.block_size, D) +
+                        sub * 8;
+    void* cache = is_v ? a.v_cache : a.k_cache;
+    if constexpr (!kFp8) {
+      *reinterpret_cast<uint4*>(static_cast<bf16*>(cache) + off) = pack8(x);
+    } else {
+      // The bf16 values a bf16 cache would hold, quantized once; this lane's own amax and clamp
+      // count (raise_amax reads before it writes, so most lanes leave the atomics alone).
+      const int q = (is_v ? a.num_kv_heads : 0) + kv_head;  // [2, Hkv] index
+      float amax = 0.0f;
+      int clamped = 0;
+      const uint2 bytes = quantize8(x, 1.0f / a.kv.scale[q], amax, clamped);  // exact: 2^k
+      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(cache) + off) = bytes;
+      raise_amax(a.kv.amax + q, amax);
+      count_clamped(a.kv.clamped + q, clamped);
+    }
   }
 }
 
-template <int D, bool kFp8>
-void launch(const QkNormRopeArgs& a, unsigned grid, cudaStream_t stream) {
+int64_t warps_for(int64_t tokens, int heads, int heads_per_warp) {
+  return tokens * ((heads + heads_per_warp - 1) / heads_per_warp);
+}
+
+template <int D, bool kManyPasses>
+void launch(const QkNormRopeArgs& a, cudaStream_t stream) {
   constexpr int kThreads = kWarpsPerBlock * 32;
-  if (a.kv_head_major) {
-    launch_pdl("qk_norm_rope_store_kernel", qk_norm_rope_store_kernel<D, true, kFp8>, grid, kThreads, 0, stream, a);
+  const int64_t warps = warps_for(a.num_tokens, a.num_q_heads + 2 * a.num_kv_heads,
+                                  RopeGeometry<D, kManyPasses>::kHeadsPerWarp);
+  const auto grid = static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  auto go = [&](auto kernel) {
+    launch_pdl("qk_norm_rope_store_kernel", kernel, grid, kThreads, 0, stream, a);
+  };
+  if (a.kv.fp8) {
+    a.kv_head_major ? go(qk_norm_rope_store_kernel<D, kManyPasses, true, true>)
+                    : go(qk_norm_rope_store_kernel<D, kManyPasses, false, true>);
   } else {
-    launch_pdl("qk_norm_rope_store_kernel", qk_norm_rope_store_kernel<D, false, kFp8>, grid, kThreads, 0, stream, a);
+    a.kv_head_major ? go(qk_norm_rope_store_kernel<D, kManyPasses, true, false>)
+                    : go(qk_norm_rope_store_kernel<D, kManyPasses, false, false>);
   }
 }
 
 template <int D>
-void launch(const QkNormRopeArgs& a, unsigned grid, cudaStream_t stream) {
-  if (a.kv.fp8) return launch<D, true>(a, grid, stream);
-  launch<D, false>(a, grid, stream);
+void launch(const QkNormRopeArgs& a, cudaStream_t stream) {
+  int device = 0, sms = 1;
+  KS_CUDA_CHECK(cudaGetDevice(&device));
+  KS_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  const int64_t many = warps_for(a.num_tokens, a.num_q_heads + 2 * a.num_kv_heads,
+                                 RopeGeometry<D, true>::kHeadsPerWarp);
+  if (many >= int64_t(kMinWarpsPerSm) * sms) return launch<D, true>(a, stream);
+  launch<D, false>(a, stream);
 }
 
 }  // namespace
 
 void qk_norm_rope_store(const QkNormRopeArgs& a, cudaStream_t stream) {
-  const int64_t items = int64_t(a.num_tokens) * (a.num_q_heads + 2 * a.num_kv_heads);
-  if (items == 0) return;
-  const int64_t warps = (items * (a.head_dim / 8) + 31) / 32;  // head_dim / 8 lanes per item
-  const auto grid = static_cast<unsigned>((warps + kWarpsPerBlock - 1) / kWarpsPerBlock);
+  if (int64_t(a.num_tokens) * (a.num_q_heads + 2 * a.num_kv_heads) == 0) return;
   switch (a.head_dim) {
-    case 16: launch<16>(a, grid, stream); break;
-    case 32: launch<32>(a, grid, stream); break;
-    case 64: launch<64>(a, grid, stream); break;
-    case 128: launch<128>(a, grid, stream); break;
-    case 256: launch<256>(a, grid, stream); break;
+    case 16: launch<16>(a, stream); break;
+    case 32: launch<32>(a, stream); break;
+    case 64: launch<64>(a, stream); break;
+    case 128: launch<128>(a, stream); break;
+    case 256: launch<256>(a, stream); break;
     default: KS_CUDA_CHECK(cudaErrorInvalidValue);  // entry point validates head_dim first
   }
   KS_CUDA_CHECK_LAUNCH("qk_norm_rope_store_kernel");
