@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -25,6 +26,7 @@
 #include "backend/cuda/gemm/gemv.h"
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/launch.h"
+#include "backend/cuda/tma_map.h"
 #include "core/dtype.h"
 #include "core/error.h"
 
@@ -520,6 +522,25 @@ int run_wgmma_one(int argc, char** argv) {
 }
 
 // One prefill attention row alone (for ncu): the kernel KESTREL_PREFILL_SM90 selects.
+// Host time of encoding one TMA map of a layer's K cache as the ws prefill kernel's launcher
+// does (two per layer and prefill step): Qwen3-0.6B's token-major pages, 4,096 blocks of 16.
+int run_tma_encode() {
+  void* cache = nullptr;
+  KS_CUDA_CHECK(cudaMalloc(&cache, 1 << 20));
+  const uint64_t dims[3] = {128, 8, 4096 * 16};
+  const uint64_t strides[2] = {128 * 2, 8 * 128 * 2};
+  const uint32_t box[3] = {64, 1, 128};
+  kernels::bf16_tensor_map(cache, 3, dims, strides, box);  // first call: the entry point
+  constexpr int kCalls = 10000;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < kCalls; ++i) kernels::bf16_tensor_map(cache, 3, dims, strides, box);
+  const double us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
+  std::printf("tma map encode: %.3f us per map (%d calls)\n", us / kCalls, kCalls);
+  KS_CUDA_CHECK(cudaFree(cache));
+  return 0;
+}
+
 int run_prefill_one(int argc, char** argv) {
   if (argc < 5 || argc > 8) {
     std::fprintf(stderr,
@@ -544,6 +565,7 @@ int run_prefill_one(int argc, char** argv) {
 int main(int argc, char** argv) {
   try {
     if (argc > 1 && std::string(argv[1]) == "wgmma-one") return kestrel::run_wgmma_one(argc, argv);
+    if (argc > 1 && std::string(argv[1]) == "tma-encode") return kestrel::run_tma_encode();
     if (argc > 1 && std::string(argv[1]) == "prefill-one") {
       return kestrel::run_prefill_one(argc, argv);
     }
