@@ -2,7 +2,9 @@
 // ceilings), then the production ops against the floor those ceilings give.
 //
 // Build: ninja cuda_ops_bench (configured with KESTREL_CUDA=ON); run: build/bench/cuda_ops_bench
-// (`cuda_ops_bench decode`, `prefill` or `gemm`: the ceilings and those rows only).
+// (`cuda_ops_bench decode`, `prefill` or `gemm`: the ceilings and those rows only;
+// `prefill-one ...` and `wgmma-one ...`: one row, for profilers; `tma-encode`: the host time
+// of encoding one TMA map).
 // Each op is captured REPS times into a CUDA graph (no launch gaps; this also checks that the
 // op is graph-capturable) and the replay is timed with events; the median of 7 replays is
 // reported. Inputs are random (never zeros).
