@@ -31,12 +31,14 @@
 #   --filter P      run only the backend_cuda_tests matching gtest filter P (runtime_gpu_tests
 #                   still run whole: they take seconds)
 #   --only LIST     with --bench, run only these of the benchmarks: comma-separated workload
-#                   names (single, nano, single_short, decode256, prefill, single_eager,
+#                   names (single, nano, single_short, decode256, prefill, prefill_lt,
+#                   prefill_ws_all, single_eager,
 #                   single_sync, nano_sync: the first and second without overlap;
 #                   single_tp1, nano_tp1, decode256_tp1: through the tensor-parallel path at
 #                   world size 1; nano_fp8, decode256_fp8, long, long_fp8: the fp8 KV cache
 #                   against bf16), ttft (ttft_bench: one prompt's time to first token),
-#                   layer (decode_layer_bench), ops (cuda_ops_bench) or python (with
+#                   layer (decode_layer_bench), ops (cuda_ops_bench), gemm_ws (gemm_ws_bench:
+#                   the prompt-sized GEMM kernel against cuBLASLt) or python (with
 #                   --python); only what they need is built
 #   --force-carry   use .devcarry even where system packages exist (to test that path)
 #   --profile       ncu kernel-time summaries (tools/ncu_summary.py) of two decode steps of the
@@ -326,6 +328,7 @@ fi
 TARGETS=()
 ((RUN_TESTS || RUN_SANITIZE)) && TARGETS+=(backend_cuda_tests)
 ((RUN_BENCH)) && wanted ops && TARGETS+=(cuda_ops_bench)
+((RUN_BENCH)) && wanted gemm_ws && TARGETS+=(gemm_ws_bench)
 ((RUN_BENCH)) && wanted layer && TARGETS+=(decode_layer_bench)
 ((FULL && (RUN_TESTS || RUN_SANITIZE))) && TARGETS+=(runtime_gpu_tests)
 ((FULL)) && TARGETS+=(kestrel)
@@ -424,6 +427,10 @@ BENCHES=(
   "single_short:--num-seqs 1 --fixed-input-len 16 --fixed-output-len 256"
   "decode256:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   "prefill:--num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
+  # The prompt steps' products on cuBLASLt alone, and with every plain product on the
+  # warp-specialised kernel too (gemm.h, KESTREL_GEMM_WS), against the default above.
+  "prefill_lt:KESTREL_GEMM_WS=0 --num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
+  "prefill_ws_all:KESTREL_GEMM_WS=2 --num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
   "single_eager:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --enforce-eager"
   "single_sync:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --no-async-scheduling"
   "nano_sync:--num-seqs 256 --no-async-scheduling"
@@ -498,6 +505,11 @@ if ((RUN_BENCH)); then
   if built cuda_ops_bench && wanted ops && in_time "cuda_ops_bench"; then
     say "bench: cuda_ops_bench (cuda_ops_bench.log)"
     timeout 180 "$BUILD/bench/cuda_ops_bench" >"$LOGS/cuda_ops_bench.log" 2>&1 || status=1
+  fi
+  if built gemm_ws_bench && wanted gemm_ws && in_time "gemm_ws_bench"; then
+    say "bench: gemm_ws_bench (prompt-sized GEMMs, ours against cuBLASLt):"
+    timeout 180 "$BUILD/bench/gemm_ws_bench" 256 512 1024 2048 4096 8192 2>&1 | tee -a "$SUMMARY"
+    ((PIPESTATUS[0] == 0)) || status=1
   fi
 fi
 # Last: the slowest and least likely to find something new.

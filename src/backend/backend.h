@@ -230,6 +230,14 @@ class Backend {
     attention(q, kv, shape, meta, scale, out);
   }
 
+  // out = silu_mul(linear(x, w)): w [2I, K] = [gate; up], out [T, I]. gate_up [T, 2I] is
+  // room for the product; a backend that fuses the two (the CUDA backend's prompt-sized
+  // steps on Hopper) leaves it unwritten. Same roundings either way.
+  virtual void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& gate_up, Tensor& out) {
+    linear(x, w, Tensor(), gate_up);
+    silu_mul(gate_up, out);
+  }
+
   // Fused ops for small steps (decode at low batch), where every op reads its weights once
   // and the cost is the number of kernels: each replaces a sequence of the ops above with
   // the same roundings. The model uses them for steps of at most fused_linear_max_rows()

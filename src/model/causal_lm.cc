@@ -95,8 +95,7 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
     be.linear(attn, w.o_proj, w.o_bias, hidden);  // o_bias: rank 0's only
     all_reduce(hidden);
     be.add_rms_norm(hidden, residual, w.post_norm, eps);
-    be.linear(hidden, w.gate_up, Tensor(), gate_up);
-    be.silu_mul(gate_up, act);
+    be.linear_silu_mul(hidden, w.gate_up, gate_up, act);
     be.linear(act, w.down, Tensor(), hidden);
     all_reduce(hidden);
   }

@@ -1,4 +1,4 @@
-// embedding, silu_mul, gather_rows and the memory functions of the CPU backend, against
+// embedding, silu_mul, linear_silu_mul, gather_rows and the memory functions of the CPU backend, against
 // plain loops in double precision written here.
 #include <cmath>
 #include <cstring>
@@ -64,6 +64,33 @@ TEST(CpuElementwise, SiluMulMatchesReference) {
   Tensor x = random_f32({3, 10}, rng);
   Tensor bad = be.empty(DType::kF32, {3, 4});
   EXPECT_THROW(be.silu_mul(x, bad), Error);
+}
+
+// Backend's default linear_silu_mul (the product into gate_up, then silu_mul), which the CPU
+// backend keeps: the MLP's activation straight from x and [gate; up].
+TEST(CpuElementwise, LinearSiluMulMatchesReference) {
+  std::mt19937 rng(5);
+  CpuBackend be(2);
+  const int64_t T = 9, K = 24, I = 13;
+  Tensor x = random_f32({T, K}, rng);
+  Tensor w = random_f32({2 * I, K}, rng);
+  Tensor gate_up = be.empty(DType::kF32, {T, 2 * I});
+  Tensor out = be.empty(DType::kF32, {T, I});
+  be.linear_silu_mul(x, w, gate_up, out);
+  std::vector<double> want(T * I);
+  const float* xp = x.data_as<float>();
+  const float* wp = w.data_as<float>();
+  for (int64_t t = 0; t < T; ++t) {
+    for (int64_t i = 0; i < I; ++i) {
+      double g = 0, u = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        g += double(xp[t * K + k]) * wp[i * K + k];
+        u += double(xp[t * K + k]) * wp[(I + i) * K + k];
+      }
+      want[t * I + i] = g / (1.0 + std::exp(-g)) * u;
+    }
+  }
+  expect_close(out.data_as<float>(), want, 1e-5, "linear_silu_mul");
 }
 
 TEST(CpuElementwise, GatherRowsPicksRequestedRows) {

@@ -213,6 +213,15 @@ inline void expect_close(const std::vector<double>& got, const std::vector<doubl
   EXPECT_LE(std::sqrt(num / den), rel_norm) << what << ": relative error norm";
 }
 
+// x's t rows on the GPU with `pad` extra rows of NaN after them: a product kernel must not
+// read past row t.
+inline Tensor upload_x_with_nan_tail(const Bf16Data& x, int t, int k, int pad) {
+  Tensor h = Tensor::host(DType::kBF16, Shape{t + pad, k});
+  std::memcpy(h.data(), x.host.data(), size_t(t) * k * 2);
+  for (int64_t i = int64_t(t) * k; i < h.numel(); ++i) h.data_as<uint16_t>()[i] = 0x7fc0;
+  return gpu().upload(h, DType::kBF16);
+}
+
 // out[t, n] = sum_k x[t, k] w[n, k] (+ bias[n]) in double.
 inline std::vector<double> linear_ref(const Bf16Data& x, const Bf16Data& w, const Bf16Data* bias, int t,
                                int n, int k) {

@@ -28,14 +28,6 @@ void expect_bf16_product(const std::vector<double>& got, const std::vector<doubl
   expect_close(got, ref, what, 4e-3, 8e-3, 1e-3);
 }
 
-// x with `pad` extra rows of NaN after its t rows: the kernel must not read past row t.
-Tensor upload_x_with_nan_tail(const Bf16Data& x, int t, int k, int pad) {
-  Tensor h = Tensor::host(DType::kBF16, Shape{t + pad, k});
-  std::memcpy(h.data(), x.host.data(), size_t(t) * k * 2);
-  for (int64_t i = int64_t(t) * k; i < h.numel(); ++i) h.data_as<uint16_t>()[i] = 0x7fc0;
-  return gpu().upload(h, DType::kBF16);
-}
-
 TEST(WgmmaGemm, EveryTileAndSplitMatchesReference) {
   KS_REQUIRE_SM90();
   std::mt19937 rng(71);

@@ -55,6 +55,7 @@ class CudaBackend final : public Backend {
   void add_rms_norm(Tensor& x, Tensor& residual, const Tensor& w, float eps) override;
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
+  void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& gate_up, Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
   void qk_norm_rope_store(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
                           float eps, const Tensor& cos_sin, const AttentionShape& shape,

@@ -87,4 +87,16 @@ void CudaBackend::silu_mul(const Tensor& x, Tensor& out) {
   kernels::silu_mul(bf(x), x.dim(0), to_int(out.dim(1)), bf_mut(out), stream());
 }
 
+void CudaBackend::linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& gate_up, Tensor& out) {
+  const char* op = "linear_silu_mul";
+  const auto [t, n, k] = check_product(op, x, 1, w, Tensor(), gate_up, false);
+  check_tensor(op, "out", out, DType::kBF16, 2);
+  KS_CHECK(n % 2 == 0 && out.dim(0) == t && out.dim(1) == n / 2,
+           "linear_silu_mul: out {} must be [{}, {}] for w {}", out.shape().str(), t, n / 2,
+           w.shape().str());
+  if (gemm_->run_silu_mul(x.data(), w.data(), out.data(), t, n, k)) return;
+  linear(x, w, Tensor(), gate_up);
+  silu_mul(gate_up, out);
+}
+
 }  // namespace kestrel

@@ -55,6 +55,13 @@ __device__ __forceinline__ float round_bf16(float x) {
   return __bfloat162float(__float2bfloat16(x));
 }
 
+// SiLU, x sigmoid(x), in fp32 as every GPU path computes it, so that fused and unfused
+// kernels agree bit for bit: exp on the special-function unit and an approximate divide
+// (within a few fp32 ulps; the bf16 rounding that follows hides them). For x below about -88
+// the denominator is infinite and the result -0. (An IEEE divide here made the prompt GEMM's
+// fused activation three times the instructions.)
+__device__ __forceinline__ float silu_f32(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

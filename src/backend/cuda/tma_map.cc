@@ -45,4 +45,11 @@ CUtensorMap bf16_tensor_map(const void* ptr, int rank, const uint64_t* dims,
   return map;
 }
 
+CUtensorMap bf16_matrix_map(const void* ptr, int64_t rows, int64_t cols, int box_rows) {
+  const uint64_t dims[2] = {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)};
+  const uint64_t strides[1] = {static_cast<uint64_t>(cols) * 2};
+  const uint32_t box[2] = {64, static_cast<uint32_t>(box_rows)};
+  return bf16_tensor_map(ptr, 2, dims, strides, box);
+}
+
 }  // namespace kestrel::kernels

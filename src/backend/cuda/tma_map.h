@@ -17,4 +17,8 @@ namespace kestrel::kernels {
 CUtensorMap bf16_tensor_map(const void* ptr, int rank, const uint64_t* dims,
                             const uint64_t* byte_strides, const uint32_t* box);
 
+// A row-major bf16 matrix [rows, cols] (cols a multiple of 8) read in boxes of box_rows x 64
+// columns (one 128-byte swizzle span); zeros outside. The GEMMs' operand tiles.
+CUtensorMap bf16_matrix_map(const void* ptr, int64_t rows, int64_t cols, int box_rows);
+
 }  // namespace kestrel::kernels

@@ -66,8 +66,8 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// Accumulator operand lists of the shapes below: 32 (N = 64) or 64 (N = 128) fp32 per thread,
-// asm operands %0 .. %31 or %0 .. %63.
+// Accumulator operand lists of the shapes below: 32 (N = 64), 64 (N = 128) or 128 (N = 256)
+// fp32 per thread, asm operands %0 .. %31, %0 .. %63 or %0 .. %127.
 #define KS_WGMMA_ACC32(d) \
     "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
     "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
@@ -88,6 +88,37 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   KS_WGMMA_REGS32 ", " \
   "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
   "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63"
+
+#define KS_WGMMA_ACC128(d) \
+    KS_WGMMA_ACC64(d), \
+    "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), \
+    "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), \
+    "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), \
+    "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), \
+    "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), \
+    "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), \
+    "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), \
+    "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+    "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), \
+    "+f"(d[127])
+#define KS_WGMMA_REGS128 \
+  KS_WGMMA_REGS64 ", " \
+  "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+  "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+  "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+  "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+
+// d [64 x 256] = A [64 x 16] B [16 x 256] (+ d when scale_d != 0), A and B K-major in shared
+// memory: 128 fp32 accumulators per thread.
+__device__ __forceinline__ void wgmma_m64n256k16_ss(float (&d)[128], uint64_t desc_a,
+                                                    uint64_t desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" KS_WGMMA_REGS128 "}, "
+      "%128, %129, p, 1, 1, 0, 0;\n}\n"
+      : KS_WGMMA_ACC128(d)
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
 
 // d [64 x 128] = A [64 x 16] B [16 x 128] (+ d when scale_d != 0), A and B K-major in shared
 // memory.
@@ -131,6 +162,8 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_tb(float (&d)[64], const uin
 }
 
 #undef KS_WGMMA_ACC32
+#undef KS_WGMMA_ACC128
+#undef KS_WGMMA_REGS128
 #undef KS_WGMMA_ACC64
 #undef KS_WGMMA_REGS32
 #undef KS_WGMMA_REGS64

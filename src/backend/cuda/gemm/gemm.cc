@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm/gemm_ws.h"
 #include "backend/cuda/gemm/gemv.h"
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/launch.h"
@@ -59,6 +60,10 @@ GemmRunner::GemmRunner(cudaStream_t stream) : stream_(stream) {
   sm90_ = kernels::compute_capability() == 90;
   const char* wgmma_env = std::getenv("KESTREL_GEMM_SM90");
   wgmma_ = sm90_ && wgmma_env != nullptr && std::atoi(wgmma_env) != 0;
+  set_prompt_kernel(kDefaultPromptKernel);
+  if (const char* env = std::getenv("KESTREL_GEMM_WS")) {
+    set_prompt_kernel(static_cast<PromptKernel>(std::clamp(std::atoi(env), 0, 2)));
+  }
   KS_CUBLAS_CHECK(cublasLtCreate(&handle_));
   KS_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
   workspace_bytes_ = kWorkspaceBytes;
@@ -193,6 +198,16 @@ void GemmRunner::tune(Plan& p, const void* x, const void* w, void* out) {
   ++num_tuned_;
 }
 
+bool GemmRunner::run_silu_mul(const void* x, const void* w, void* out, int64_t t, int64_t n,
+                              int64_t k) {
+  if (prompt_kernel_ == PromptKernel::kOff || t < kPromptKernelMinTokens ||
+      !kernels::gemm_ws_supported(t, n, k, x, w, out)) {
+    return false;
+  }
+  kernels::gemm_ws(x, w, out, t, n, k, kernels::GemmWsEpilogue::kSiluMul, num_sms_, stream_);
+  return true;
+}
+
 void GemmRunner::run(const void* x, const void* w, const void* bias, void* out,
                      cudaDataType_t out_type, int64_t t, int64_t n, int64_t k) {
   if (t == 0 || n == 0) return;
@@ -206,6 +221,12 @@ void GemmRunner::run(const void* x, const void* w, const void* bias, void* out,
       kernels::wgmma_gemm_preferred(t, n, k) &&
       kernels::wgmma_gemm_supported(t, n, k, x, w, out)) {
     kernels::wgmma_gemm(x, w, out, t, n, k, num_sms_, stream_);
+    return;
+  }
+  if (prompt_kernel_ == PromptKernel::kAll && t >= kPromptKernelMinTokens &&
+      out_type == CUDA_R_16BF && bias == nullptr &&
+      kernels::gemm_ws_supported(t, n, k, x, w, out)) {
+    kernels::gemm_ws(x, w, out, t, n, k, kernels::GemmWsEpilogue::kStore, num_sms_, stream_);
     return;
   }
   int align = std::min(pointer_alignment(x), std::min(pointer_alignment(w), pointer_alignment(out)));

@@ -5,7 +5,8 @@
 // and w 16-byte aligned) take our own weight-streaming kernel (gemv.h); everything else goes
 // through cuBLASLt, except that with set_wgmma_gemm (off by default: it lost to cuBLASLt in
 // the engine, docs/cuda_backend.md) bf16 products without bias that wgmma_gemm_preferred
-// names take the wgmma kernel (wgmma_gemm.h) on compute capability 9.0. The first call for a shape (T, N, K, output type, bias, pointer
+// names take the wgmma kernel (wgmma_gemm.h) on compute capability 9.0, and prompt-sized ones
+// may take the warp-specialised kernel (gemm_ws.h; set_prompt_kernel). The first call for a shape (T, N, K, output type, bias, pointer
 // alignment) creates the cuBLASLt descriptors and asks the heuristic for its best algorithm;
 // later calls reuse them. Optionally (set_tune_algorithms, off by default) decode-sized
 // shapes (T <= kTuneMaxTokens) are timed instead: the first call outside stream capture runs
@@ -63,6 +64,24 @@ class GemmRunner {
   void set_wgmma_gemm(bool on);
   bool wgmma_gemm() const { return wgmma_; }
 
+  // Prompt-sized products (t >= kPromptKernelMinTokens) on our warp-specialised wgmma kernel
+  // (gemm_ws.h) on compute capability 9.0: kSiluMul takes the MLP's gate_up product with its
+  // activation fused (run_silu_mul), kAll also every plain bf16 product without bias (run).
+  // The environment variable KESTREL_GEMM_WS (0, 1 or 2) overrides the default, for A/B
+  // measurements; ignored on other devices. H200 (gemm_ws_bench, docs/cuda_backend.md): the
+  // fused gate_up at 2,048-8,192 rows takes 17-20% less than cuBLASLt's product plus
+  // silu_mul, and loses at 1,024 (one and a half waves of tiles); the plain products are
+  // within 1-7% of cuBLASLt's at 2,048+ rows, so kAll is not the default.
+  enum class PromptKernel { kOff = 0, kSiluMul = 1, kAll = 2 };
+  void set_prompt_kernel(PromptKernel k) { prompt_kernel_ = sm90_ ? k : PromptKernel::kOff; }
+  PromptKernel prompt_kernel() const { return prompt_kernel_; }
+  static constexpr PromptKernel kDefaultPromptKernel = PromptKernel::kSiluMul;
+  static constexpr int64_t kPromptKernelMinTokens = 2048;
+  // out[t, n / 2] = silu_mul(x w^T) (activation.cu's roundings) with w = [gate; up] of n rows,
+  // when the prompt kernel takes this call; false (nothing enqueued) otherwise, and the
+  // caller runs run() then silu_mul.
+  bool run_silu_mul(const void* x, const void* w, void* out, int64_t t, int64_t n, int64_t k);
+
   // Timing of cuBLASLt candidates (see above); off by default (it cost more in first-call
   // planning than it saved end to end), on when the environment variable KESTREL_GEMM_TUNE
   // is 1. Affects shapes planned afterwards.
@@ -100,6 +119,7 @@ class GemmRunner {
   bool tune_ = false;
   bool sm90_ = false;  // compute capability 9.0: the wgmma kernel can run
   bool wgmma_ = false;
+  PromptKernel prompt_kernel_ = PromptKernel::kOff;
   bool buckets_ = true;
   size_t num_tuned_ = 0;
   cublasLtHandle_t handle_ = nullptr;

@@ -89,7 +89,7 @@ __device__ void stage_input(const bf16* x, const bf16* norm_w, float eps, int t,
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
         const float gf = __bfloat162float(gate.v[e]);
-        const float s = round_bf16(gf / (1.0f + __expf(-gf)));
+        const float s = round_bf16(silu_f32(gf));
         o.v[e] = __float2bfloat16(s * __bfloat162float(up.v[e]));
       }
     }

@@ -201,15 +201,6 @@ __global__ void __launch_bounds__(kThreads, 2)
 #endif
 }
 
-// A row-major bf16 matrix [rows, cols] read in boxes of box_rows x 64 columns (128 bytes:
-// one swizzle span), 128-byte swizzle, zeros outside.
-CUtensorMap tile_map(const void* ptr, int64_t rows, int64_t cols, int box_rows) {
-  const uint64_t dims[2] = {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)};
-  const uint64_t strides[1] = {static_cast<uint64_t>(cols) * 2};
-  const uint32_t box[2] = {kStepK, static_cast<uint32_t>(box_rows)};
-  return bf16_tensor_map(ptr, 2, dims, strides, box);
-}
-
 template <int TN>
 void launch(const void* x, const void* w, void* out, int t, int n, int k, int split,
             cudaStream_t stream) {
@@ -217,7 +208,7 @@ void launch(const void* x, const void* w, void* out, int t, int n, int k, int sp
   allow_dynamic_smem<wgmma_gemm_kernel<TN>>(bytes);
   const dim3 grid(split, (t + TN - 1) / TN, n / kRows);
   launch_pdl_cluster("wgmma_gemm_kernel", wgmma_gemm_kernel<TN>, grid, kThreads, bytes, split,
-                     stream, tile_map(w, n, k, kRows), tile_map(x, t, k, TN),
+                     stream, bf16_matrix_map(w, n, k, kRows), bf16_matrix_map(x, t, k, TN),
                      static_cast<__nv_bfloat16*>(out), t, n, k);
   KS_CUDA_CHECK_LAUNCH("wgmma_gemm_kernel");
 }
