@@ -32,7 +32,7 @@
 #                   still run whole: they take seconds)
 #   --only LIST     with --bench, run only these of the benchmarks: comma-separated workload
 #                   names (single, nano, single_short, decode256, prefill, prefill_lt,
-#                   prefill_ws_all, single_eager,
+#                   prefill_ws_all, prefill_ws_rope, single_eager,
 #                   single_sync, nano_sync: the first and second without overlap;
 #                   single_tp1, nano_tp1, decode256_tp1: through the tensor-parallel path at
 #                   world size 1; nano_fp8, decode256_fp8, long, long_fp8: the fp8 KV cache
@@ -427,10 +427,12 @@ BENCHES=(
   "single_short:--num-seqs 1 --fixed-input-len 16 --fixed-output-len 256"
   "decode256:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   "prefill:--num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
-  # The prompt steps' products on cuBLASLt alone, and with every plain product on the
-  # warp-specialised kernel too (gemm.h, KESTREL_GEMM_WS), against the default above.
+  # The prompt steps' products on cuBLASLt alone, with every plain product on the
+  # warp-specialised kernel too, and with the qkv product's RoPE epilogue too (gemm.h,
+  # KESTREL_GEMM_WS), against the default above (the gate_up product's fusion alone).
   "prefill_lt:KESTREL_GEMM_WS=0 --num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
   "prefill_ws_all:KESTREL_GEMM_WS=2 --num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
+  "prefill_ws_rope:KESTREL_GEMM_WS=3 --num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
   "single_eager:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --enforce-eager"
   "single_sync:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --no-async-scheduling"
   "nano_sync:--num-seqs 256 --no-async-scheduling"

@@ -238,6 +238,20 @@ class Backend {
     silu_mul(gate_up, out);
   }
 
+  // qk_norm_rope_attention on linear(x, w_qkv, bias): qkv [T, (Hq + 2 Hkv) D] is room for
+  // the product, which a backend that fuses it with the norm, RoPE and store (the CUDA
+  // backend's prompt-sized steps on Hopper) leaves unwritten. Same roundings either way.
+  virtual void linear_qk_norm_rope_attention(const Tensor& x, const Tensor& w_qkv,
+                                             const Tensor& bias, Tensor& qkv,
+                                             const Tensor& q_norm, const Tensor& k_norm,
+                                             float eps, const Tensor& cos_sin,
+                                             const AttentionShape& shape,
+                                             const AttentionMetadata& meta, LayerKvCache& kv,
+                                             float scale, Tensor& q, Tensor& out) {
+    linear(x, w_qkv, bias, qkv);
+    qk_norm_rope_attention(qkv, q_norm, k_norm, eps, cos_sin, shape, meta, kv, scale, q, out);
+  }
+
   // Fused ops for small steps (decode at low batch), where every op reads its weights once
   // and the cost is the number of kernels: each replaces a sequence of the ops above with
   // the same roundings. The model uses them for steps of at most fused_linear_max_rows()

@@ -89,9 +89,8 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
     } else {
       be.add_rms_norm(hidden, residual, w.input_norm, eps);
     }
-    be.linear(hidden, w.qkv, w.qkv_bias, qkv);
-    be.qk_norm_rope_attention(qkv, w.q_norm, w.k_norm, eps, cos_sin_, shape, meta, kv[l], scale,
-                              q, attn);
+    be.linear_qk_norm_rope_attention(hidden, w.qkv, w.qkv_bias, qkv, w.q_norm, w.k_norm, eps,
+                                     cos_sin_, shape, meta, kv[l], scale, q, attn);
     be.linear(attn, w.o_proj, w.o_bias, hidden);  // o_bias: rank 0's only
     all_reduce(hidden);
     be.add_rms_norm(hidden, residual, w.post_norm, eps);

@@ -1,7 +1,7 @@
 // The prompt-sized wgmma GEMM (gemm_ws.h) against a double-precision reference written here:
 // odd T (partial token tiles), K not a multiple of the 64-wide block, several tiles per CTA
-// (the persistent ring across tiles), NaN in the rows of x and out past T; and the SwiGLU
-// epilogue bit-for-bit against activation.cu's rounding applied to the same product. Runs on
+// (the persistent ring across tiles), NaN in the rows of x and out past T; and the SwiGLU and
+// RoPE/store epilogues bit for bit against the unfused kernels applied to the same product. Runs on
 // compute capability 9.0 only (the kernel is built for sm_90a alone).
 #include <gtest/gtest.h>
 
@@ -17,6 +17,7 @@ namespace {
 
 using namespace cuda_test;
 using kernels::GemmWsEpilogue;
+using kernels::bf16;
 
 #define KS_REQUIRE_SM90()                                                          \
   KS_REQUIRE_GPU();                                                                \
@@ -170,6 +171,101 @@ TEST(GemmWs, BackendLinearSiluMul) {
     FAIL() << "a mis-shaped output was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("linear_silu_mul"), std::string::npos) << e.what();
+  }
+}
+
+// Raw bytes of a device tensor (NaN-aware equality: unwritten slots stay NaN on both sides).
+std::vector<uint8_t> bytes_of(const Tensor& t, Backend& be) {
+  Tensor h = be.to_host(t);
+  const auto* p = static_cast<const uint8_t*>(h.data());
+  return std::vector<uint8_t>(p, p + h.nbytes());
+}
+
+// The qkv product with qk_norm_rope_store as its epilogue writes what the plain product
+// followed by the qk_norm_rope_store kernel writes, bit for bit: q, and K and V at their slots
+// (slots of -1 and the rest of the NaN cache untouched), both KV layouts, positions past the
+// table (clamped), T not a multiple of 64, one tile per CTA and several.
+TEST(GemmWs, QkvRopeEpilogueIsTheUnfusedStoreBitForBit) {
+  KS_REQUIRE_SM90();
+  std::mt19937 rng(85);
+  const int hq = 4, hkv = 2, d = 128, k = 256, t = 300, bs = 16, max_pos = 512;
+  const int n = (hq + 2 * hkv) * d, num_blocks = (t + bs - 1) / bs + 3;
+  Bf16Data w = random_bf16(Shape{n, k}, rng, -0.1f, 0.1f);
+  Bf16Data x = random_bf16(Shape{t, k}, rng);
+  Bf16Data q_norm = random_bf16(Shape{d}, rng, 0.5f, 1.5f);
+  Bf16Data k_norm = random_bf16(Shape{d}, rng, 0.5f, 1.5f);
+  std::vector<int32_t> positions(t), slots = shuffled_order(num_blocks * bs, rng);
+  std::uniform_int_distribution<int> pos_dist(0, max_pos + 40);
+  for (int i = 0; i < t; ++i) positions[i] = pos_dist(rng);
+  slots.resize(t);
+  for (int i = 0; i < t; i += 7) slots[i] = -1;
+  for (CudaKvLayout layout : {CudaKvLayout::kTokenMajor, CudaKvLayout::kHeadMajor}) {
+    Backend& be = gpu(layout);
+    SCOPED_TRACE(layout_name(layout));
+    Tensor w_d = be.upload(w.host, DType::kBF16);
+    Tensor x_d = be.upload(x.host, DType::kBF16);
+    Tensor qn = be.upload(q_norm.host, DType::kBF16);
+    Tensor kn = be.upload(k_norm.host, DType::kBF16);
+    Tensor cs = be.upload(rope_table(max_pos, d, 1e6), DType::kF32);
+    Tensor cs16 = be.upload(rope_table(max_pos, d, 1e6), DType::kBF16);  // rounded on upload
+    Tensor pos = be.upload(i32_host(positions), DType::kI32);
+    Tensor slot = be.upload(i32_host(slots), DType::kI32);
+    const HostKv host_kv = nan_kv_cache(layout, num_blocks, hkv, bs, d);
+    auto args = [&](const Tensor& qkv, Tensor& q, LayerKvCache& kv) {
+      kernels::QkNormRopeArgs a;
+      a.qkv = static_cast<const bf16*>(qkv.data());
+      a.q_norm = static_cast<const bf16*>(qn.data());
+      a.k_norm = static_cast<const bf16*>(kn.data());
+      a.cos_sin = static_cast<const float*>(cs.data());
+      a.cos_sin_bf16 = static_cast<const bf16*>(cs16.data());
+      a.positions = static_cast<const int32_t*>(pos.data());
+      a.slot_mapping = static_cast<const int32_t*>(slot.data());
+      a.q_out = static_cast<bf16*>(q.data());
+      a.k_cache = kv.k.data();
+      a.v_cache = kv.v.data();
+      a.kv_head_major = layout == CudaKvLayout::kHeadMajor;
+      a.block_size = bs;
+      a.eps = 1e-6f;
+      a.num_tokens = t;
+      a.num_q_heads = hq;
+      a.num_kv_heads = hkv;
+      a.head_dim = d;
+      a.max_pos = max_pos;
+      return a;
+    };
+    // Unfused: the store epilogue's product, then the RoPE/store kernel.
+    Tensor qkv = poisoned(DType::kBF16, Shape{t, n}, be);
+    Tensor q_ref = poisoned(DType::kBF16, Shape{t, hq * d}, be);
+    LayerKvCache kv_ref = upload_kv(be, host_kv);
+    be.synchronize();
+    kernels::gemm_ws(x_d.data(), w_d.data(), qkv.data(), t, n, k, GemmWsEpilogue::kStore, 132,
+                     nullptr);
+    kernels::qk_norm_rope_store(args(qkv, q_ref, kv_ref), nullptr);
+    ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+    for (int sms : {132, 3}) {
+      SCOPED_TRACE(testing::Message() << sms << " CTAs");
+      Tensor q = poisoned(DType::kBF16, Shape{t, hq * d}, be);
+      LayerKvCache kv = upload_kv(be, host_kv);
+      be.synchronize();
+      const kernels::QkNormRopeArgs a = args(qkv, q, kv);
+      ASSERT_TRUE(kernels::gemm_ws_rope_supported(t, n, k, x_d.data(), w_d.data(), a));
+      kernels::gemm_ws_rope(x_d.data(), w_d.data(), t, n, k, a, sms, nullptr);
+      ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+      EXPECT_TRUE(bytes_of(q, be) == bytes_of(q_ref, be)) << "q differs";
+      EXPECT_TRUE(bytes_of(kv.k, be) == bytes_of(kv_ref.k, be)) << "K cache differs";
+      EXPECT_TRUE(bytes_of(kv.v, be) == bytes_of(kv_ref.v, be)) << "V cache differs";
+    }
+    // What the fused path does not take: odd head counts, an fp8 cache, no bf16 cos/sin.
+    Tensor q = poisoned(DType::kBF16, Shape{t, hq * d}, be);
+    kernels::QkNormRopeArgs a = args(qkv, q, kv_ref);
+    a.num_q_heads = 3;
+    EXPECT_FALSE(kernels::gemm_ws_rope_supported(t, n - d, k, x_d.data(), w_d.data(), a));
+    a = args(qkv, q, kv_ref);
+    a.kv.fp8 = true;
+    EXPECT_FALSE(kernels::gemm_ws_rope_supported(t, n, k, x_d.data(), w_d.data(), a));
+    a = args(qkv, q, kv_ref);
+    a.cos_sin_bf16 = nullptr;
+    EXPECT_FALSE(kernels::gemm_ws_rope_supported(t, n, k, x_d.data(), w_d.data(), a));
   }
 }
 

@@ -4,6 +4,7 @@
 //                  (rounded where HF's bf16 Qwen3MLP rounds: act_fn(gate) then the product)
 //   add_bias_f32:  out[t, n] += bias[n]   (fp32 logits; bf16 outputs take the GEMM epilogue)
 //   add_into:      dst[i] = bf16(dst[i] + src[i])   (the residual add, when not fused)
+//   round_to_bf16: out[i] = bf16(in[i])             (a bf16 copy of a float table)
 //
 // Memory-bound, grid-stride over (row, vector) pairs, VEC bf16 per access.
 #include "backend/cuda/cuda_check.h"
@@ -58,6 +59,15 @@ __global__ void add_into_kernel(bf16* dst, const bf16* __restrict__ src, int64_t
   }
 }
 
+__global__ void round_to_bf16_kernel(const float* __restrict__ in, int64_t n, bf16* out) {
+  pdl_wait();  // launch.cuh: before touching what earlier kernels write
+  pdl_trigger();
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n;
+       i += int64_t(gridDim.x) * blockDim.x) {
+    out[i] = __float2bfloat16(in[i]);
+  }
+}
+
 unsigned grid_for(int64_t work, int threads) {
   int64_t blocks = (work + threads - 1) / threads;
   // Enough blocks to fill any current GPU several times; the loops stride over the rest.
@@ -94,6 +104,13 @@ void add_into(bf16* dst, const bf16* src, int64_t n, cudaStream_t stream) {
   constexpr int kThreads = 256;
   launch_pdl("add_into_kernel", add_into_kernel, grid_for(n, kThreads), kThreads, 0, stream, dst,
              src, n);
+}
+
+void round_to_bf16(const float* in, int64_t n, bf16* out, cudaStream_t stream) {
+  if (n == 0) return;
+  constexpr int kThreads = 256;
+  launch_pdl("round_to_bf16_kernel", round_to_bf16_kernel, grid_for(n, kThreads), kThreads, 0,
+             stream, in, n, out);
 }
 
 }  // namespace kestrel::kernels

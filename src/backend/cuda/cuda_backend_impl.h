@@ -56,6 +56,11 @@ class CudaBackend final : public Backend {
   void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& out) override;
   void silu_mul(const Tensor& x, Tensor& out) override;
   void linear_silu_mul(const Tensor& x, const Tensor& w, Tensor& gate_up, Tensor& out) override;
+  void linear_qk_norm_rope_attention(const Tensor& x, const Tensor& w_qkv, const Tensor& bias,
+                                     Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
+                                     float eps, const Tensor& cos_sin, const AttentionShape& shape,
+                                     const AttentionMetadata& meta, LayerKvCache& kv, float scale,
+                                     Tensor& q, Tensor& out) override;
   void gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) override;
   void qk_norm_rope_store(const Tensor& qkv, const Tensor& q_norm, const Tensor& k_norm,
                           float eps, const Tensor& cos_sin, const AttentionShape& shape,
@@ -101,6 +106,10 @@ class CudaBackend final : public Backend {
   // and workspace (cuda_attention_ops.cc).
   void run_attention(kernels::PagedAttentionArgs a, const kernels::QkNormRopeArgs* rope,
                      int max_seq_len);
+  // cos_sin rounded to bf16, for the prompt GEMM's RoPE epilogue (gemm_ws.h): made by the
+  // first call for a table (keyed by its address and size) and kept; null when that call
+  // comes during a stream capture (no allocation there), and the caller does not fuse.
+  const kernels::bf16* cos_sin_bf16(const Tensor& cos_sin);
 
   std::shared_ptr<CudaStreamHolder> holder_;
   std::unique_ptr<GemmRunner> gemm_;
@@ -112,6 +121,8 @@ class CudaBackend final : public Backend {
   Tensor scratch_;
   // kernels::PagedAttentionArgs::split_counters: zeroed once, left zeroed by every kernel.
   Tensor split_counters_;
+  Tensor cos_sin_bf16_;
+  const void* cos_sin_bf16_of_ = nullptr;
   // Scratch buffers replaced by a larger one. Kept, not freed: a captured graph may still
   // write to the old address.
   std::vector<Tensor> retired_scratch_;

@@ -43,6 +43,9 @@ void add_bias_f32(float* out, const bf16* bias, int64_t rows, int n, cudaStream_
 // dst[i] = bf16(dst[i] + src[i]) for i < n.
 void add_into(bf16* dst, const bf16* src, int64_t n, cudaStream_t stream);
 
+// out[i] = bf16(in[i]) for i < n (round to nearest even).
+void round_to_bf16(const float* in, int64_t n, bf16* out, cudaStream_t stream);
+
 // An fp8 KV cache (backend.h, LayerKvCache): K/V rows hold e4m3 bytes, value = byte x scale,
 // scales f32 [2, Hkv] (K then V), powers of two. Kernels taking a cache get it as bytes
 // (`void*`) and read `kv_fp8` to know which of the two it is.
@@ -58,6 +61,7 @@ struct QkNormRopeArgs {
   const bf16* q_norm = nullptr;     // [D] or null (no q norm)
   const bf16* k_norm = nullptr;     // [D] or null (no k norm)
   const float* cos_sin = nullptr;   // [max_pos, D]: cos in [:, :D/2], sin in [:, D/2:]
+  const bf16* cos_sin_bf16 = nullptr;  // the same rounded to bf16, or null (gemm_ws_rope's)
   const int32_t* positions = nullptr;     // [T], clamped to [0, max_pos)
   const int32_t* slot_mapping = nullptr;  // [T], -1 = do not store
   bf16* q_out = nullptr;            // [T, Hq D]

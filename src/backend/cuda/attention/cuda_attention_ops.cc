@@ -4,6 +4,8 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm/gemm.h"
 #include "backend/cuda/kernels.h"
 #include "backend/cuda/op_checks.h"
 #include "core/error.h"
@@ -219,6 +221,43 @@ void CudaBackend::qk_norm_rope_attention(const Tensor& qkv, const Tensor& q_norm
     return;
   }
   run_attention(a, &r, meta.max_seq_len);
+}
+
+void CudaBackend::linear_qk_norm_rope_attention(const Tensor& x, const Tensor& w_qkv,
+                                                const Tensor& bias, Tensor& qkv,
+                                                const Tensor& q_norm, const Tensor& k_norm,
+                                                float eps, const Tensor& cos_sin,
+                                                const AttentionShape& shape,
+                                                const AttentionMetadata& meta, LayerKvCache& kv,
+                                                float scale, Tensor& q, Tensor& out) {
+  const char* op = "linear_qk_norm_rope_attention";
+  const auto [t, n, k] = check_product(op, x, 1, w_qkv, bias, qkv, false);
+  if (!bias.defined() && gemm_->prompt_kernel() == GemmRunner::PromptKernel::kQkvRope &&
+      t >= GemmRunner::kPromptKernelMinTokens) {
+    kernels::QkNormRopeArgs r =
+        rope_args(op, qkv, q_norm, k_norm, eps, cos_sin, shape, meta, kv, q, kv_layout_);
+    r.cos_sin_bf16 = cos_sin_bf16(cos_sin);
+    if (r.cos_sin_bf16 != nullptr && gemm_->run_qkv_rope(x.data(), w_qkv.data(), t, n, k, r)) {
+      run_attention(attention_args(op, q, kv, shape, meta, scale, out, kv_layout_), nullptr,
+                    meta.max_seq_len);
+      return;
+    }
+  }
+  linear(x, w_qkv, bias, qkv);
+  qk_norm_rope_attention(qkv, q_norm, k_norm, eps, cos_sin, shape, meta, kv, scale, q, out);
+}
+
+const kernels::bf16* CudaBackend::cos_sin_bf16(const Tensor& cos_sin) {
+  if (cos_sin.data() != cos_sin_bf16_of_ || cos_sin_bf16_.numel() != cos_sin.numel()) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    KS_CUDA_CHECK(cudaStreamIsCapturing(stream(), &status));
+    if (status != cudaStreamCaptureStatusNone) return nullptr;
+    cos_sin_bf16_ = empty(DType::kBF16, cos_sin.shape());
+    kernels::round_to_bf16(static_cast<const float*>(cos_sin.data()), cos_sin.numel(),
+                           bf_mut(cos_sin_bf16_), stream());
+    cos_sin_bf16_of_ = cos_sin.data();
+  }
+  return bf(cos_sin_bf16_);
 }
 
 void CudaBackend::run_attention(kernels::PagedAttentionArgs a, const kernels::QkNormRopeArgs* rope,

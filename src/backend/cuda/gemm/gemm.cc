@@ -62,7 +62,7 @@ GemmRunner::GemmRunner(cudaStream_t stream) : stream_(stream) {
   wgmma_ = sm90_ && wgmma_env != nullptr && std::atoi(wgmma_env) != 0;
   set_prompt_kernel(kDefaultPromptKernel);
   if (const char* env = std::getenv("KESTREL_GEMM_WS")) {
-    set_prompt_kernel(static_cast<PromptKernel>(std::clamp(std::atoi(env), 0, 2)));
+    set_prompt_kernel(static_cast<PromptKernel>(std::clamp(std::atoi(env), 0, 3)));
   }
   KS_CUBLAS_CHECK(cublasLtCreate(&handle_));
   KS_CUDA_CHECK(cudaMalloc(&workspace_, kWorkspaceBytes));
@@ -205,6 +205,16 @@ bool GemmRunner::run_silu_mul(const void* x, const void* w, void* out, int64_t t
     return false;
   }
   kernels::gemm_ws(x, w, out, t, n, k, kernels::GemmWsEpilogue::kSiluMul, num_sms_, stream_);
+  return true;
+}
+
+bool GemmRunner::run_qkv_rope(const void* x, const void* w, int64_t t, int64_t n, int64_t k,
+                              const kernels::QkNormRopeArgs& rope) {
+  if (prompt_kernel_ != PromptKernel::kQkvRope || t < kPromptKernelMinTokens ||
+      !kernels::gemm_ws_rope_supported(t, n, k, x, w, rope)) {
+    return false;
+  }
+  kernels::gemm_ws_rope(x, w, t, n, k, rope, num_sms_, stream_);
   return true;
 }
 

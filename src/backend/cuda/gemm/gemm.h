@@ -24,6 +24,8 @@
 #include <tuple>
 #include <vector>
 
+#include "backend/cuda/kernels.h"
+
 namespace kestrel {
 
 class GemmRunner {
@@ -65,14 +67,18 @@ class GemmRunner {
   bool wgmma_gemm() const { return wgmma_; }
 
   // Prompt-sized products (t >= kPromptKernelMinTokens) on our warp-specialised wgmma kernel
-  // (gemm_ws.h) on compute capability 9.0: kSiluMul takes the MLP's gate_up product with its
-  // activation fused (run_silu_mul), kAll also every plain bf16 product without bias (run).
-  // The environment variable KESTREL_GEMM_WS (0, 1 or 2) overrides the default, for A/B
-  // measurements; ignored on other devices. H200 (gemm_ws_bench, docs/cuda_backend.md): the
-  // fused gate_up at 2,048-8,192 rows takes 17-20% less than cuBLASLt's product plus
-  // silu_mul, and loses at 1,024 (one and a half waves of tiles); the plain products are
-  // within 1-7% of cuBLASLt's at 2,048+ rows, so kAll is not the default.
-  enum class PromptKernel { kOff = 0, kSiluMul = 1, kAll = 2 };
+  // (gemm_ws.h) on compute capability 9.0: kSiluMul (the default) takes the MLP's gate_up
+  // product with its activation fused (run_silu_mul); kAll also every plain bf16 product
+  // without bias (run); kQkvRope also the qkv product with its norm, RoPE and cache store
+  // (run_qkv_rope). The environment variable KESTREL_GEMM_WS (0-3, the enum's values)
+  // overrides the default; ignored on other devices. H200 (docs/cuda_backend.md, "Prompt-
+  // sized GEMM on wgmma"): the fused gate_up at 2,048-8,192 rows takes 17-20% less than
+  // cuBLASLt's product plus silu_mul, and loses at 1,024 (one and a half waves of tiles);
+  // the plain products are within 1-7% of cuBLASLt's at 2,048+ rows; with the qkv RoPE
+  // epilogue (bit for bit the unfused store's) the prefill workload is at par at best
+  // (494,028 against 501,704 prompt tok/s in one call): its three epilogue warps barely keep
+  // up with the products. So only kSiluMul is on by default.
+  enum class PromptKernel { kOff = 0, kSiluMul = 1, kAll = 2, kQkvRope = 3 };
   void set_prompt_kernel(PromptKernel k) { prompt_kernel_ = sm90_ ? k : PromptKernel::kOff; }
   PromptKernel prompt_kernel() const { return prompt_kernel_; }
   static constexpr PromptKernel kDefaultPromptKernel = PromptKernel::kSiluMul;
@@ -81,6 +87,11 @@ class GemmRunner {
   // when the prompt kernel takes this call; false (nothing enqueued) otherwise, and the
   // caller runs run() then silu_mul.
   bool run_silu_mul(const void* x, const void* w, void* out, int64_t t, int64_t n, int64_t k);
+  // The qkv product with qk_norm_rope_store as its epilogue (gemm_ws_rope: q to rope.q_out,
+  // K and V into the cache), when the prompt kernel takes this call; false otherwise, and the
+  // caller runs run() then qk_norm_rope_store.
+  bool run_qkv_rope(const void* x, const void* w, int64_t t, int64_t n, int64_t k,
+                    const kernels::QkNormRopeArgs& rope);
 
   // Timing of cuBLASLt candidates (see above); off by default (it cost more in first-call
   // planning than it saved end to end), on when the environment variable KESTREL_GEMM_TUNE

@@ -17,11 +17,14 @@
 
 #include <cstdint>
 
+#include "backend/cuda/kernels.h"
+
 namespace kestrel::kernels {
 
 enum class GemmWsEpilogue {
   kStore,    // out [T, N]
   kSiluMul,  // out [T, N / 2]: w's first N / 2 rows are the gate, the rest the up projection
+  kQkNormRopeStore,  // gemm_ws_rope only
 };
 
 constexpr int kGemmWsTileRows = 128;  // tokens per tile
@@ -38,5 +41,16 @@ bool gemm_ws_supported(int64_t t, int64_t n, int64_t k, const void* x, const voi
 // most) loops over the output tiles.
 void gemm_ws(const void* x, const void* w, void* out, int64_t t, int64_t n, int64_t k,
              GemmWsEpilogue epilogue, int num_sms, cudaStream_t stream);
+
+// The qkv product of a prompt step with qk_norm_rope_store (kernels.h) as its epilogue:
+// w [(Hq + 2 Hkv) D, k]; the normed, rotated q heads go to rope.q_out, K and V into the cache
+// at their slots, as the plain product followed by qk_norm_rope_store would write them (same
+// bits); rope.qkv is not read. True when it can: gemm_ws_supported's conditions with
+// rope.q_out as out, D = 128, Hq and Hkv even (a tile is two heads of one kind), a bf16
+// cache, rope.cos_sin_bf16 given, rope.num_tokens == t and 16-byte aligned caches and tables.
+bool gemm_ws_rope_supported(int64_t t, int64_t n, int64_t k, const void* x, const void* w,
+                            const QkNormRopeArgs& rope);
+void gemm_ws_rope(const void* x, const void* w, int64_t t, int64_t n, int64_t k,
+                  const QkNormRopeArgs& rope, int num_sms, cudaStream_t stream);
 
 }  // namespace kestrel::kernels

@@ -40,6 +40,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/gemm/gemm_ws.h"
+#include "backend/cuda/gemm/gemm_ws_rope.cuh"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/tma.cuh"
 #include "backend/cuda/tma_map.h"
@@ -54,22 +55,31 @@ constexpr int kCols = kGemmWsTileCols;  // rows of w per tile
 constexpr int kStepK = 64;
 constexpr int kStages = 3;
 constexpr int kThreads = 384;
-constexpr int kProducerRegs = 40;
-constexpr int kConsumerRegs = 232;  // 40 x 128 + 232 x 256 <= 168 x 384, the launch's pool
+constexpr GemmWsEpilogue kRope = GemmWsEpilogue::kQkNormRopeStore;
+// Registers of warpgroup 0 (producer and epilogue) and of each computing warpgroup:
+// 128 p + 256 c <= 168 x 384, the launch's pool. The RoPE epilogue holds a token's cos, sin
+// and norm weights (8 each) for four tokens' values at a time (gemm_ws_rope.cuh): 104 / 200 (88 / 208 and 96 / 200 spilled).
+template <GemmWsEpilogue E>
+constexpr int kProducerRegs = E == kRope ? 104 : 40;
+template <GemmWsEpilogue E>
+constexpr int kConsumerRegs = E == kRope ? 200 : 232;
 
 constexpr int kBarEpilogue = 1;  // named barrier of the epilogue warps
 constexpr int kEpilogueThreads = 96;  // warpgroup 0's warps 1-3
 
+// Each consumer's staging tile: 64 rows x 256 bf16 as four 64 x 64 panels of 8 KB.
+constexpr uint32_t kPanel = 64 * 128;
+
+template <GemmWsEpilogue E>
 struct Layout {
   static constexpr uint32_t kX = kRows * 128;  // one stage's x box: 128 rows x 128 bytes
   static constexpr uint32_t kW = kCols * 128;  // w's two boxes
   static constexpr uint32_t kStage = kX + kW;
-  // Each consumer's output tile: 64 rows x 256 bf16 as four 64 x 64 panels of 8 KB.
-  static constexpr uint32_t kPanel = 64 * 128;
   static constexpr uint32_t kStaging = kStages * kStage;  // [2][kCols / 64 panels]
   // mbarriers: full[kStages], empty[kStages], staged[2], drained[2]
   static constexpr uint32_t kBars = kStaging + 2 * (kCols / 64) * kPanel;
-  static constexpr uint32_t kBytes = kBars + (2 * kStages + 4) * 8;
+  static constexpr uint32_t kRopeTable = kBars + 128;  // gemm_ws_rope.cuh's table (kRope)
+  static constexpr uint32_t kBytes = kRopeTable + (E == kRope ? gemm_ws_epilogue::kRopeTableBytes : 0);
   static constexpr uint32_t kAlloc = kBytes + 1024;  // slack to align the base to 1 KB
   static_assert(kAlloc <= 227 * 1024, "shared memory per block");
 };
@@ -91,7 +101,7 @@ __device__ __forceinline__ void stage_tile(const float (&acc)[128], uint32_t sta
 #pragma unroll
     for (int j = 0; j < kCols / 8; ++j) {
       const uint32_t v = pack_bf16(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
-      const uint32_t at = staging + (j / 8) * Layout::kPanel + r * 128 +
+      const uint32_t at = staging + (j / 8) * kPanel + r * 128 +
                           (((j % 8) ^ (r % 8)) << 4) + 4 * (lane % 4);
       asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(v) : "memory");
     }
@@ -104,8 +114,8 @@ __device__ __forceinline__ void stage_tile(const float (&acc)[128], uint32_t sta
 __device__ __forceinline__ void activate_tile(uint32_t staging, int tid) {
   for (int i = tid; i < 64 * 16; i += kEpilogueThreads) {
     const int r = i / 16, q = i % 16;
-    const uint32_t g_at = staging + (q / 8) * Layout::kPanel + r * 128 + (((q % 8) ^ (r % 8)) << 4);
-    const uint32_t u_at = g_at + 2 * Layout::kPanel;
+    const uint32_t g_at = staging + (q / 8) * kPanel + r * 128 + (((q % 8) ^ (r % 8)) << 4);
+    const uint32_t u_at = g_at + 2 * kPanel;
     uint32_t g[4], u[4];
     asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
                  : "=r"(g[0]), "=r"(g[1]), "=r"(g[2]), "=r"(g[3]) : "r"(g_at) : "memory");
@@ -127,10 +137,11 @@ template <GemmWsEpilogue E>
 __global__ void __launch_bounds__(kThreads, 1)
     gemm_ws_kernel(const __grid_constant__ CUtensorMap x_map,
                    const __grid_constant__ CUtensorMap w_map,
-                   const __grid_constant__ CUtensorMap out_map, int t, int n, int k) {
+                   const __grid_constant__ CUtensorMap out_map, int t, int n, int k,
+                   const __grid_constant__ QkNormRopeArgs rope) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   using namespace sm90;
-  using L = Layout;
+  using L = Layout<E>;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t base = (raw + 1023) & ~1023u;
@@ -162,14 +173,42 @@ __global__ void __launch_bounds__(kThreads, 1)
   // divergent is serialised.
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   if (warpgroup == 0) {
-    setmaxnreg_dec<kProducerRegs>();
-    if (threadIdx.x >= 32) {  // the epilogue
+    setmaxnreg_dec<kProducerRegs<E>>();
+    if (threadIdx.x >= 32 && E == kRope) {  // the epilogue: qk_norm_rope_store
+      const int tid = threadIdx.x - 32;
+      const uint32_t table = base + L::kRopeTable;
+      int done = 0;  // tiles so far
+      for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++done) {
+        const int h0 = tile % tiles_n * (kCols / gemm_ws_epilogue::kRopeD);
+        const bool rope_heads = h0 < rope.num_q_heads + rope.num_kv_heads;
+        for (int c = 0; c < 2; ++c) {
+          const uint32_t staging = base + L::kStaging + c * (kCols / 64) * kPanel;
+          const int row0 = tile / tiles_n * kRows + c * 64;
+          named_barrier_sync(kBarEpilogue, kEpilogueThreads);  // the table's readers are done
+          gemm_ws_epilogue::fill_rope_table<kEpilogueThreads>(rope, row0, rope_heads, table, tid,
+                                                            kBarEpilogue);
+          named_barrier_sync(kBarEpilogue, kEpilogueThreads);
+          mbar_wait(staged(c), done & 1);
+          if (rope.kv_head_major) {
+            gemm_ws_epilogue::rope_store_tile<kEpilogueThreads / 32, true>(rope, staging, kPanel, table,
+                                                                  row0, h0, tid / 32);
+          } else {
+            gemm_ws_epilogue::rope_store_tile<kEpilogueThreads / 32, false>(rope, staging, kPanel,
+                                                                   table, row0, h0, tid / 32);
+          }
+          named_barrier_sync(kBarEpilogue, kEpilogueThreads);  // the staging tile is read
+          if (tid == 0) mbar_arrive(drained(c));
+        }
+      }
+      return;
+    }
+    if (threadIdx.x >= 32) {  // the epilogue: activation (kSiluMul) and TMA stores
       const int tid = threadIdx.x - 32;
       constexpr int kOutPanels = E == GemmWsEpilogue::kStore ? kCols / 64 : kCols / 128;
       int done = 0;  // tiles so far
       for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++done) {
         for (int c = 0; c < 2; ++c) {
-          const uint32_t staging = base + L::kStaging + c * (kCols / 64) * L::kPanel;
+          const uint32_t staging = base + L::kStaging + c * (kCols / 64) * kPanel;
           mbar_wait(staged(c), done & 1);
           if constexpr (E == GemmWsEpilogue::kSiluMul) activate_tile(staging, tid);
           fence_proxy_async_shared();  // the tile's writes, before the TMA unit reads them
@@ -179,7 +218,7 @@ __global__ void __launch_bounds__(kThreads, 1)
             const int col0 = tile % tiles_n * (kOutPanels * 64);
 #pragma unroll
             for (int p = 0; p < kOutPanels; ++p) {
-              tma_store_2d(&out_map, staging + p * L::kPanel, col0 + 64 * p, row0);
+              tma_store_2d(&out_map, staging + p * kPanel, col0 + 64 * p, row0);
             }
             bulk_commit_group();
             bulk_wait_read<0>();
@@ -194,8 +233,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     int it = 0;  // K blocks copied so far, over all of the CTA's tiles
     for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
       const int row0 = tile / tiles_n * kRows, tile_n = tile % tiles_n;
-      const int lo = E == GemmWsEpilogue::kStore ? tile_n * kCols : tile_n * (kCols / 2);
-      const int hi = E == GemmWsEpilogue::kStore ? lo + kCols / 2 : n / 2 + lo;
+      const bool silu = E == GemmWsEpilogue::kSiluMul;
+      const int lo = silu ? tile_n * (kCols / 2) : tile_n * kCols;
+      const int hi = silu ? n / 2 + lo : lo + kCols / 2;
       for (int b = 0; b < blocks; ++b, ++it) {
         const int s = it % kStages;
         mbar_wait(empty(s), ((it / kStages) & 1) ^ 1);  // a new barrier passes parity 1
@@ -208,9 +248,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     return;
   }
-  setmaxnreg_inc<kConsumerRegs>();
+  setmaxnreg_inc<kConsumerRegs<E>>();
   const int c = warpgroup - 1;  // this warpgroup's 64 tokens of the tile
-  const uint32_t staging = base + L::kStaging + c * (kCols / 64) * L::kPanel;
+  const uint32_t staging = base + L::kStaging + c * (kCols / 64) * kPanel;
   auto release = [&](int s) {
     __syncwarp();
     if (threadIdx.x % 32 == 0) mbar_arrive(empty(s));
@@ -249,15 +289,18 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 template <GemmWsEpilogue E>
 void launch(const void* x, const void* w, void* out, int t, int n, int k, int num_sms,
-            cudaStream_t stream) {
-  constexpr int bytes = static_cast<int>(Layout::kAlloc);
+            const QkNormRopeArgs& rope, cudaStream_t stream) {
+  constexpr int bytes = static_cast<int>(Layout<E>::kAlloc);
   allow_dynamic_smem<gemm_ws_kernel<E>>(bytes);
   const int64_t tiles = int64_t(t + kRows - 1) / kRows * (n / kCols);
   const auto grid = static_cast<unsigned>(std::min<int64_t>(tiles, std::max(num_sms, 1)));
-  const int out_cols = E == GemmWsEpilogue::kStore ? n : n / 2;
-  launch_pdl("gemm_ws_kernel", gemm_ws_kernel<E>, grid, kThreads, bytes, stream,
-             bf16_matrix_map(x, t, k, kRows), bf16_matrix_map(w, n, k, kCols / 2),
-             bf16_matrix_map(out, t, out_cols, 64), t, n, k);
+  const CUtensorMap x_map = bf16_matrix_map(x, t, k, kRows);
+  // kRope stores from registers: its out_map is never read (x's stands in).
+  const CUtensorMap out_map =
+      E == kRope ? x_map
+                 : bf16_matrix_map(out, t, E == GemmWsEpilogue::kStore ? n : n / 2, 64);
+  launch_pdl("gemm_ws_kernel", gemm_ws_kernel<E>, grid, kThreads, bytes, stream, x_map,
+             bf16_matrix_map(w, n, k, kCols / 2), out_map, t, n, k, rope);
   KS_CUDA_CHECK_LAUNCH("gemm_ws_kernel");
 }
 
@@ -278,10 +321,33 @@ void gemm_ws(const void* x, const void* w, void* out, int64_t t, int64_t n, int6
   KS_CUDA_CHECK(gemm_ws_supported(t, n, k, x, w, out) ? cudaSuccess : cudaErrorInvalidValue);
   const int ti = static_cast<int>(t), ni = static_cast<int>(n), ki = static_cast<int>(k);
   if (epilogue == GemmWsEpilogue::kStore) {
-    launch<GemmWsEpilogue::kStore>(x, w, out, ti, ni, ki, num_sms, stream);
+    launch<GemmWsEpilogue::kStore>(x, w, out, ti, ni, ki, num_sms, {}, stream);
+  } else if (epilogue == GemmWsEpilogue::kSiluMul) {
+    launch<GemmWsEpilogue::kSiluMul>(x, w, out, ti, ni, ki, num_sms, {}, stream);
   } else {
-    launch<GemmWsEpilogue::kSiluMul>(x, w, out, ti, ni, ki, num_sms, stream);
+    KS_CUDA_CHECK(cudaErrorInvalidValue);  // kQkNormRopeStore comes through gemm_ws_rope
   }
+}
+
+bool gemm_ws_rope_supported(int64_t t, int64_t n, int64_t k, const void* x, const void* w,
+                            const QkNormRopeArgs& rope) {
+  const int hq = rope.num_q_heads, hkv = rope.num_kv_heads;
+  return gemm_ws_supported(t, n, k, x, w, rope.q_out) && rope.head_dim == gemm_ws_epilogue::kRopeD &&
+         hq > 0 && hkv > 0 && hq % 2 == 0 && hkv % 2 == 0 &&
+         n == int64_t(hq + 2 * hkv) * gemm_ws_epilogue::kRopeD && !rope.kv.fp8 &&
+         rope.num_tokens == t && rope.block_size > 0 && rope.max_pos > 0 &&
+         rope.cos_sin_bf16 != nullptr && aligned16(rope.cos_sin_bf16) &&
+         aligned16(rope.k_cache) && aligned16(rope.v_cache) && aligned16(rope.cos_sin) &&
+         (rope.q_norm == nullptr || aligned16(rope.q_norm)) &&
+         (rope.k_norm == nullptr || aligned16(rope.k_norm));
+}
+
+void gemm_ws_rope(const void* x, const void* w, int64_t t, int64_t n, int64_t k,
+                  const QkNormRopeArgs& rope, int num_sms, cudaStream_t stream) {
+  KS_CUDA_CHECK(gemm_ws_rope_supported(t, n, k, x, w, rope) ? cudaSuccess
+                                                              : cudaErrorInvalidValue);
+  launch<kRope>(x, w, nullptr, static_cast<int>(t), static_cast<int>(n), static_cast<int>(k),
+                num_sms, rope, stream);
 }
 
 }  // namespace kestrel::kernels
