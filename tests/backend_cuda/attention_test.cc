@@ -521,6 +521,29 @@ TEST(CudaAttention, PrefillUniformBatches) {
   }
 }
 
+// The warp-specialised kernel's persistent form (KESTREL_PREFILL_WS_PERSIST=1) with three
+// CTAs, so that each runs many (sequence, KV head, query tile) items through one ring: the
+// uniform batches above (the second with its keys split) and a longer one. Other kernels
+// ignore the env. (Written in session 14 after the device time was spent: not yet run.)
+TEST(CudaAttention, PrefillPersistentSeveralItemsPerCta) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(72);
+  ScopedEnv persist("KESTREL_PREFILL_WS_PERSIST", "1");
+  ScopedEnv ctas("KESTREL_PREFILL_WS_CTAS", "3");
+  const std::vector<std::vector<SeqSpec>> batches{{{0, 100}, {37, 100}, {300, 100}, {1, 100}},
+                                                  {{2000, 40}, {1000, 40}},
+                                                  {{0, 300}, {5, 300}}};
+  for (const auto& seqs : batches) {
+    for (const Config& c : {Config{16, 8, 128, 16}, Config{8, 8, 64, 1}}) {
+      for (CudaKvLayout layout : kLayouts) {
+        SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " D " << c.d
+                                        << " first prefix " << seqs[0].cached);
+        run_case(c, seqs, layout, rng);
+      }
+    }
+  }
+}
+
 // On compute capability 9.0 the tests above run a wgmma kernel (attention_prefill_ws_sm90a.cu);
 // this one runs the mma.sync kernel that other GPUs take, on the same cases, by switching
 // the sm_90a kernels off for its duration.

@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(256, 1)
     __syncthreads();  // every warpgroup done with buf before it is refilled
   }
   cp_async_wait<0>();
-  rows.store(a, w, part_ml, part_acc);
+  rows.store(a, w, blockIdx.z, part_ml, part_acc);
 #else
   __trap();  // compiled for sm_90a only; the dispatch never launches it elsewhere
 #endif

@@ -20,6 +20,9 @@
 // causal prompt) still takes its turns and releases those tiles, so neither the turn-taking
 // nor the ring stalls.
 // Shared memory at D = 128: Q 32 KB + kStages x (K + V) 64 KB + key row indices and barriers.
+#include <algorithm>
+#include <cstdlib>
+
 #include "backend/cuda/attention/attention_prefill.cuh"
 #include "backend/cuda/attention/kv_layout.cuh"
 #include "backend/cuda/attention/prefill_wgmma.cuh"
@@ -54,21 +57,25 @@ struct Layout {
   static constexpr uint32_t kK = kQ + (D / 64) * kQPanel;  // K[kStages]
   static constexpr uint32_t kV = kK + kStages * kTile;     // V[kStages]
   static constexpr uint32_t kRowIdx = kV + kStages * kTile;  // int32 [kStages][kKeys]
-  // mbarriers: q_full, then k_full, v_full, k_empty, v_empty [kStages] each
+  // mbarriers: q_full, q_empty, then k_full, v_full, k_empty, v_empty [kStages] each
   static constexpr uint32_t kBars = kRowIdx + kStages * kKeys * 4;
-  static constexpr uint32_t kBytes = kBars + (1 + 4 * kStages) * 8;
+  static constexpr uint32_t kBytes = kBars + (2 + 4 * kStages) * 8;
   static constexpr uint32_t kAlloc = kBytes + 1024;  // slack for the alignment
   static_assert(kAlloc + 64 <= 227 * 1024, "shared memory per block");
 };
 
+// Tiles are numbered across the CTA's work items (t0 + the item's own tile index), so the
+// ring's buffers and parities run on from one item to the next; Q's barriers alternate per
+// item n.
 template <int kStages>
 struct Ring {
   uint32_t bars;
   __device__ uint32_t q_full() const { return bars; }
-  __device__ uint32_t k_full(int t) const { return bars + 8 * (1 + t % kStages); }
-  __device__ uint32_t v_full(int t) const { return bars + 8 * (1 + kStages + t % kStages); }
-  __device__ uint32_t k_empty(int t) const { return bars + 8 * (1 + 2 * kStages + t % kStages); }
-  __device__ uint32_t v_empty(int t) const { return bars + 8 * (1 + 3 * kStages + t % kStages); }
+  __device__ uint32_t q_empty() const { return bars + 8; }
+  __device__ uint32_t k_full(int t) const { return bars + 8 * (2 + t % kStages); }
+  __device__ uint32_t v_full(int t) const { return bars + 8 * (2 + kStages + t % kStages); }
+  __device__ uint32_t k_empty(int t) const { return bars + 8 * (2 + 2 * kStages + t % kStages); }
+  __device__ uint32_t v_empty(int t) const { return bars + 8 * (2 + 3 * kStages + t % kStages); }
   // Parity of tile t's use of its buffer (the consumers wait for it to fill; the producer,
   // for the use before it to be released: parity ^ 1, which a new barrier passes at once).
   __device__ static uint32_t parity(int t) { return (t / kStages) & 1; }
@@ -129,12 +136,15 @@ __device__ __forceinline__ void fill(bool boxes, const CUtensorMap* map, int32_t
   cp_async_mbar_arrive(full);
 }
 
+// One work item's Q and key tiles; t0: tiles of the CTA's earlier items, n: their number.
 template <int D, bool kHeadMajor, int kStages>
 __device__ __forceinline__ void produce(const PagedAttentionArgs& a, const PrefillWork& w,
                                         int num_tiles, uint32_t base, int32_t* row_idx,
-                                        const Ring<kStages>& ring, const KvSource& src) {
+                                        const Ring<kStages>& ring, const KvSource& src, int t0,
+                                        int n) {
   using L = Layout<D, kStages>;
   const int tid = threadIdx.x;  // 0 .. 127: one key of each tile
+  mbar_wait(ring.q_empty(), (n & 1) ^ 1);  // the last item's products are done with Q
   load_q<D, 128>(a, w, base + L::kQ);
   cp_async_mbar_arrive(ring.q_full());
   const int32_t* block_table = a.block_tables + int64_t(w.b) * a.max_blocks_per_seq;
@@ -160,7 +170,8 @@ __device__ __forceinline__ void produce(const PagedAttentionArgs& a, const Prefi
   int page = num_tiles > 0 ? page_of(w.k_begin) : -1;
   for (int t = 0; t < num_tiles; ++t) {
     const int key0 = w.k_begin + t * kKeys;
-    const int slot = t % kStages;
+    const int ct = t0 + t;  // the tile's number in the CTA's ring
+    const int slot = ct % kStages;
     int32_t* const rows = row_idx + slot * kKeys;
     // The producer's earlier readers of this slot passed kBarProducer since (kStages >= 2).
     const int32_t row =
@@ -175,14 +186,13 @@ __device__ __forceinline__ void produce(const PagedAttentionArgs& a, const Prefi
     const bool boxes = consecutive && key0 + kKeys <= w.k_end;
     // Every producer thread waits before it arrives on full: its arrival then cannot count
     // toward the buffer's previous fill. (Thread 0's row is rows[0], where boxes start.)
-    mbar_wait(ring.k_empty(t), Ring<kStages>::parity(t) ^ 1);
+    mbar_wait(ring.k_empty(ct), Ring<kStages>::parity(ct) ^ 1);
     fill<D>(boxes, src.k_map, row, m, static_cast<const bf16*>(a.k_cache), rows,
-            base + L::kK + slot * L::kTile, ring.k_full(t));
-    mbar_wait(ring.v_empty(t), Ring<kStages>::parity(t) ^ 1);
+            base + L::kK + slot * L::kTile, ring.k_full(ct));
+    mbar_wait(ring.v_empty(ct), Ring<kStages>::parity(ct) ^ 1);
     fill<D>(boxes, src.v_map, row, m, static_cast<const bf16*>(a.v_cache), rows,
-            base + L::kV + slot * L::kTile, ring.v_full(t));
+            base + L::kV + slot * L::kTile, ring.v_full(ct));
   }
-  cp_async_wait_all();
 }
 
 // One consumer warpgroup: its 64 rows and its side of the ring and of the turn-taking.
@@ -198,12 +208,14 @@ struct Consumer {
   const Ring<kStages>& ring;
   uint32_t base, q;
   int num_tiles, my_turn, other_turn;
+  int t0, n;              // the ring's tiles and the items before this one (Ring)
   bool last_turn_passes;  // consumer 1's last turn would pass to a finished consumer 0
 
   __device__ Consumer(const PagedAttentionArgs& a, const PrefillWork& work, int tiles, int c,
-                      uint32_t smem, const Ring<kStages>& r)
+                      uint32_t smem, const Ring<kStages>& r, int tiles_before, int items_before)
       : w(work), ring(r), base(smem), num_tiles(tiles), my_turn(kBarTurn + c),
-        other_turn(kBarTurn + 1 - c), last_turn_passes(c == 0) {
+        other_turn(kBarTurn + 1 - c), t0(tiles_before), n(items_before),
+        last_turn_passes(c == 0) {
     rows.init(w, a.scale, 64 * c);
     q = base + L::kQ + rows.row0 * 128;
   }
@@ -220,16 +232,17 @@ struct Consumer {
   // serialise the products).
   template <bool kS, bool kPV>
   __device__ void step(int t) {
-    if (t < num_tiles) mbar_wait(ring.k_full(t), Ring<kStages>::parity(t));
-    if (t >= 1) mbar_wait(ring.v_full(t - 1), Ring<kStages>::parity(t - 1));
+    const int ct = t0 + t;  // tile t's number in the ring
+    if (t < num_tiles) mbar_wait(ring.k_full(ct), Ring<kStages>::parity(ct));
+    if (t >= 1) mbar_wait(ring.v_full(ct - 1), Ring<kStages>::parity(ct - 1));
     fence_proxy_async_shared();  // the copies, seen through the barrier, before the wgmmas
     named_barrier_sync(my_turn, 256);
     if constexpr (kS) {
-      rows.issue_s(q, L::kQPanel, base + L::kK + (t % kStages) * L::kTile, L::kKvPanel);
+      rows.issue_s(q, L::kQPanel, base + L::kK + (ct % kStages) * L::kTile, L::kKvPanel);
       wgmma_commit();
     }
     if constexpr (kPV) {
-      rows.issue_pv(p, base + L::kV + ((t - 1) % kStages) * L::kTile, L::kKvPanel);
+      rows.issue_pv(p, base + L::kV + ((ct - 1) % kStages) * L::kTile, L::kKvPanel);
       wgmma_commit();
     }
     if (last_turn_passes || t < num_tiles) named_barrier_arrive(other_turn, 256);
@@ -241,13 +254,13 @@ struct Consumer {
       }
       wgmma_fence_operand(rows.s);
     }
-    if (t < num_tiles) release(ring.k_empty(t));
+    if (t < num_tiles) release(ring.k_empty(ct));
     if constexpr (kS) rows.softmax(w, w.k_begin + t * kKeys, corr);
     if constexpr (kPV) {
       wgmma_wait<0>();
       wgmma_fence_operand(rows.o);
     }
-    if (t >= 1) release(ring.v_empty(t - 1));
+    if (t >= 1) release(ring.v_empty(ct - 1));
     if constexpr (kS) {
       if constexpr (kPV) rows.rescale_o(corr);
       rows.pack_p(p);
@@ -256,7 +269,7 @@ struct Consumer {
 
   __device__ void run() {
     if (my_turn == kBarTurn + 1) named_barrier_arrive(other_turn, 256);  // consumer 0 first
-    mbar_wait(ring.q_full(), 0);
+    mbar_wait(ring.q_full(), n & 1);
     // Tiles this warpgroup's rows see: a prefix of the CTA's. (Broadcast from lane 0, so
     // that ptxas sees a warp-uniform value: wgmma under a branch it thinks divergent is
     // serialised.)
@@ -272,14 +285,20 @@ struct Consumer {
       step<false, true>(t++);
     }
     for (; t <= num_tiles; ++t) step<false, false>(t);
+    release(ring.q_empty());  // every product that read Q is done (waited for in the steps)
   }
 };
 
+// A CTA runs work items blockIdx.x, + gridDim.x, ... of num_x x Hkv x splits (KV head
+// fastest, then prefill_grid's query-tile axis, longest tiles first; key split slowest).
+// With one CTA per item this is the plain grid; with fewer (persistent: one per SM) the
+// copying warpgroup starts the next item's Q and key tiles while the computing warpgroups
+// finish the last one, instead of a new CTA's launch, set-up and first copies each time.
 template <int D, bool kHeadMajor, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
     prefill_ws_kernel(const __grid_constant__ CUtensorMap k_map,
                       const __grid_constant__ CUtensorMap v_map, bool tma,
-                      PagedAttentionArgs a, int group, int q_tile, int uniform_tiles,
+                      PagedAttentionArgs a, int group, int q_tile, int uniform_tiles, int num_x,
                       AttentionSplit split, float* part_ml, float* part_acc) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
   pdl_wait();
@@ -291,30 +310,51 @@ __global__ void __launch_bounds__(kThreads, 1)
       smem_raw + (base - static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw))) +
       L::kRowIdx);
   const Ring<kStages> ring{base + L::kBars};
-  const PrefillWork w = find_prefill_work(a, group, q_tile, uniform_tiles, split, kKeys);
-  if (w.b < 0) return;
   if (threadIdx.x == 0) {
     mbar_init(ring.q_full(), 128);  // 128 producer threads' arrivals (fill)
+    mbar_init(ring.q_empty(), 8);   // one arrival per consumer warp
     for (int s = 0; s < kStages; ++s) {
       mbar_init(ring.k_full(s), 128);
       mbar_init(ring.v_full(s), 128);
-      mbar_init(ring.k_empty(s), 8);   // one arrival per consumer warp
+      mbar_init(ring.k_empty(s), 8);
       mbar_init(ring.v_empty(s), 8);
     }
   }
   __syncthreads();
-  const int num_tiles = w.k_end > w.k_begin ? (w.k_end - w.k_begin + kKeys - 1) / kKeys : 0;
+  const int heads = a.num_kv_heads;
+  const int items = num_x * heads * split.num_splits;
+  // Calls body(work, split, tiles, t0, n) for each of the CTA's items that has work, t0 and n
+  // counting the tiles and items before it. Each warpgroup runs its own loop: code after
+  // setmaxnreg must fit the registers it sets (ptxas ignores it otherwise).
+  auto each_item = [&](auto&& body) {
+    int t0 = 0, n = 0;
+    for (int item = blockIdx.x; item < items; item += gridDim.x) {
+      const int g = item % heads, x = item / heads % num_x, z = item / heads / num_x;
+      const PrefillWork w =
+          prefill_work_at(a, group, q_tile, uniform_tiles, split, kKeys, num_x, x, g, z);
+      if (w.b < 0) continue;
+      const int tiles = w.k_end > w.k_begin ? (w.k_end - w.k_begin + kKeys - 1) / kKeys : 0;
+      body(w, z, tiles, t0, n);
+      t0 += tiles;
+      ++n;
+    }
+  };
   // Broadcast from lane 0 so that ptxas sees it warp-uniform (see Consumer::run).
   const int warpgroup = __shfl_sync(0xffffffffu, threadIdx.x / 128, 0);
   if (warpgroup == 0) {
     setmaxnreg_dec<kProducerRegs>();
-    produce<D, kHeadMajor, kStages>(a, w, num_tiles, base, row_idx, ring,
-                                    KvSource{&k_map, &v_map, tma});
+    each_item([&](const PrefillWork& w, int, int tiles, int t0, int n) {
+      produce<D, kHeadMajor, kStages>(a, w, tiles, base, row_idx, ring,
+                                      KvSource{&k_map, &v_map, tma}, t0, n);
+    });
+    cp_async_wait_all();
   } else {
     setmaxnreg_inc<kConsumerRegs>();
-    Consumer<D, kStages> consumer(a, w, num_tiles, warpgroup - 1, base, ring);
-    consumer.run();
-    consumer.rows.store(a, w, part_ml, part_acc);
+    each_item([&](const PrefillWork& w, int z, int tiles, int t0, int n) {
+      Consumer<D, kStages> consumer(a, w, tiles, warpgroup - 1, base, ring, t0, n);
+      consumer.run();
+      consumer.rows.store(a, w, z, part_ml, part_acc);
+    });
   }
 #else
   __trap();  // compiled for sm_90a only; the dispatch never launches it elsewhere
@@ -350,7 +390,25 @@ void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* par
   const int bytes = static_cast<int>(Layout<D, kStages>::kAlloc);
   allow_dynamic_smem<prefill_ws_kernel<D, kHeadMajor, kStages>>(bytes);
   int uniform_tiles;
-  const dim3 grid = prefill_grid(a, split, q_tile, &uniform_tiles);
+  const dim3 items = prefill_grid(a, split, q_tile, &uniform_tiles);
+  const int64_t num_items = int64_t(items.x) * items.y * items.z;
+  // Persistent (one CTA per SM, or KESTREL_PREFILL_WS_CTAS of them: the tests' way to give
+  // each CTA several items) for batches of equal-length prompts, when
+  // KESTREL_PREFILL_WS_PERSIST is 1: off by default until a test of several items per CTA
+  // has run (H200, session 14: the prefill workload +1% and +3% in two pairs of runs; the
+  // prefill attention tests, one item per CTA, pass). A ragged batch keeps one CTA per item
+  // (finding an item there is a warp's scan over the sequences, which a plain grid does once
+  // per CTA).
+  const char* env = std::getenv("KESTREL_PREFILL_WS_PERSIST");
+  const bool persistent = uniform_tiles > 0 && env != nullptr && env[0] == '1';
+  int ctas = 1, device = 0;
+  KS_CUDA_CHECK(cudaGetDevice(&device));
+  KS_CUDA_CHECK(cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, device));
+  if (const char* cap = std::getenv("KESTREL_PREFILL_WS_CTAS")) {
+    ctas = std::clamp(std::atoi(cap), 1, ctas);
+  }
+  const auto grid =
+      static_cast<unsigned>(persistent ? std::min<int64_t>(num_items, ctas) : num_items);
   const bool tma = use_tma(a);
   CUtensorMap k_map{}, v_map{};
   if (tma) {
@@ -359,7 +417,7 @@ void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* par
   }
   launch_pdl("attention prefill_ws_kernel", prefill_ws_kernel<D, kHeadMajor, kStages>, grid,
              kThreads, bytes, stream, k_map, v_map, tma, a, group, q_tile, uniform_tiles,
-             split, part_ml, part_acc);
+             static_cast<int>(items.x), split, part_ml, part_acc);
   KS_CUDA_CHECK_LAUNCH("attention prefill_ws_kernel");
 }
 

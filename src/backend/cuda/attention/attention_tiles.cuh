@@ -8,8 +8,8 @@ namespace kestrel::kernels::detail {
 
 // Which (sequence, query tile) work item `x` is, counting each sequence's query rows in
 // tiles of q_tile; run by one whole warp (a warp-wide prefix sum over 32 sequences at a
-// time). Lane 0 writes the answer; *seq = -1 when x is past the last tile.
-__device__ inline void locate_query_tile(const PagedAttentionArgs& a, int q_tile, int x, int* seq, int* tile) {
+// time). Every lane gets {sequence, tile}; sequence -1 when x is past the last tile.
+__device__ inline int2 locate_query_tile_all(const PagedAttentionArgs& a, int q_tile, int x) {
   const int lane = threadIdx.x % 32;
   int before = 0;  // tiles of the sequences scanned so far
   for (int base = 0; base < a.num_seqs; base += 32) {
@@ -26,15 +26,20 @@ __device__ inline void locate_query_tile(const PagedAttentionArgs& a, int q_tile
     if (hit != 0) {
       const int first = __ffs(hit) - 1;
       const int start = __shfl_sync(0xffffffffu, before + incl - n, first);
-      if (lane == 0) {
-        *seq = base + first;
-        *tile = x - start;
-      }
-      return;
+      return make_int2(base + first, x - start);
     }
     before += __shfl_sync(0xffffffffu, incl, 31);
   }
-  if (lane == 0) *seq = -1;
+  return make_int2(-1, 0);
+}
+
+// The same, with lane 0 writing the answer (*tile only when *seq >= 0).
+__device__ inline void locate_query_tile(const PagedAttentionArgs& a, int q_tile, int x, int* seq, int* tile) {
+  const int2 r = locate_query_tile_all(a, q_tile, x);
+  if (threadIdx.x % 32 == 0) {
+    *seq = r.x;
+    if (r.x >= 0) *tile = r.y;
+  }
 }
 
 // Keys per split for a query tile that needs keys [0, kv_end): the keys are shared evenly
@@ -76,6 +81,44 @@ struct PrefillWork {
   __device__ int row_pos(int r) const { return r < num_rows ? pos0 + r / group : kv_end - 1; }
 };
 
+// The work of query tile `tile` of sequence b (b < 0: none), KV head g, key split z.
+__device__ inline PrefillWork prefill_work_of(const PagedAttentionArgs& a, int group, int q_tile,
+                                              const AttentionSplit& split, int keys_per_tile,
+                                              int b, int tile, int g, int z) {
+  PrefillWork w;
+  w.b = b;
+  if (w.b < 0) return w;
+  w.g = g;
+  w.group = group;
+  w.q_begin = a.query_start_loc[w.b];
+  const int q_len = a.query_start_loc[w.b + 1] - w.q_begin;
+  w.first = tile * q_tile;
+  const int num_tok = min(q_tile, q_len - w.first);
+  w.num_rows = num_tok * group;
+  w.pos0 = a.seq_lens[w.b] - q_len + w.first;
+  w.kv_end = w.pos0 + num_tok;
+  split_key_range(split, w.kv_end, keys_per_tile, z, &w.k_begin, &w.k_end);
+  return w;
+}
+
+// Work item x of the query-tile axis of num_x (prefill_grid's x; the items ordered as
+// find_prefill_work orders its CTAs), without a barrier: whole warps call it, and every lane
+// gets the answer.
+__device__ inline PrefillWork prefill_work_at(const PagedAttentionArgs& a, int group, int q_tile,
+                                              int uniform_tiles, const AttentionSplit& split,
+                                              int keys_per_tile, int num_x, int x, int g, int z) {
+  int b, tile;
+  if (uniform_tiles > 0) {
+    b = x % a.num_seqs;
+    tile = uniform_tiles - 1 - x / a.num_seqs;
+  } else {
+    const int2 r = locate_query_tile_all(a, q_tile, num_x - 1 - x);
+    b = r.x;
+    tile = r.y;
+  }
+  return prefill_work_of(a, group, q_tile, split, keys_per_tile, b, tile, g, z);
+}
+
 // Finds this CTA's work (blockIdx as in attention_prefill.cu's launcher); every thread of
 // the CTA calls it (it holds a barrier). work.b < 0: nothing to do.
 __device__ inline PrefillWork find_prefill_work(const PagedAttentionArgs& a, int group, int q_tile,
@@ -92,20 +135,8 @@ __device__ inline PrefillWork find_prefill_work(const PagedAttentionArgs& a, int
     locate_query_tile(a, q_tile, gridDim.x - 1 - blockIdx.x, &s_seq, &s_tile);
   }
   __syncthreads();
-  PrefillWork w;
-  w.b = s_seq;
-  if (w.b < 0) return w;
-  w.g = blockIdx.y;
-  w.group = group;
-  w.q_begin = a.query_start_loc[w.b];
-  const int q_len = a.query_start_loc[w.b + 1] - w.q_begin;
-  w.first = s_tile * q_tile;
-  const int num_tok = min(q_tile, q_len - w.first);
-  w.num_rows = num_tok * group;
-  w.pos0 = a.seq_lens[w.b] - q_len + w.first;
-  w.kv_end = w.pos0 + num_tok;
-  split_key_range(split, w.kv_end, keys_per_tile, blockIdx.z, &w.k_begin, &w.k_end);
-  return w;
+  return prefill_work_of(a, group, q_tile, split, keys_per_tile, s_seq, s_tile, blockIdx.y,
+                         blockIdx.z);
 }
 
 }  // namespace kestrel::kernels::detail

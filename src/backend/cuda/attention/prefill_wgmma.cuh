@@ -198,7 +198,8 @@ struct WarpgroupRows {
   // Writes this thread's rows: normalised bf16 into a.out, or with key splits (part_acc set)
   // the fp32 partials for attention.cu's merge: part_ml [splits, T Hq, 2] (log2-domain max,
   // sum), part_acc [splits, T Hq, D] (unnormalised).
-  __device__ void store(const PagedAttentionArgs& a, const PrefillWork& w, float* part_ml,
+  // z: the key split (the partials' index).
+  __device__ void store(const PagedAttentionArgs& a, const PrefillWork& w, int z, float* part_ml,
                         float* part_acc) const {
     const int lane = threadIdx.x % 32;
 #pragma unroll
@@ -219,7 +220,7 @@ struct WarpgroupRows {
               __floats2bfloat162_rn(o[4 * nb + 2 * h] * inv, o[4 * nb + 2 * h + 1] * inv);
         }
       } else {
-        const int64_t part = int64_t(blockIdx.z) * a.num_tokens * a.num_q_heads + row;
+        const int64_t part = int64_t(z) * a.num_tokens * a.num_q_heads + row;
         if (lane % 4 == 0) {
           part_ml[2 * part] = m[h] * qscale;  // the merge works in the log2 domain
           part_ml[2 * part + 1] = sum;
