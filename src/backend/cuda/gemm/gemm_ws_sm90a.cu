@@ -21,7 +21,9 @@
 //   it), signals it staged, and goes on to its next tile at once.
 // - The epilogue warps take each staged tile: for kSiluMul they compute the activation from
 //   the bf16 gate and up values in place (over the gate half); then one of them stores the
-//   tile by TMA, waits until the copy has read it and signals it drained. So the activation's
+//   tile by TMA, waits until the copy has read it and signals it drained. (For the qkv
+//   product's RoPE epilogue, gemm_ws_rope.cuh, they store q and K/V themselves; that variant
+//   runs warpgroup 0 on 104 registers and the computing ones on 200.) So the activation's
 //   maths and the stores run under the next tile's products. (Stores straight from the
 //   accumulators, 8 rows per warp instruction, cost ~5 us a tile on the H200, a third of a
 //   1,024-deep tile's products; the activation computed there by the computing warpgroups
@@ -57,8 +59,8 @@ constexpr int kStages = 3;
 constexpr int kThreads = 384;
 constexpr GemmWsEpilogue kRope = GemmWsEpilogue::kQkNormRopeStore;
 // Registers of warpgroup 0 (producer and epilogue) and of each computing warpgroup:
-// 128 p + 256 c <= 168 x 384, the launch's pool. The RoPE epilogue holds a token's cos, sin
-// and norm weights (8 each) for four tokens' values at a time (gemm_ws_rope.cuh): 104 / 200 (88 / 208 and 96 / 200 spilled).
+// 128 p + 256 c <= 168 x 384, the launch's pool. The RoPE epilogue holds four tokens' values,
+// cos and sin at a time (gemm_ws_rope.cuh): 104 / 200 (88 / 208 and 96 / 200 spilled).
 template <GemmWsEpilogue E>
 constexpr int kProducerRegs = E == kRope ? 104 : 40;
 template <GemmWsEpilogue E>
