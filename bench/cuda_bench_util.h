@@ -67,6 +67,16 @@ inline Tensor i32(Backend& be, const std::vector<int32_t>& v, Shape shape) {
   return be.upload(h, DType::kI32);
 }
 
+// Qwen3-0.6B's four layer products, [T, K] x [N, K]^T: what the GEMM benchmarks time.
+struct LayerShape {
+  const char* name;
+  int k, n;
+};
+inline constexpr LayerShape kLayerShapes[] = {{"qkv_proj  K=1024 N=4096", 1024, 4096},
+                                              {"o_proj    K=2048 N=1024", 2048, 1024},
+                                              {"gate_up   K=1024 N=6144", 1024, 6144},
+                                              {"down_proj K=3072 N=1024", 3072, 1024}};
+
 // Milliseconds per call of `op`, from graph replays of `reps` calls.
 inline double time_ms(CudaBackend& be, int reps, const std::function<void()>& op) {
   cudaStream_t s = be.stream();

@@ -241,14 +241,6 @@ void bench_wgmma_gemms(CudaBackend& be, const Ceilings& c) {
     std::printf("wgmma GEMM: needs compute capability 9.0\n");
     return;
   }
-  struct G {
-    const char* name;
-    int k, n;
-  };
-  const G shapes[] = {{"qkv_proj  K=1024 N=4096", 1024, 4096},
-                      {"o_proj    K=2048 N=1024", 2048, 1024},
-                      {"gate_up   K=1024 N=6144", 1024, 6144},
-                      {"down_proj K=3072 N=1024", 3072, 1024}};
   GemmRunner lt(be.stream());
   cublaslt_only(lt);
   const int num_sms = device_sms();
@@ -261,7 +253,7 @@ void bench_wgmma_gemms(CudaBackend& be, const Ceilings& c) {
   std::printf("\n");
   std::printf("%-26s %3s %9s %9s %9s %7s %7s  %s\n", "shape (us per call)", "T", "cuBLASLt",
               "wgmma", "floor", "Lt %", "wgmma %", "default plan; sweep tile/split: us");
-  for (const G& g : shapes) {
+  for (const LayerShape& g : kLayerShapes) {
     std::vector<Tensor> ws{random_bf16(be, Shape{g.n, g.k})};
     const size_t w_bytes = ws[0].nbytes();
     const int copies = static_cast<int>(((size_t(192) << 20) + w_bytes - 1) / w_bytes);

@@ -59,18 +59,10 @@ int run(const std::vector<int>& ts) {
                 ms, rate / 1e12, ws_ms, 2.0 * m * double(m) * m / (ws_ms * 1e-3) / 1e12);
   }
 
-  struct G {
-    const char* name;
-    int k, n;
-  };
-  const G shapes[] = {{"qkv_proj  K=1024 N=4096", 1024, 4096},
-                      {"o_proj    K=2048 N=1024", 2048, 1024},
-                      {"gate_up   K=1024 N=6144", 1024, 6144},
-                      {"down_proj K=3072 N=1024", 3072, 1024}};
   std::printf("%-24s %5s %10s %10s %10s %8s %8s\n", "shape (us per call)", "T", "cuBLASLt",
               "gemm_ws", "floor", "Lt %", "ws %");
   for (int t : ts) {
-    for (const G& g : shapes) {
+    for (const LayerShape& g : kLayerShapes) {
       Tensor x = random_bf16(be, Shape{t, g.k}, 1.0f);
       Tensor w = random_bf16(be, Shape{g.n, g.k}, 0.05f);
       Tensor out = be.empty(DType::kBF16, Shape{t, g.n});

@@ -32,9 +32,7 @@ __global__ void silu_mul_kernel(const bf16* __restrict__ x, int64_t rows, int in
     BfVec<VEC> o;
 #pragma unroll
     for (int k = 0; k < VEC; ++k) {
-      const float gf = __bfloat162float(g.v[k]);
-      const float s = round_bf16(silu_f32(gf));
-      o.v[k] = __float2bfloat16(s * __bfloat162float(u.v[k]));
+      o.v[k] = __float2bfloat16(silu_mul_f32(__bfloat162float(g.v[k]), __bfloat162float(u.v[k])));
     }
     *reinterpret_cast<BfVec<VEC>*>(out + row * inter + col) = o;
   }

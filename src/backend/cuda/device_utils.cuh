@@ -62,6 +62,13 @@ __device__ __forceinline__ float round_bf16(float x) {
 // fused activation three times the instructions.)
 __device__ __forceinline__ float silu_f32(float x) { return __fdividef(x, 1.0f + __expf(-x)); }
 
+// HF's bf16 Qwen3MLP on one bf16 gate and up value: act_fn(gate) rounded to bf16, times up;
+// the caller rounds the product (storing it as bf16). Every GPU SiLU-and-multiply (the
+// silu_mul kernel, the fused GEMV's prologue, the prompt GEMM's epilogue) goes through it.
+__device__ __forceinline__ float silu_mul_f32(float gate, float up) {
+  return round_bf16(silu_f32(gate)) * up;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

@@ -14,6 +14,11 @@ namespace kestrel::kernels::detail {
 
 // What the fused path needs of the rope besides qkv, for one token and this lane's 8 dims:
 // cos, sin and the norm weights (inputs and weights, loaded before the wait), the KV slot.
+// A token's position as an index into the cos/sin table: clamped to [0, max_pos).
+__device__ __forceinline__ int rope_position(int pos, int max_pos) {
+  return pos < 0 ? 0 : (pos >= max_pos ? max_pos - 1 : pos);
+}
+
 struct RopeRow {
   float cos[8], sin[8], q_norm[8], k_norm[8];
   int kv_slot;
@@ -21,8 +26,7 @@ struct RopeRow {
   template <int kLanes>
   __device__ __forceinline__ void load(const QkNormRopeArgs& rope, int token, int sub) {
     constexpr int D = kLanes * 8;
-    int pos = rope.positions[token];
-    pos = pos < 0 ? 0 : (pos >= rope.max_pos ? rope.max_pos - 1 : pos);
+    const int pos = rope_position(rope.positions[token], rope.max_pos);
     const float* cs = rope.cos_sin + int64_t(pos) * D;
     const int pair = (sub < kLanes / 2 ? sub : sub - kLanes / 2) * 8;  // this lane's first pair
     *reinterpret_cast<float4*>(cos) = *reinterpret_cast<const float4*>(cs + pair);

@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "backend/cuda/attention/attention_decode_rope.cuh"
 #include "backend/cuda/attention/kv_layout.cuh"
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/device_utils.cuh"
@@ -45,8 +46,7 @@ __device__ __forceinline__ void fill_rope_table(const QkNormRopeArgs& a, int row
   if (tid < 64) {
     const int t = row0 + tid;
     const int slot = t < a.num_tokens ? a.slot_mapping[t] : -1;
-    int pos = t < a.num_tokens ? a.positions[t] : 0;
-    pos = pos < 0 ? 0 : (pos >= a.max_pos ? a.max_pos - 1 : pos);  // as RopeRow::load
+    const int pos = detail::rope_position(t < a.num_tokens ? a.positions[t] : 0, a.max_pos);
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(slots + 4 * tid), "r"(slot) : "memory");
     asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(positions + 4 * tid), "r"(pos) : "memory");
   }

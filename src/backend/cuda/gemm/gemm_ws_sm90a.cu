@@ -86,11 +86,6 @@ struct Layout {
   static_assert(kAlloc <= 227 * 1024, "shared memory per block");
 };
 
-// activation.cu's silu_mul on bf16 gate and up values: the same rounding points.
-__device__ __forceinline__ float silu_mul(float gate, float up) {
-  return round_bf16(silu_f32(gate)) * up;
-}
-
 // Rounds a consumer's 64 x 256 accumulators to bf16 into its staging panels.
 // acc[4 j + 2 h + e]: row lane / 4 + 8 h of the warp's 16, column 8 j + 2 (lane % 4) + e;
 // a warp's 4-byte stores hit 32 distinct banks (the swizzle spreads its 8 rows' chunks).
@@ -127,7 +122,7 @@ __device__ __forceinline__ void activate_tile(uint32_t staging, int tid) {
     for (int e = 0; e < 4; ++e) {
       const float2 gf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&g[e]));
       const float2 uf = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&u[e]));
-      g[e] = pack_bf16(silu_mul(gf.x, uf.x), silu_mul(gf.y, uf.y));
+      g[e] = pack_bf16(silu_mul_f32(gf.x, uf.x), silu_mul_f32(gf.y, uf.y));
     }
     asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(g_at), "r"(g[0]), "r"(g[1]),
                  "r"(g[2]), "r"(g[3])
@@ -154,6 +149,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto empty = [&](int s) { return base + L::kBars + 8 * (kStages + s); };
   auto staged = [&](int c) { return base + L::kBars + 8 * (2 * kStages + c); };
   auto drained = [&](int c) { return base + L::kBars + 8 * (2 * kStages + 2 + c); };
+  auto staging_of = [&](int c) { return base + L::kStaging + c * (kCols / 64) * kPanel; };
   if (threadIdx.x == 0) {
     tma_prefetch_map(&x_map);
     tma_prefetch_map(&w_map);
@@ -184,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int h0 = tile % tiles_n * (kCols / gemm_ws_epilogue::kRopeD);
         const bool rope_heads = h0 < rope.num_q_heads + rope.num_kv_heads;
         for (int c = 0; c < 2; ++c) {
-          const uint32_t staging = base + L::kStaging + c * (kCols / 64) * kPanel;
+          const uint32_t staging = staging_of(c);
           const int row0 = tile / tiles_n * kRows + c * 64;
           named_barrier_sync(kBarEpilogue, kEpilogueThreads);  // the table's readers are done
           gemm_ws_epilogue::fill_rope_table<kEpilogueThreads>(rope, row0, rope_heads, table, tid,
@@ -210,7 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       int done = 0;  // tiles so far
       for (int tile = blockIdx.x; tile < tiles; tile += gridDim.x, ++done) {
         for (int c = 0; c < 2; ++c) {
-          const uint32_t staging = base + L::kStaging + c * (kCols / 64) * kPanel;
+          const uint32_t staging = staging_of(c);
           mbar_wait(staged(c), done & 1);
           if constexpr (E == GemmWsEpilogue::kSiluMul) activate_tile(staging, tid);
           fence_proxy_async_shared();  // the tile's writes, before the TMA unit reads them
@@ -252,7 +248,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   setmaxnreg_inc<kConsumerRegs<E>>();
   const int c = warpgroup - 1;  // this warpgroup's 64 tokens of the tile
-  const uint32_t staging = base + L::kStaging + c * (kCols / 64) * kPanel;
+  const uint32_t staging = staging_of(c);
   auto release = [&](int s) {
     __syncwarp();
     if (threadIdx.x % 32 == 0) mbar_arrive(empty(s));

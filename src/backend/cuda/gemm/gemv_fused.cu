@@ -88,9 +88,8 @@ __device__ void stage_input(const bf16* x, const bf16* norm_w, float eps, int t,
       const BfVec<8> up = *reinterpret_cast<const BfVec<8>*>(xr + k + c);
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
-        const float gf = __bfloat162float(gate.v[e]);
-        const float s = round_bf16(silu_f32(gf));
-        o.v[e] = __float2bfloat16(s * __bfloat162float(up.v[e]));
+        o.v[e] = __float2bfloat16(
+            silu_mul_f32(__bfloat162float(gate.v[e]), __bfloat162float(up.v[e])));
       }
     }
     *reinterpret_cast<BfVec<8>*>(xs + size_t(row) * (k + kRowPad) + c) = o;
