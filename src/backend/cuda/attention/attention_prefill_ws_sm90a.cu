@@ -393,14 +393,12 @@ void launch(const PagedAttentionArgs& a, const AttentionSplit& split, float* par
   const dim3 items = prefill_grid(a, split, q_tile, &uniform_tiles);
   const int64_t num_items = int64_t(items.x) * items.y * items.z;
   // Persistent (one CTA per SM, or KESTREL_PREFILL_WS_CTAS of them: the tests' way to give
-  // each CTA several items) for batches of equal-length prompts, when
-  // KESTREL_PREFILL_WS_PERSIST is 1: off by default until a test of several items per CTA
-  // has run (H200, session 14: the prefill workload +1% and +3% in two pairs of runs; the
-  // prefill attention tests, one item per CTA, pass). A ragged batch keeps one CTA per item
-  // (finding an item there is a warp's scan over the sequences, which a plain grid does once
-  // per CTA).
+  // each CTA several items) for batches of equal-length prompts, unless
+  // KESTREL_PREFILL_WS_PERSIST is 0 (H200, session 14: the prefill workload +1% and +3% in
+  // two pairs of runs). A ragged batch keeps one CTA per item (finding an item there is a
+  // warp's scan over the sequences, which a plain grid does once per CTA).
   const char* env = std::getenv("KESTREL_PREFILL_WS_PERSIST");
-  const bool persistent = uniform_tiles > 0 && env != nullptr && env[0] == '1';
+  const bool persistent = uniform_tiles > 0 && (env == nullptr || env[0] != '0');
   int ctas = 1, device = 0;
   KS_CUDA_CHECK(cudaGetDevice(&device));
   KS_CUDA_CHECK(cudaDeviceGetAttribute(&ctas, cudaDevAttrMultiProcessorCount, device));
