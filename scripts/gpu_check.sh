@@ -32,7 +32,8 @@
 #                   still run whole: they take seconds)
 #   --only LIST     with --bench, run only these of the benchmarks: comma-separated workload
 #                   names (single, nano, single_short, decode256, prefill, prefill_lt,
-#                   prefill_ws_all, prefill_ws_rope, single_eager,
+#                   prefill_ws_all, prefill_ws_rope, nano_sep, decode256_sep, nano_fp8_sep
+#                   (the RoPE/store kernel not fused into the tensor-core decode kernel), single_eager,
 #                   single_sync, nano_sync: the first and second without overlap;
 #                   single_tp1, nano_tp1, decode256_tp1: through the tensor-parallel path at
 #                   world size 1; nano_fp8, decode256_fp8, long, long_fp8: the fp8 KV cache
@@ -436,6 +437,10 @@ BENCHES=(
   "prefill_lt:KESTREL_GEMM_WS=0 --num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
   "prefill_ws_all:KESTREL_GEMM_WS=2 --num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
   "prefill_ws_rope:KESTREL_GEMM_WS=3 --num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
+  # Batched decode with the RoPE/store kernel before the tensor-core decode kernel instead of
+  # fused into it (KESTREL_DECODE_MMA_ROPE=0), against nano and decode256 above.
+  "nano_sep:KESTREL_DECODE_MMA_ROPE=0 --num-seqs 256"
+  "decode256_sep:KESTREL_DECODE_MMA_ROPE=0 --num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   "single_eager:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --enforce-eager"
   "single_sync:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --no-async-scheduling"
   "nano_sync:--num-seqs 256 --no-async-scheduling"
@@ -447,6 +452,7 @@ BENCHES=(
   # The fp8 (e4m3) KV cache against the bf16 one: nano-vLLM's bench, batched decode and a
   # long context (32 x 8,192 + 256), each also in bf16 (long) for the same-call comparison.
   "nano_fp8:--num-seqs 256 --kv-cache-dtype fp8"
+  "nano_fp8_sep:KESTREL_DECODE_MMA_ROPE=0 --num-seqs 256 --kv-cache-dtype fp8"
   "decode256_fp8:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 128 --kv-cache-dtype fp8"
   "long:--num-seqs 32 --fixed-input-len 8192 --fixed-output-len 256"
   "long_fp8:--num-seqs 32 --fixed-input-len 8192 --fixed-output-len 256 --kv-cache-dtype fp8"

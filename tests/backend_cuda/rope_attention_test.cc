@@ -6,10 +6,11 @@
 // padding row (slot -1), GQA groups 1 to 16, head dims 16 to 128, with and without q/k norms,
 // split plans made for the batch and for a longer context (as a captured graph's), both KV
 // layouts. Cache slots no sequence owns hold NaN. The same on an fp8 cache (random power-of-two
-// scales), where the fused kernel quantizes the new K/V and attends over their bytes' values;
-// at head dims 64 and 128 an fp8 decode batch is not fused (the store runs, then the
-// tensor-core decode kernel, which Fp8CacheDecode checks against the double reference), so
-// there the op is compared with itself and only the cache bytes and the repeat are checked.
+// scales), where the fused kernel quantizes the new K/V and attends over their bytes' values.
+// Batches of 9+ sequences at head dims 64 and 128 (and every fp8 batch there) take the
+// tensor-core decode kernel, whose fused form norms and rotates q in its fragment registers
+// and patches the new K/V into its ring: the ten-sequence batch is that case, split (plans
+// for the batch) and not (plans for a longer context, as a captured graph's).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -164,7 +165,8 @@ TEST(CudaRopeAttention, MatchesTheOpsItFuses) {
       {4, 2, 32, 16, true},
       {2, 1, 16, 16, false},
   };
-  const std::vector<std::vector<int>> batches = {{639}, {0}, {5, 100, 1023, 31, 0}, {2999}};
+  const std::vector<std::vector<int>> batches = {
+      {639}, {0}, {5, 100, 1023, 31, 0}, {2999}, {3, 700, 16, 0, 255, 64, 1500, 15, 100, 31}};
   for (CudaKvLayout layout : {CudaKvLayout::kTokenMajor, CudaKvLayout::kHeadMajor}) {
     for (const Config& c : configs) {
       for (const std::vector<int>& cached : batches) {
@@ -189,7 +191,8 @@ TEST(CudaRopeAttention, Fp8CacheMatchesTheOpsItFuses) {
   std::mt19937 rng(8);
   const Config configs[] = {{16, 8, 128, 16, true}, {8, 2, 128, 1, false}, {32, 2, 64, 16, true},
                             {4, 2, 32, 16, true}, {2, 1, 16, 16, false}};
-  const std::vector<std::vector<int>> batches = {{639}, {0}, {5, 100, 1023, 31, 0}, {2999}};
+  const std::vector<std::vector<int>> batches = {
+      {639}, {0}, {5, 100, 1023, 31, 0}, {2999}, {3, 700, 16, 0, 255, 64, 1500, 15, 100, 31}};
   for (CudaKvLayout layout : {CudaKvLayout::kTokenMajor, CudaKvLayout::kHeadMajor}) {
     for (const Config& c : configs) {
       for (const std::vector<int>& cached : batches) {

@@ -145,11 +145,12 @@ void paged_attention(const PagedAttentionArgs& args, const AttentionSplit& split
                      cudaStream_t stream);
 
 // True when paged_attention_rope takes `args`: a pure decode batch (max_query_len 1, one
-// token per sequence, each the last of its sequence) that the CUDA-core decode kernel serves
-// (not one the tensor-core decode kernel takes: fp8 caches and bf16 batches of 9+ sequences
-// at head dims 64/128, which have no fused variant).
+// token per sequence, each the last of its sequence) that a decode kernel serves (the
+// CUDA-core one, or the tensor-core one for fp8 caches and bf16 batches of 9+ sequences at
+// head dims 64/128 unless KESTREL_DECODE_MMA_ROPE is 0).
 bool attention_rope_supported(const PagedAttentionArgs& args);
-// qk_norm_rope_store(rope) then paged_attention(args) in one kernel, for a pure decode batch:
+// qk_norm_rope_store(rope) then paged_attention(args) in one kernel (the tensor-core one's
+// split partials then go through the merge kernel), for a pure decode batch:
 // q, k and v come from rope.qkv (args.q and rope.q_out are not used); each sequence's new K/V
 // go to rope.k_cache / rope.v_cache (args' caches) at rope.slot_mapping. The keys before
 // each sequence's new one are loaded before the previous kernel has finished (launch.cuh):

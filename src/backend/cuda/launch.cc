@@ -21,20 +21,42 @@ bool pdl_allowed_by_env() {
 
 }  // namespace
 
-int compute_capability() {
-  static std::array<std::atomic<int>, 64> cache{};  // per device: 0 = not yet asked
+namespace {
+
+// cudaDeviceGetAttribute's answers on the current device, asked once per (device, attribute)
+// and process; f(device) computes it, 0 meaning "not yet asked".
+template <typename F>
+int per_device(std::array<std::atomic<int>, 64>& cache, F f) {
   int device = 0;
   KS_CUDA_CHECK(cudaGetDevice(&device));
   if (device < 0 || device >= static_cast<int>(cache.size())) return 0;
-  int cc = cache[device].load(std::memory_order_relaxed);
-  if (cc == 0) {
-    int major = 0, minor = 0;
-    KS_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-    KS_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
-    cc = 10 * major + minor;
-    cache[device].store(cc, std::memory_order_relaxed);
+  int v = cache[device].load(std::memory_order_relaxed);
+  if (v == 0) {
+    v = f(device);
+    cache[device].store(v, std::memory_order_relaxed);
   }
-  return cc;
+  return v;
+}
+
+int attribute(cudaDeviceAttr attr, int device) {
+  int v = 0;
+  KS_CUDA_CHECK(cudaDeviceGetAttribute(&v, attr, device));
+  return v;
+}
+
+}  // namespace
+
+int compute_capability() {
+  static std::array<std::atomic<int>, 64> cache{};
+  return per_device(cache, [](int device) {
+    return 10 * attribute(cudaDevAttrComputeCapabilityMajor, device) +
+           attribute(cudaDevAttrComputeCapabilityMinor, device);
+  });
+}
+
+int multiprocessor_count() {
+  static std::array<std::atomic<int>, 64> cache{};
+  return per_device(cache, [](int device) { return attribute(cudaDevAttrMultiProcessorCount, device); });
 }
 
 bool pdl_enabled() {

@@ -13,4 +13,7 @@ bool pdl_enabled();
 // per device and process; 0 for a device index past the cache (64 devices).
 int compute_capability();
 
+// The current device's number of multiprocessors, queried the same way (0 past the cache).
+int multiprocessor_count();
+
 }  // namespace kestrel::kernels

@@ -22,8 +22,8 @@
 // of any tokens, every lane loading its token's rope row for 16 bytes of qkv: 59% of the
 // kernel's bytes at 8,192 prompt tokens on an H100, ncu. Before that, a warp per head with
 // 4 bytes per lane: 39%.) The loads that need no qkv are the fused decode kernel's (RopeRow,
-// attention/attention_decode_rope.cuh); the RMSNorm/RoPE loop below repeats its norm_rope8
-// except that every lane shuffles, so that a V head and a K head can share a warp.
+// attention/attention_decode_rope.cuh), and the maths norm_rope8_any there (norm_rope8 with
+// every lane shuffling, so that a V head and a K head can share a warp).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
@@ -75,7 +75,6 @@ __global__ void qk_norm_rope_store_kernel(QkNormRopeArgs a) {
   }
   detail::RopeRow rr;  // cos, sin, both norms' weights, the slot
   rr.load<kLanes>(a, t, sub);
-  const bool first_half = sub < kLanes / 2;
 
 #pragma unroll
   for (int p = 0; p < G::kPasses; ++p) {
@@ -89,27 +88,7 @@ __global__ void qk_norm_rope_store_kernel(QkNormRopeArgs a) {
     // RMSNorm and RoPE with every lane shuffling; V heads (and heads without a norm weight)
     // keep what they had.
     const bf16* norm_w = is_v ? nullptr : is_q ? a.q_norm : a.k_norm;
-    float ss = 0.0f;
-#pragma unroll
-    for (int e = 0; e < 8; ++e) ss += x[e] * x[e];
-#pragma unroll
-    for (int o = kLanes / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (norm_w != nullptr) {
-      const float inv = rsqrtf(ss / D + a.eps);
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {  // per element: a pointer into rr would put it on the stack
-        const float w = is_q ? rr.q_norm[e] : rr.k_norm[e];
-        x[e] = round_bf16(round_bf16(x[e] * inv) * w);
-      }
-    }
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const float other = __shfl_xor_sync(0xffffffffu, x[e], kLanes / 2);
-      if (is_v) continue;
-      const float cx = round_bf16(x[e] * round_bf16(rr.cos[e]));
-      const float so = round_bf16(other * round_bf16(rr.sin[e]));
-      x[e] = round_bf16(first_half ? cx - so : cx + so);  // x1 c - x2 s | x2 c + x1 s
-    }
+    detail::norm_rope8_any<kLanes>(x, norm_w != nullptr, is_q, is_v, a.eps, rr, sub);
     if (!valid) continue;
 
     if (is_q) {

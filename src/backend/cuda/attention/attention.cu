@@ -360,10 +360,13 @@ void launch_merge(const float* part_ml, const float* part_acc, int num_splits, i
 // Decodes take the decode kernel (attention_decode.cu), which merges its own splits; batches
 // with prefill rows at head dims 64 and 128 the tensor-core kernel (attention_prefill.cu),
 // everything else the general one.
+// rope non-null: paged_attention_rope's tensor-core case.
 template <int D>
 void run(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml, float* part_acc,
-         cudaStream_t stream) {
-  if (detail::use_decode_mma(a)) {
+         cudaStream_t stream, const QkNormRopeArgs* rope = nullptr) {
+  if (rope != nullptr) {
+    detail::decode_mma_attention_rope(a, *rope, split, part_ml, part_acc, stream);
+  } else if (detail::use_decode_mma(a)) {
     detail::decode_mma_attention(a, split, part_ml, part_acc, stream);
   } else if (detail::use_decode_kernel(a)) {
     return detail::decode_attention(a, QkNormRopeArgs{}, split, part_ml, part_acc, stream);
@@ -456,32 +459,45 @@ void split_partials(const PagedAttentionArgs& a, const AttentionSplit& split, vo
   *part_ml = static_cast<float*>(workspace);
   *part_acc = *part_ml + 2 * int64_t(a.num_tokens) * a.num_q_heads * split.num_splits;
 }
-}  // namespace
 
-void paged_attention(const PagedAttentionArgs& a, const AttentionSplit& split, void* workspace,
-                     cudaStream_t stream) {
+void run_any(const PagedAttentionArgs& a, const AttentionSplit& split, void* workspace,
+             cudaStream_t stream, const QkNormRopeArgs* rope) {
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
   float *part_ml, *part_acc;
   split_partials(a, split, workspace, &part_ml, &part_acc);
   switch (a.head_dim) {
-    case 16: run<16>(a, split, part_ml, part_acc, stream); break;
-    case 32: run<32>(a, split, part_ml, part_acc, stream); break;
-    case 64: run<64>(a, split, part_ml, part_acc, stream); break;
-    case 128: run<128>(a, split, part_ml, part_acc, stream); break;
+    case 16: run<16>(a, split, part_ml, part_acc, stream, rope); break;
+    case 32: run<32>(a, split, part_ml, part_acc, stream, rope); break;
+    case 64: run<64>(a, split, part_ml, part_acc, stream, rope); break;
+    case 128: run<128>(a, split, part_ml, part_acc, stream, rope); break;
     default: KS_CUDA_CHECK(cudaErrorInvalidValue);  // entry point validates head_dim first
   }
 }
 
+}  // namespace
+
+void paged_attention(const PagedAttentionArgs& a, const AttentionSplit& split, void* workspace,
+                     cudaStream_t stream) {
+  run_any(a, split, workspace, stream, nullptr);
+}
+
 bool attention_rope_supported(const PagedAttentionArgs& a) {
-  return detail::use_decode_kernel(a) && !detail::use_decode_mma(a);
+  return detail::use_decode_kernel(a) &&
+         (!detail::use_decode_mma(a) || detail::use_decode_mma_rope(a));
 }
 
 int decode_kernel_ctas_per_sm(const PagedAttentionArgs& a, bool rope) {
-  return attention_rope_supported(a) ? detail::decode_ctas_per_sm(a, rope) : 0;
+  return detail::use_decode_kernel(a) && !detail::use_decode_mma(a)
+             ? detail::decode_ctas_per_sm(a, rope)
+             : 0;
 }
 
 void paged_attention_rope(const PagedAttentionArgs& a, const QkNormRopeArgs& rope,
                           const AttentionSplit& split, void* workspace, cudaStream_t stream) {
+  if (detail::use_decode_mma(a)) {  // the tensor-core kernel, then its merge when split
+    run_any(a, split, workspace, stream, &rope);
+    return;
+  }
   if (a.num_tokens == 0 || a.num_seqs == 0) return;
   float *part_ml, *part_acc;
   split_partials(a, split, workspace, &part_ml, &part_acc);

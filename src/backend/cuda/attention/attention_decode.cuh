@@ -48,9 +48,8 @@ void decode_attention(const PagedAttentionArgs& a, const QkNormRopeArgs& rope,
 // over an fp8 cache, or over a bf16 one with at least kDecodeMmaMinBf16Seqs sequences
 // (KESTREL_DECODE_MMA_BF16=N moves that to N, 0 turns it off): it takes the tensor-core
 // decode kernel (attention_decode_mma.cu) instead, whose key splits are the general kernel's (no tail halves) and whose partials
-// attention.cu's merge kernel combines. No fused rope variant: the store runs before it.
-// Smaller bf16 batches keep the CUDA-core kernel, fused with RoPE and the store, where one
-// launch fewer per layer counts more than the keys' maths. H200, 1,024-token prompts, decode
+// attention.cu's merge kernel combines. Smaller bf16 batches keep the CUDA-core kernel,
+// where one launch fewer per layer counts more than the keys' maths. H200, 1,024-token prompts, decode
 // step: 8 sequences 1.428 ms CUDA-core vs 1.505 tensor-core, 12 sequences 1.782 vs 1.668
 // (docs/cuda_backend.md). Graphs are captured for 8 and 16 sequences, so 9 (not 16, the
 // first guess) makes eager steps agree with what the graphs of 9-16 sequences run.
@@ -62,5 +61,25 @@ constexpr int kDecodeMmaCtasPerSm = 3;
 // (part_ml [splits, T Hq, 2], part_acc [splits, T Hq, D]) for the merge, else a.out.
 void decode_mma_attention(const PagedAttentionArgs& a, const AttentionSplit& split,
                           float* part_ml, float* part_acc, cudaStream_t stream);
+
+// True when paged_attention_rope runs `a` on the tensor-core kernel with qk_norm_rope_store
+// fused in (decode_mma_attention_rope): use_decode_mma(a) with a group whose q rows fit its
+// shared memory (all up to 16, but 7 for fp8 at D = 128) and a batch whose CTAs fit one
+// wave (num_seqs x num_kv_heads <= SMs x kDecodeMmaCtasPerSm; the environment variable
+// KESTREL_DECODE_MMA_ROPE=N allows N sequences instead, 0 none). Otherwise
+// paged_attention_rope is not offered (attention_rope_supported) and the store kernel runs
+// before the plain one. Why one wave: every CTA pays the fused prologue's round trip and two
+// barriers before its first tile, once per wave, where the store kernel costs one launch for
+// the whole batch. H200, Qwen3-0.6B shapes (8 KV heads: one wave is 49 sequences), 1,024-token
+// prompts, decode step with the store kernel -> fused: 16 sequences 1.711 -> 1.640 ms, 32
+// 2.217 -> 2.068 ms, 64 3.272 -> 3.306 ms, 256 (decode256) at par (docs/cuda_backend.md).
+bool use_decode_mma_rope(const PagedAttentionArgs& a);
+// decode_mma_attention with q, k, v from rope.qkv (kernels.h paged_attention_rope): each
+// CTA norms and rotates its q heads; the one whose split ends at the new token computes that
+// token's K/V, stores them at rope.slot_mapping and attends over them. The keys before it
+// are copied before the previous kernel has finished.
+void decode_mma_attention_rope(const PagedAttentionArgs& a, const QkNormRopeArgs& rope,
+                               const AttentionSplit& split, float* part_ml, float* part_acc,
+                               cudaStream_t stream);
 
 }  // namespace kestrel::kernels::detail

@@ -27,15 +27,23 @@ struct RopeRow {
   __device__ __forceinline__ void load(const QkNormRopeArgs& rope, int token, int sub) {
     constexpr int D = kLanes * 8;
     const int pos = rope_position(rope.positions[token], rope.max_pos);
-    const float* cs = rope.cos_sin + int64_t(pos) * D;
+    load_from<kLanes>(rope.cos_sin + int64_t(pos) * D, rope.q_norm, rope.k_norm, sub);
+    kv_slot = rope.slot_mapping[token];
+  }
+
+  // The same from a copy (shared memory): the token's cos/sin row and the norm weights (null
+  // where there is no norm). kv_slot is left alone.
+  template <int kLanes>
+  __device__ __forceinline__ void load_from(const float* cs, const __nv_bfloat16* qn,
+                                            const __nv_bfloat16* kn, int sub) {
+    constexpr int D = kLanes * 8;
     const int pair = (sub < kLanes / 2 ? sub : sub - kLanes / 2) * 8;  // this lane's first pair
     *reinterpret_cast<float4*>(cos) = *reinterpret_cast<const float4*>(cs + pair);
     *reinterpret_cast<float4*>(cos + 4) = *reinterpret_cast<const float4*>(cs + pair + 4);
     *reinterpret_cast<float4*>(sin) = *reinterpret_cast<const float4*>(cs + D / 2 + pair);
     *reinterpret_cast<float4*>(sin + 4) = *reinterpret_cast<const float4*>(cs + D / 2 + pair + 4);
-    if (rope.q_norm != nullptr) unpack8(*reinterpret_cast<const uint4*>(rope.q_norm + sub * 8), q_norm);
-    if (rope.k_norm != nullptr) unpack8(*reinterpret_cast<const uint4*>(rope.k_norm + sub * 8), k_norm);
-    kv_slot = rope.slot_mapping[token];
+    if (qn != nullptr) unpack8(*reinterpret_cast<const uint4*>(qn + sub * 8), q_norm);
+    if (kn != nullptr) unpack8(*reinterpret_cast<const uint4*>(kn + sub * 8), k_norm);
   }
 };
 
@@ -61,6 +69,38 @@ __device__ __forceinline__ void norm_rope8(float (&x)[8], bool norm, const float
 #pragma unroll
   for (int e = 0; e < 8; ++e) {
     const float other = __shfl_xor_sync(0xffffffffu, x[e], kLanes / 2);
+    const float cx = round_bf16(x[e] * round_bf16(rr.cos[e]));
+    const float so = round_bf16(other * round_bf16(rr.sin[e]));
+    x[e] = round_bf16(first_half ? cx - so : cx + so);  // x1 c - x2 s | x2 c + x1 s
+  }
+}
+
+// The same maths with every lane shuffling, so that heads of different kinds can share a
+// warp: the RMSNorm when `norm` (with q_norm's weights when q_weights, else k_norm's), then
+// RoPE unless is_v (V heads keep their values). Used where one warp holds q, K and V heads
+// (rope_store.cu; the tensor-core decode kernel's fused prologue).
+template <int kLanes>
+__device__ __forceinline__ void norm_rope8_any(float (&x)[8], bool norm, bool q_weights, bool is_v,
+                                               float eps, const RopeRow& rr, int sub) {
+  constexpr int D = kLanes * 8;
+  float ss = 0.0f;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) ss += x[e] * x[e];
+#pragma unroll
+  for (int o = kLanes / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if (norm) {
+    const float inv = rsqrtf(ss / D + eps);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {  // per element: a pointer into rr would put it on the stack
+      const float w = q_weights ? rr.q_norm[e] : rr.k_norm[e];
+      x[e] = round_bf16(round_bf16(x[e] * inv) * w);
+    }
+  }
+  const bool first_half = sub < kLanes / 2;
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    const float other = __shfl_xor_sync(0xffffffffu, x[e], kLanes / 2);
+    if (is_v) continue;
     const float cx = round_bf16(x[e] * round_bf16(rr.cos[e]));
     const float so = round_bf16(other * round_bf16(rr.sin[e]));
     x[e] = round_bf16(first_half ? cx - so : cx + so);  // x1 c - x2 s | x2 c + x1 s
