@@ -9,8 +9,8 @@
 // scales), where the fused kernel quantizes the new K/V and attends over their bytes' values.
 // Batches of 9+ sequences at head dims 64 and 128 (and every fp8 batch there) take the
 // tensor-core decode kernel, whose fused form norms and rotates q in its fragment registers
-// and patches the new K/V into its ring: the ten-sequence batch is that case, split (plans
-// for the batch) and not (plans for a longer context, as a captured graph's).
+// and patches the new K/V into its ring: the ten-sequence batch is that case (its keys split,
+// with plans made for the batch and for a longer context, as a captured graph's).
 #include <gtest/gtest.h>
 
 #include <algorithm>
