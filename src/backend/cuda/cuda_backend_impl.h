@@ -106,6 +106,10 @@ class CudaBackend final : public Backend {
   // and workspace (cuda_attention_ops.cc).
   void run_attention(kernels::PagedAttentionArgs a, const kernels::QkNormRopeArgs* rope,
                      int max_seq_len);
+  // qk_norm_rope_store then attention on validated arguments: one kernel where a decode
+  // kernel takes the batch (attention_rope_supported), else the store kernel first.
+  void run_rope_attention(const kernels::QkNormRopeArgs& r, const kernels::PagedAttentionArgs& a,
+                          int max_seq_len);
   // cos_sin rounded to bf16, for the prompt GEMM's RoPE epilogue (gemm_ws.h): made by the
   // first call for a table (keyed by its address and size) and kept; null when that call
   // comes during a stream capture (no allocation there), and the caller does not fuse.

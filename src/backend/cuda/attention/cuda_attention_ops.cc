@@ -211,16 +211,19 @@ void CudaBackend::qk_norm_rope_attention(const Tensor& qkv, const Tensor& q_norm
                                          const AttentionMetadata& meta, LayerKvCache& kv,
                                          float scale, Tensor& q, Tensor& out) {
   const char* op = "qk_norm_rope_attention";
-  const kernels::QkNormRopeArgs r =
-      rope_args(op, qkv, q_norm, k_norm, eps, cos_sin, shape, meta, kv, q, kv_layout_);
-  const kernels::PagedAttentionArgs a =
-      attention_args(op, q, kv, shape, meta, scale, out, kv_layout_);
+  run_rope_attention(rope_args(op, qkv, q_norm, k_norm, eps, cos_sin, shape, meta, kv, q, kv_layout_),
+                     attention_args(op, q, kv, shape, meta, scale, out, kv_layout_),
+                     meta.max_seq_len);
+}
+
+void CudaBackend::run_rope_attention(const kernels::QkNormRopeArgs& r,
+                                     const kernels::PagedAttentionArgs& a, int max_seq_len) {
   if (!kernels::attention_rope_supported(a)) {
     kernels::qk_norm_rope_store(r, stream());
-    run_attention(a, nullptr, meta.max_seq_len);
+    run_attention(a, nullptr, max_seq_len);
     return;
   }
-  run_attention(a, &r, meta.max_seq_len);
+  run_attention(a, &r, max_seq_len);
 }
 
 void CudaBackend::linear_qk_norm_rope_attention(const Tensor& x, const Tensor& w_qkv,
@@ -232,19 +235,19 @@ void CudaBackend::linear_qk_norm_rope_attention(const Tensor& x, const Tensor& w
                                                 float scale, Tensor& q, Tensor& out) {
   const char* op = "linear_qk_norm_rope_attention";
   const auto [t, n, k] = check_product(op, x, 1, w_qkv, bias, qkv, false);
+  kernels::QkNormRopeArgs r =
+      rope_args(op, qkv, q_norm, k_norm, eps, cos_sin, shape, meta, kv, q, kv_layout_);
+  const kernels::PagedAttentionArgs a = attention_args(op, q, kv, shape, meta, scale, out, kv_layout_);
   if (!bias.defined() && gemm_->prompt_kernel() == GemmRunner::PromptKernel::kQkvRope &&
       t >= GemmRunner::kPromptKernelMinTokens) {
-    kernels::QkNormRopeArgs r =
-        rope_args(op, qkv, q_norm, k_norm, eps, cos_sin, shape, meta, kv, q, kv_layout_);
     r.cos_sin_bf16 = cos_sin_bf16(cos_sin);
     if (r.cos_sin_bf16 != nullptr && gemm_->run_qkv_rope(x.data(), w_qkv.data(), t, n, k, r)) {
-      run_attention(attention_args(op, q, kv, shape, meta, scale, out, kv_layout_), nullptr,
-                    meta.max_seq_len);
+      run_attention(a, nullptr, meta.max_seq_len);
       return;
     }
   }
   linear(x, w_qkv, bias, qkv);
-  qk_norm_rope_attention(qkv, q_norm, k_norm, eps, cos_sin, shape, meta, kv, scale, q, out);
+  run_rope_attention(r, a, meta.max_seq_len);
 }
 
 const kernels::bf16* CudaBackend::cos_sin_bf16(const Tensor& cos_sin) {

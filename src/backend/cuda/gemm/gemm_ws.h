@@ -47,7 +47,8 @@ void gemm_ws(const void* x, const void* w, void* out, int64_t t, int64_t n, int6
 // at their slots, as the plain product followed by qk_norm_rope_store would write them (same
 // bits); rope.qkv is not read. True when it can: gemm_ws_supported's conditions with
 // rope.q_out as out, D = 128, Hq and Hkv even (a tile is two heads of one kind), a bf16
-// cache, rope.cos_sin_bf16 given, rope.num_tokens == t and 16-byte aligned caches and tables.
+// cache, rope.cos_sin_bf16 given (the fp32 table is not read), rope.num_tokens == t and
+// 16-byte aligned caches, bf16 cos/sin table and norm weights.
 bool gemm_ws_rope_supported(int64_t t, int64_t n, int64_t k, const void* x, const void* w,
                             const QkNormRopeArgs& rope);
 void gemm_ws_rope(const void* x, const void* w, int64_t t, int64_t n, int64_t k,

@@ -335,7 +335,7 @@ bool gemm_ws_rope_supported(int64_t t, int64_t n, int64_t k, const void* x, cons
          n == int64_t(hq + 2 * hkv) * gemm_ws_epilogue::kRopeD && !rope.kv.fp8 &&
          rope.num_tokens == t && rope.block_size > 0 && rope.max_pos > 0 &&
          rope.cos_sin_bf16 != nullptr && aligned16(rope.cos_sin_bf16) &&
-         aligned16(rope.k_cache) && aligned16(rope.v_cache) && aligned16(rope.cos_sin) &&
+         aligned16(rope.k_cache) && aligned16(rope.v_cache) &&
          (rope.q_norm == nullptr || aligned16(rope.q_norm)) &&
          (rope.k_norm == nullptr || aligned16(rope.k_norm));
 }
