@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <vector>
@@ -65,6 +66,20 @@ inline Tensor i32(Backend& be, const std::vector<int32_t>& v, Shape shape) {
   Tensor h = Tensor::host(DType::kI32, shape);
   std::copy(v.begin(), v.end(), h.data_as<int32_t>());
   return be.upload(h, DType::kI32);
+}
+
+// A neox RoPE table [max_pos, d] as the model builds it (theta 1e6): cos in the first half
+// of each row, sin in the second, uploaded.
+inline Tensor rope_cos_sin(Backend& be, int max_pos, int d) {
+  Tensor h = Tensor::host(DType::kF32, Shape{max_pos, d});
+  for (int p = 0; p < max_pos; ++p) {
+    for (int i = 0; i < d / 2; ++i) {
+      const double a = p * std::pow(1e6, -2.0 * i / d);
+      h.data_as<float>()[p * d + i] = static_cast<float>(std::cos(a));
+      h.data_as<float>()[p * d + d / 2 + i] = static_cast<float>(std::sin(a));
+    }
+  }
+  return be.upload(h, DType::kF32);
 }
 
 // Qwen3-0.6B's four layer products, [T, K] x [N, K]^T: what the GEMM benchmarks time.

@@ -2,7 +2,8 @@
 // ceilings), then the production ops against the floor those ceilings give.
 //
 // Build: ninja cuda_ops_bench (configured with KESTREL_CUDA=ON); run: build/bench/cuda_ops_bench
-// (`cuda_ops_bench decode`, `prefill` or `gemm`: the ceilings and those rows only;
+// (`cuda_ops_bench decode`, `prefill`, `fp8`, `rope`, `gemm` or `wgmma`: the ceilings and
+// those rows only;
 // `prefill-one ...` and `wgmma-one ...`: one row, for profilers; `tma-encode`: the host time
 // of encoding one TMA map).
 // Each op is captured REPS times into a CUDA graph (no launch gaps; this also checks that the
@@ -298,6 +299,56 @@ void bench_wgmma_gemms(CudaBackend& be, const Ceilings& c) {
   }
 }
 
+// A batch of sequences of lens[b] keys each, the last `q_len` of them new, on pages scattered
+// as after a while of serving (or in order): the metadata and the pages it needs.
+struct PagedBatch {
+  AttentionMetadata meta;
+  int num_blocks = 0;
+  int64_t total_keys = 0;
+  std::vector<int32_t> tables;  // host copy, [num_seqs, blocks_per_seq]
+  int blocks_per_seq = 0;
+};
+
+PagedBatch paged_batch(CudaBackend& be, const std::vector<int32_t>& lens, int q_len,
+                       bool scatter_pages, bool general, bool longest_first, int bs) {
+  PagedBatch pb;
+  const int num_seqs = static_cast<int>(lens.size());
+  const int max_len = *std::max_element(lens.begin(), lens.end());
+  pb.blocks_per_seq = (max_len + bs - 1) / bs;
+  for (int32_t len : lens) pb.num_blocks += (len + bs - 1) / bs;
+  std::vector<int32_t> perm(pb.num_blocks);
+  for (int i = 0; i < pb.num_blocks; ++i) perm[i] = i;
+  for (int i = pb.num_blocks - 1; scatter_pages && i > 0; --i) {
+    std::swap(perm[i], perm[static_cast<int>((next_uniform() + 1.0f) * 0.5f * i)]);
+  }
+  std::vector<int32_t> qsl{0};
+  pb.tables.assign(size_t(num_seqs) * pb.blocks_per_seq, 0);
+  for (int b = 0, next = 0; b < num_seqs; ++b) {
+    qsl.push_back(qsl.back() + q_len);
+    for (int i = 0; i < (lens[b] + bs - 1) / bs; ++i) {
+      pb.tables[size_t(b) * pb.blocks_per_seq + i] = perm[next++];
+    }
+    pb.total_keys += lens[b];
+  }
+  AttentionMetadata& meta = pb.meta;
+  meta.num_tokens = qsl.back();
+  meta.num_seqs = num_seqs;
+  meta.max_query_len = general ? 0 : q_len;
+  meta.max_seq_len = max_len;
+  meta.block_size = bs;
+  meta.query_start_loc = i32(be, qsl, Shape{num_seqs + 1});
+  meta.seq_lens = i32(be, lens, Shape{num_seqs});
+  meta.block_tables = i32(be, pb.tables, Shape{num_seqs, pb.blocks_per_seq});
+  if (longest_first) {
+    std::vector<int32_t> order(num_seqs);
+    for (int b = 0; b < num_seqs; ++b) order[b] = b;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](int32_t x, int32_t y) { return lens[x] > lens[y]; });
+    meta.seq_order = i32(be, order, Shape{num_seqs});
+  }
+  return pb;
+}
+
 // Attention over sequences of lens[b] keys each, the last `q_len` of them new.
 // `general`: withhold the max_query_len hint, so decodes and prefills take the general
 // CUDA-core kernel (the decode and tensor-core kernels' baseline, measured in the same run).
@@ -308,44 +359,11 @@ void bench_attention_lens(CudaBackend& be, const Ceilings& c, const char* name,
                           bool general = false, bool longest_first = false, bool fp8 = false,
                           int bs = 16) {
   const int hq = 16, hkv = 8, d = 128;
-  const int num_seqs = static_cast<int>(lens.size());
-  const int max_len = *std::max_element(lens.begin(), lens.end());
-  const int blocks_per_seq = (max_len + bs - 1) / bs;
-  int num_blocks = 0;
-  for (int32_t len : lens) num_blocks += (len + bs - 1) / bs;
-  std::vector<int32_t> perm(num_blocks);
-  for (int i = 0; i < num_blocks; ++i) perm[i] = i;
-  for (int i = num_blocks - 1; scatter_pages && i > 0; --i) {  // as after a while of serving
-    std::swap(perm[i], perm[static_cast<int>((next_uniform() + 1.0f) * 0.5f * i)]);
-  }
-  std::vector<int32_t> qsl{0}, tables(size_t(num_seqs) * blocks_per_seq, 0);
-  int64_t total_keys = 0;
-  for (int b = 0, next = 0; b < num_seqs; ++b) {
-    qsl.push_back(qsl.back() + q_len);
-    for (int i = 0; i < (lens[b] + bs - 1) / bs; ++i) {
-      tables[size_t(b) * blocks_per_seq + i] = perm[next++];
-    }
-    total_keys += lens[b];
-  }
-  const int t = qsl.back();
-  AttentionMetadata meta;
-  meta.num_tokens = t;
-  meta.num_seqs = num_seqs;
-  meta.max_query_len = general ? 0 : q_len;
-  meta.max_seq_len = max_len;
-  meta.block_size = bs;
-  meta.query_start_loc = i32(be, qsl, Shape{num_seqs + 1});
-  meta.seq_lens = i32(be, lens, Shape{num_seqs});
-  meta.block_tables = i32(be, tables, Shape{num_seqs, blocks_per_seq});
-  if (longest_first) {
-    std::vector<int32_t> order(num_seqs);
-    for (int b = 0; b < num_seqs; ++b) order[b] = b;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](int32_t x, int32_t y) { return lens[x] > lens[y]; });
-    meta.seq_order = i32(be, order, Shape{num_seqs});
-  }
+  const PagedBatch pb = paged_batch(be, lens, q_len, scatter_pages, general, longest_first, bs);
+  const AttentionMetadata& meta = pb.meta;
+  const int64_t t = meta.num_tokens;
   LayerKvCache kv = random_kv_pages(
-      be, KvCacheSpec{1, num_blocks, bs, hkv, d, fp8 ? DType::kF8E4M3 : DType::kBF16});
+      be, KvCacheSpec{1, pb.num_blocks, bs, hkv, d, fp8 ? DType::kF8E4M3 : DType::kBF16});
   Tensor q = random_bf16(be, Shape{t, hq * d});
   Tensor out = be.empty(DType::kBF16, Shape{t, hq * d});
   const AttentionShape shape{hq, hkv, d};
@@ -353,7 +371,7 @@ void bench_attention_lens(CudaBackend& be, const Ceilings& c, const char* name,
     be.attention(q, kv, shape, meta, 1.0f / std::sqrt(float(d)), out);
   });
   // The keys' K and V rows (not the pages' unused tails), q and out.
-  const double bytes = 2.0 * total_keys * hkv * d * (fp8 ? 1 : 2) + q.nbytes() + out.nbytes();
+  const double bytes = 2.0 * pb.total_keys * hkv * d * (fp8 ? 1 : 2) + q.nbytes() + out.nbytes();
   // Causal: query i of a sequence sees len - q_len + i + 1 keys; QK and PV are 2 D flops each.
   double keys = 0;
   for (int32_t len : lens) {
@@ -364,6 +382,45 @@ void bench_attention_lens(CudaBackend& be, const Ceilings& c, const char* name,
   row(name, ms, std::max(mem_ms, math_ms), mem_ms > math_ms ? "bytes" : "tensor flops");
   std::printf("%-44s %9s      %.0f GB/s achieved, %.1f TFLOP/s\n", "", "", bytes / (ms * 1e-3) / 1e9,
               flops / (ms * 1e-3) / 1e12);
+}
+
+// A decode step's qk_norm_rope_attention (Qwen3-0.6B's heads, q/k norms, num_seqs sequences
+// whose new token is key ctx): the fused tensor-core kernel, and the store kernel followed by
+// the plain one (KESTREL_DECODE_MMA_ROPE=0), in the same run. Floor: the
+// cached keys' K/V, qkv read once, the output and the new K/V written.
+void bench_rope_attention(CudaBackend& be, const Ceilings& c, int num_seqs, int ctx, bool fp8) {
+  const int hq = 16, hkv = 8, d = 128, bs = 16, max_pos = 4096;
+  const PagedBatch pb = paged_batch(be, std::vector<int32_t>(num_seqs, ctx), 1, true, false, true, bs);
+  LayerKvCache kv = random_kv_pages(
+      be, KvCacheSpec{1, pb.num_blocks, bs, hkv, d, fp8 ? DType::kF8E4M3 : DType::kBF16});
+  AttentionMetadata meta = pb.meta;
+  std::vector<int32_t> positions(num_seqs, ctx - 1), slots(num_seqs);
+  for (int b = 0; b < num_seqs; ++b) {
+    slots[b] = pb.tables[size_t(b) * pb.blocks_per_seq + (ctx - 1) / bs] * bs + (ctx - 1) % bs;
+  }
+  meta.positions = i32(be, positions, Shape{num_seqs});
+  meta.slot_mapping = i32(be, slots, Shape{num_seqs});
+  const Tensor cos_sin = rope_cos_sin(be, max_pos, d);
+  const Tensor qkv = random_bf16(be, Shape{num_seqs, (hq + 2 * hkv) * d});
+  const Tensor qn = random_bf16(be, Shape{d}, 0.5f, true), kn = random_bf16(be, Shape{d}, 0.5f, true);
+  Tensor q = be.empty(DType::kBF16, Shape{num_seqs, hq * d});
+  Tensor out = be.empty(DType::kBF16, Shape{num_seqs, hq * d});
+  const AttentionShape shape{hq, hkv, d};
+  auto op = [&] {
+    be.qk_norm_rope_attention(qkv, qn, kn, 1e-6f, cos_sin, shape, meta, kv, 1.0f / std::sqrt(float(d)), q, out);
+  };
+  const int elem = fp8 ? 1 : 2;
+  const double bytes = 2.0 * (pb.total_keys - num_seqs) * hkv * d * elem + qkv.nbytes() +
+                       out.nbytes() + 2.0 * num_seqs * hkv * d * elem;
+  const double floor_ms = bytes / c.bytes_per_s * 1e3;
+  for (const char* env : {"1000000", "0"}) {  // fused at any batch size, or never
+    setenv("KESTREL_DECODE_MMA_ROPE", env, 1);
+    const double ms = time_ms(be, 10, op);
+    const std::string name = std::to_string(num_seqs) + " x " + std::to_string(ctx) +
+                             (fp8 ? " fp8" : " bf16") + (env[0] == '0' ? ", store kernel first" : ", fused");
+    row(name.c_str(), ms, floor_ms, "bytes");
+  }
+  unsetenv("KESTREL_DECODE_MMA_ROPE");
 }
 
 void bench_attention(CudaBackend& be, const Ceilings& c, const char* name, int num_seqs, int ctx,
@@ -422,8 +479,9 @@ void bench_prefill_attention(CudaBackend& be, const Ceilings& c) {
 }
 
 // section: "" (everything), "decode" (the decode attention rows), "prefill" (the prefill
-// attention rows), "fp8" (decode and prefill attention on an e4m3 cache), "gemm" (the
-// GEMM rows) or "wgmma" (the decode-step GEMM kernel against cuBLASLt).
+// attention rows), "fp8" (decode and prefill attention on an e4m3 cache), "rope" (a decode
+// step's RoPE/store and attention, fused and not), "gemm" (the GEMM rows) or "wgmma" (the
+// decode-step GEMM kernel against cuBLASLt).
 int run(const std::string& section) {
   if (!cuda_device_available()) {
     std::printf("cuda_ops_bench: no CUDA device\n");
@@ -461,6 +519,13 @@ int run(const std::string& section) {
   if (section == "wgmma") {
     std::printf("\n-- decode-step GEMMs: wgmma kernel vs cuBLASLt --\n");
     bench_wgmma_gemms(be, c);
+    return 0;
+  }
+  if (section == "rope") {
+    std::printf("\n-- decode steps' qk_norm_rope_attention, Hq 16, Hkv 8, D 128, block 16 --\n");
+    for (bool fp8 : {false, true}) {
+      for (int n : {16, 32, 64, 256}) bench_rope_attention(be, c, n, 1024, fp8);
+    }
     return 0;
   }
   if (section == "prefill") {

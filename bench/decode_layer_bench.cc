@@ -68,15 +68,7 @@ int run(int context, bool fused) {
                             : Shape{num_blocks, kBlock, kHkv, kD};
     l.kv = LayerKvCache{random_bf16(be, pages), random_bf16(be, pages)};
   }
-  Tensor cos_sin_host = Tensor::host(DType::kF32, Shape{kMaxPos, kD});
-  for (int p = 0; p < kMaxPos; ++p) {
-    for (int i = 0; i < kD / 2; ++i) {
-      const double a = p * std::pow(1e6, -2.0 * i / kD);
-      cos_sin_host.data_as<float>()[p * kD + i] = static_cast<float>(std::cos(a));
-      cos_sin_host.data_as<float>()[p * kD + kD / 2 + i] = static_cast<float>(std::sin(a));
-    }
-  }
-  const Tensor cos_sin = be.upload(cos_sin_host, DType::kF32);
+  const Tensor cos_sin = rope_cos_sin(be, kMaxPos, kD);
 
   // One sequence whose new token is key `context - 1`; the split plan is made for kMaxPos
   // keys, as for a captured decode graph.
