@@ -38,7 +38,8 @@
 #                   single_tp1, nano_tp1, decode256_tp1: through the tensor-parallel path at
 #                   world size 1; nano_fp8, decode256_fp8, long, long_fp8: the fp8 KV cache
 #                   against bf16), ttft (ttft_bench: one prompt's time to first token),
-#                   layer (decode_layer_bench), ops (cuda_ops_bench), gemm_ws (gemm_ws_bench:
+#                   layer (decode_layer_bench), ops (cuda_ops_bench), ops_rope (cuda_ops_bench
+#                   rope: the fused RoPE/store decode kernel against the store kernel first), gemm_ws (gemm_ws_bench:
 #                   the prompt-sized GEMM kernel against cuBLASLt) or python (with
 #                   --python); only what they need is built
 #   --force-carry   use .devcarry even where system packages exist (to test that path)
@@ -328,7 +329,7 @@ fi
 # --- build --------------------------------------------------------------------------
 TARGETS=()
 ((RUN_TESTS || RUN_SANITIZE)) && TARGETS+=(backend_cuda_tests)
-((RUN_BENCH)) && wanted ops && TARGETS+=(cuda_ops_bench)
+((RUN_BENCH)) && { wanted ops || wanted ops_rope; } && TARGETS+=(cuda_ops_bench)
 ((RUN_BENCH)) && wanted gemm_ws && TARGETS+=(gemm_ws_bench)
 ((RUN_BENCH)) && wanted layer && TARGETS+=(decode_layer_bench)
 ((FULL && (RUN_TESTS || RUN_SANITIZE))) && TARGETS+=(runtime_gpu_tests)
@@ -516,6 +517,11 @@ if ((RUN_BENCH)); then
   if built cuda_ops_bench && wanted ops && in_time "cuda_ops_bench"; then
     say "bench: cuda_ops_bench (cuda_ops_bench.log)"
     timeout 180 "$BUILD/bench/cuda_ops_bench" >"$LOGS/cuda_ops_bench.log" 2>&1 || status=1
+  fi
+  if built cuda_ops_bench && wanted ops_rope && in_time "cuda_ops_bench rope"; then
+    say "bench: cuda_ops_bench rope (a decode step's RoPE/store and attention, fused and not):"
+    timeout 120 "$BUILD/bench/cuda_ops_bench" rope 2>&1 | grep -v "^\[" | tail -n 18 | tee -a "$SUMMARY"
+    ((PIPESTATUS[0] == 0)) || status=1
   fi
   if built gemm_ws_bench && wanted gemm_ws && in_time "gemm_ws_bench"; then
     say "bench: gemm_ws_bench (prompt-sized GEMMs, ours against cuBLASLt):"
