@@ -63,7 +63,6 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/mma.cuh"
 
-
 namespace kestrel::kernels::detail {
 namespace {
 
@@ -187,7 +186,8 @@ __device__ __forceinline__ int o_dim(int j, int n) {
   return kFp8 ? n * (D / 8) + j : j * 8 + n;
 }
 
-// Thread tid's part of that copy (16 bytes, for the first D / 2 threads).
+// Thread tid's part of the RopeSmem copy for the token at position pos (16 bytes each, for
+// the first D / 2 threads; a norm without weights is skipped).
 template <int D>
 __device__ __forceinline__ void copy_rope_inputs(RopeSmem<D>& rs, const QkNormRopeArgs& rope,
                                                  int pos, int tid) {
