@@ -37,7 +37,8 @@
 #                   single_sync, nano_sync: the first and second without overlap;
 #                   single_tp1, nano_tp1, decode256_tp1: through the tensor-parallel path at
 #                   world size 1; nano_fp8, decode256_fp8, long, long_fp8: the fp8 KV cache
-#                   against bf16), ttft (ttft_bench: one prompt's time to first token),
+#                   against bf16; single_fp8, single_fp8_sep: single stream on it, fused and
+#                   not), ttft (ttft_bench: one prompt's time to first token),
 #                   layer (decode_layer_bench), ops (cuda_ops_bench), ops_rope (cuda_ops_bench
 #                   rope: the fused RoPE/store decode kernel against the store kernel first), gemm_ws (gemm_ws_bench:
 #                   the prompt-sized GEMM kernel against cuBLASLt) or python (with
@@ -455,6 +456,10 @@ BENCHES=(
   "nano_fp8:--num-seqs 256 --kv-cache-dtype fp8"
   "nano_fp8_sep:KESTREL_DECODE_MMA_ROPE=0 --num-seqs 256 --kv-cache-dtype fp8"
   "decode256_fp8:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 128 --kv-cache-dtype fp8"
+  # Single stream on an fp8 cache: the tensor-core decode kernel with the RoPE/store fused in
+  # (one wave), against the store kernel first.
+  "single_fp8:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --kv-cache-dtype fp8"
+  "single_fp8_sep:KESTREL_DECODE_MMA_ROPE=0 --num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --kv-cache-dtype fp8"
   "long:--num-seqs 32 --fixed-input-len 8192 --fixed-output-len 256"
   "long_fp8:--num-seqs 32 --fixed-input-len 8192 --fixed-output-len 256 --kv-cache-dtype fp8"
 )
