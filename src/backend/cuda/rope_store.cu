@@ -22,8 +22,8 @@
 // of any tokens, every lane loading its token's rope row for 16 bytes of qkv: 59% of the
 // kernel's bytes at 8,192 prompt tokens on an H100, ncu. Before that, a warp per head with
 // 4 bytes per lane: 39%.) The loads that need no qkv are the fused decode kernel's (RopeRow,
-// attention/attention_decode_rope.cuh), and the maths norm_rope8_any there (norm_rope8 with
-// every lane shuffling, so that a V head and a K head can share a warp).
+// attention/attention_decode_rope.cuh), and so is the maths (norm_rope8 there, whose lanes
+// all shuffle, so that a V head and a K head can share a warp).
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
@@ -88,34 +88,16 @@ __global__ void qk_norm_rope_store_kernel(QkNormRopeArgs a) {
     // RMSNorm and RoPE with every lane shuffling; V heads (and heads without a norm weight)
     // keep what they had.
     const bf16* norm_w = is_v ? nullptr : is_q ? a.q_norm : a.k_norm;
-    detail::norm_rope8_any<kLanes>(x, norm_w != nullptr, is_q, is_v, a.eps, rr, sub);
+    detail::norm_rope8<kLanes>(x, norm_w != nullptr, is_q, is_v, a.eps, rr, sub);
     if (!valid) continue;
 
     if (is_q) {
       *reinterpret_cast<uint4*>(a.q_out + (int64_t(t) * a.num_q_heads + h) * D + sub * 8) = pack8(x);
       continue;
     }
-    const int slot = rr.kv_slot;
-    if (slot < 0) continue;
+    if (rr.kv_slot < 0) continue;
     const int kv_head = is_v ? h - a.num_q_heads - a.num_kv_heads : h - a.num_q_heads;
-    const int block = slot / a.block_size;
-    const int64_t off = kv_row_offset<kHeadMajor>(block, slot - block * a.block_size, kv_head,
-                                                  a.num_kv_heads, a.block_size, D) +
-                        sub * 8;
-    void* cache = is_v ? a.v_cache : a.k_cache;
-    if constexpr (!kFp8) {
-      *reinterpret_cast<uint4*>(static_cast<bf16*>(cache) + off) = pack8(x);
-    } else {
-      // The bf16 values a bf16 cache would hold, quantized once; this lane's own amax and clamp
-      // count (raise_amax reads before it writes, so most lanes leave the atomics alone).
-      const int q = (is_v ? a.num_kv_heads : 0) + kv_head;  // [2, Hkv] index
-      float amax = 0.0f;
-      int clamped = 0;
-      const uint2 bytes = quantize8(x, 1.0f / a.kv.scale[q], amax, clamped);  // exact: 2^k
-      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(cache) + off) = bytes;
-      raise_amax(a.kv.amax + q, amax);
-      count_clamped(a.kv.clamped + q, clamped);
-    }
+    detail::store_kv8<D, kHeadMajor, kFp8>(a, x, is_v, kv_head, rr.kv_slot, sub);
   }
 }
 

@@ -360,16 +360,19 @@ void launch_merge(const float* part_ml, const float* part_acc, int num_splits, i
 // Decodes take the decode kernel (attention_decode.cu), which merges its own splits; batches
 // with prefill rows at head dims 64 and 128 the tensor-core kernel (attention_prefill.cu),
 // everything else the general one.
-// rope non-null: paged_attention_rope's tensor-core case.
+// rope non-null: paged_attention_rope (a decode batch: one of the two decode kernels).
 template <int D>
 void run(const PagedAttentionArgs& a, const AttentionSplit& split, float* part_ml, float* part_acc,
          cudaStream_t stream, const QkNormRopeArgs* rope = nullptr) {
-  if (rope != nullptr) {
-    detail::decode_mma_attention_rope(a, *rope, split, part_ml, part_acc, stream);
-  } else if (detail::use_decode_mma(a)) {
-    detail::decode_mma_attention(a, split, part_ml, part_acc, stream);
-  } else if (detail::use_decode_kernel(a)) {
-    return detail::decode_attention(a, QkNormRopeArgs{}, split, part_ml, part_acc, stream);
+  if (detail::use_decode_mma(a)) {
+    if (rope != nullptr) {
+      detail::decode_mma_attention_rope(a, *rope, split, part_ml, part_acc, stream);
+    } else {
+      detail::decode_mma_attention(a, split, part_ml, part_acc, stream);
+    }
+  } else if (detail::use_decode_kernel(a)) {  // merges its own splits
+    return detail::decode_attention(a, rope != nullptr ? *rope : QkNormRopeArgs{}, split, part_ml,
+                                    part_acc, stream);
   } else if (detail::use_prefill_kernel(a)) {
     detail::prefill_attention(a, split, part_ml, part_acc, stream);
   } else {
@@ -494,14 +497,7 @@ int decode_kernel_ctas_per_sm(const PagedAttentionArgs& a, bool rope) {
 
 void paged_attention_rope(const PagedAttentionArgs& a, const QkNormRopeArgs& rope,
                           const AttentionSplit& split, void* workspace, cudaStream_t stream) {
-  if (detail::use_decode_mma(a)) {  // the tensor-core kernel, then its merge when split
-    run_any(a, split, workspace, stream, &rope);
-    return;
-  }
-  if (a.num_tokens == 0 || a.num_seqs == 0) return;
-  float *part_ml, *part_acc;
-  split_partials(a, split, workspace, &part_ml, &part_acc);
-  detail::decode_attention(a, rope, split, part_ml, part_acc, stream);
+  run_any(a, split, workspace, stream, &rope);
 }
 
 }  // namespace kestrel::kernels

@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows, kFp8>::kMinCtas
   }
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
-    if constexpr (kFused) norm_rope8<kLanes>(q[r], rope.q_norm != nullptr, rr.q_norm, rope.eps, rr, sub);
+    if constexpr (kFused) norm_rope8<kLanes, false>(q[r], rope.q_norm != nullptr, true, false, rope.eps, rr, sub);
 #pragma unroll
     for (int e = 0; e < 8; ++e) q[r][e] *= qscale;
   }
@@ -288,7 +288,7 @@ __global__ void __launch_bounds__(kThreads, DecodeGeom<D, kRows, kFp8>::kMinCtas
     float kf[8], vf[8];
     unpack8(k_raw, kf);
     unpack8(v_raw, vf);
-    norm_rope8<kLanes>(kf, rope.k_norm != nullptr, rr.k_norm, rope.eps, rr, sub);
+    norm_rope8<kLanes, false>(kf, rope.k_norm != nullptr, false, false, rope.eps, rr, sub);
     // One CTA of the group stores it. The offset is found inside each branch's test, as
     // before the fp8 path existed: hoisted out, it kept registers live that cost the bf16
     // kernel a CTA per SM (96 -> 102 registers, 5 -> 4 CTAs at D = 128, group 2).

@@ -205,7 +205,7 @@ __device__ __forceinline__ void copy_rope_inputs(RopeSmem<D>& rs, const QkNormRo
 // per thread, D / 8 threads a head, kThreads * 8 / D heads a pass): the group's q heads,
 // normed and rotated, into qs (bf16, [group][D]); when the CTA owns the new token, its K
 // (normed, rotated) and V rows as the cache holds them into nk and, at `slot` (none for -1,
-// as the store kernel), into the cache. The maths is qk_norm_rope_store's (norm_rope8_any),
+// as the store kernel), into the cache. The maths is qk_norm_rope_store's (norm_rope8),
 // so the bits are the same. Ends with the CTA synchronised (qs and nk visible).
 template <int D, bool kHeadMajor, bool kFp8>
 __device__ __forceinline__ void rope_prologue(bf16* qs, NewKv<D, kFp8>& nk, const RopeSmem<D>& rs,
@@ -238,30 +238,17 @@ __device__ __forceinline__ void rope_prologue(bf16* qs, NewKv<D, kFp8>& nk, cons
     unpack8(raw, x);
     if ((p + 1) * kRowsPerPass < rows) raw = load(p + 1);
     const bool norm = !is_v && (is_q ? rope.q_norm : rope.k_norm) != nullptr;
-    norm_rope8_any<kLanes>(x, norm, is_q, is_v, rope.eps, rr, sub);
+    norm_rope8<kLanes>(x, norm, is_q, is_v, rope.eps, rr, sub);
     if (row >= rows) continue;
     if (is_q) {
       *reinterpret_cast<uint4*>(qs + r * D + sub * 8) = pack8(x);
       continue;
     }
-    const int bs = rope.block_size;
-    const int64_t off =  // elements
-        (slot >= 0 ? kv_row_offset<kHeadMajor>(slot / bs, slot % bs, g, rope.num_kv_heads, bs, D) : 0) + sub * 8;
+    const uint4 bytes = store_kv8<D, kHeadMajor, kFp8>(rope, x, is_v, g, slot, sub);
     if constexpr (kFp8) {
-      const int si = (is_v ? rope.num_kv_heads : 0) + g;  // the scale's (K or V, KV head)
-      float amax = 0.0f;
-      int clamped = 0;
-      const uint2 bytes = quantize8(x, 1.0f / rope.kv.scale[si], amax, clamped);  // exact: 2^k
-      *reinterpret_cast<uint2*>((is_v ? nk.v : nk.k) + sub * 8) = bytes;
-      if (slot >= 0) {
-        *reinterpret_cast<uint2*>(static_cast<uint8_t*>(is_v ? rope.v_cache : rope.k_cache) + off) = bytes;
-        raise_amax(rope.kv.amax + si, amax);
-        count_clamped(rope.kv.clamped + si, clamped);
-      }
+      *reinterpret_cast<uint2*>((is_v ? nk.v : nk.k) + sub * 8) = make_uint2(bytes.x, bytes.y);
     } else {
-      const uint4 bytes = pack8(x);
       *reinterpret_cast<uint4*>((is_v ? nk.v : nk.k) + sub * 16) = bytes;
-      if (slot >= 0) *reinterpret_cast<uint4*>(static_cast<bf16*>(is_v ? rope.v_cache : rope.k_cache) + off) = bytes;
     }
   }
   __syncthreads();

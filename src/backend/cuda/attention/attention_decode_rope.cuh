@@ -1,12 +1,15 @@
 // Device helpers of the fused decode kernel (attention_decode.cu): qk_norm_rope_store's RMSNorm
 // and RoPE applied in registers to a head held as 8 dims per lane by the D/8 adjacent lanes
-// of a key slot. RopeRow also serves the RoPE/store kernel (rope_store.cu).
+// of a key slot. RopeRow, norm_rope8 and store_kv8 also serve the RoPE/store kernel
+// (rope_store.cu) and the tensor-core decode kernel's fused prologue.
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
 
+#include "backend/cuda/attention/kv_fp8.cuh"
+#include "backend/cuda/attention/kv_layout.cuh"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
 
@@ -48,46 +51,24 @@ struct RopeRow {
 };
 
 // qk_norm_rope_store's maths on one head held as 8 dims per lane ([8 sub, 8 sub + 8)) by the
-// kLanes adjacent lanes of a key slot: the RMSNorm (when `norm`) sums over those lanes, and
-// RoPE pairs dim i with i + D/2, which lane sub ^ (kLanes / 2) holds. Every lane of the warp
-// must call it (shuffles). Same roundings as rope_store.cu; the result is bf16.
-template <int kLanes>
-__device__ __forceinline__ void norm_rope8(float (&x)[8], bool norm, const float (&w)[8],
+// kLanes adjacent lanes of a key slot: the RMSNorm when `norm` (q_norm's weights when
+// q_weights, else k_norm's) sums over those lanes, then RoPE, which pairs dim i with i + D/2
+// (lane sub ^ (kLanes / 2)), unless is_v (V heads keep their values). Every lane of the warp
+// shuffles whatever its head, so heads of different kinds can share a warp (rope_store.cu,
+// the tensor-core decode kernel's fused prologue); all must call it. kMixed false: every head
+// of the warp takes the same `norm` (the CUDA-core fused kernel), so the norm's shuffles run
+// only with it, which keeps that kernel's registers. The result is bf16.
+template <int kLanes, bool kMixed = true>
+__device__ __forceinline__ void norm_rope8(float (&x)[8], bool norm, bool q_weights, bool is_v,
                                            float eps, const RopeRow& rr, int sub) {
   constexpr int D = kLanes * 8;
-  if (norm) {
-    float ss = 0.0f;
+  float ss = 0.0f;
+  if (kMixed || norm) {
 #pragma unroll
     for (int e = 0; e < 8; ++e) ss += x[e] * x[e];
 #pragma unroll
     for (int o = kLanes / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    const float inv = rsqrtf(ss / D + eps);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) x[e] = round_bf16(round_bf16(x[e] * inv) * w[e]);
   }
-  const bool first_half = sub < kLanes / 2;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    const float other = __shfl_xor_sync(0xffffffffu, x[e], kLanes / 2);
-    const float cx = round_bf16(x[e] * round_bf16(rr.cos[e]));
-    const float so = round_bf16(other * round_bf16(rr.sin[e]));
-    x[e] = round_bf16(first_half ? cx - so : cx + so);  // x1 c - x2 s | x2 c + x1 s
-  }
-}
-
-// The same maths with every lane shuffling, so that heads of different kinds can share a
-// warp: the RMSNorm when `norm` (with q_norm's weights when q_weights, else k_norm's), then
-// RoPE unless is_v (V heads keep their values). Used where one warp holds q, K and V heads
-// (rope_store.cu; the tensor-core decode kernel's fused prologue).
-template <int kLanes>
-__device__ __forceinline__ void norm_rope8_any(float (&x)[8], bool norm, bool q_weights, bool is_v,
-                                               float eps, const RopeRow& rr, int sub) {
-  constexpr int D = kLanes * 8;
-  float ss = 0.0f;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) ss += x[e] * x[e];
-#pragma unroll
-  for (int o = kLanes / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if (norm) {
     const float inv = rsqrtf(ss / D + eps);
 #pragma unroll
@@ -104,6 +85,37 @@ __device__ __forceinline__ void norm_rope8_any(float (&x)[8], bool norm, bool q_
     const float cx = round_bf16(x[e] * round_bf16(rr.cos[e]));
     const float so = round_bf16(other * round_bf16(rr.sin[e]));
     x[e] = round_bf16(first_half ? cx - so : cx + so);  // x1 c - x2 s | x2 c + x1 s
+  }
+}
+
+// Lane sub's 8 dims x (bf16 values, after norm_rope8) of a new K row (V when is_v) of KV head
+// kv_head as the cache holds them: bf16, or e4m3 of x / scale (KvQuant; x becomes the bytes'
+// values) in the low 8 bytes. Stored at `slot`, with the fp8 scale's amax and clamp count
+// raised (this lane's own: raise_amax reads before it writes, so most lanes leave the
+// atomics alone), unless slot < 0. Returns the bytes.
+template <int D, bool kHeadMajor, bool kFp8>
+__device__ __forceinline__ uint4 store_kv8(const QkNormRopeArgs& a, float (&x)[8], bool is_v,
+                                           int kv_head, int slot, int sub) {
+  const int bs = a.block_size;
+  const int64_t off =  // elements
+      (slot >= 0 ? kv_row_offset<kHeadMajor>(slot / bs, slot % bs, kv_head, a.num_kv_heads, bs, D) : 0) +
+      sub * 8;
+  void* cache = is_v ? a.v_cache : a.k_cache;
+  if constexpr (!kFp8) {
+    const uint4 bytes = pack8(x);
+    if (slot >= 0) *reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(cache) + off) = bytes;
+    return bytes;
+  } else {
+    const int q = (is_v ? a.num_kv_heads : 0) + kv_head;  // [2, Hkv] index
+    float amax = 0.0f;
+    int clamped = 0;
+    const uint2 bytes = quantize8(x, 1.0f / a.kv.scale[q], amax, clamped);  // exact: 2^k
+    if (slot >= 0) {
+      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(cache) + off) = bytes;
+      raise_amax(a.kv.amax + q, amax);
+      count_clamped(a.kv.clamped + q, clamped);
+    }
+    return make_uint4(bytes.x, bytes.y, 0u, 0u);
   }
 }
 
