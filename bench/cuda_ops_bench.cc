@@ -630,9 +630,9 @@ int main(int argc, char** argv) {
     }
     const std::string section = argc > 1 ? argv[1] : "";
     if (section != "" && section != "decode" && section != "prefill" && section != "gemm" &&
-        section != "fp8" && section != "wgmma") {
+        section != "fp8" && section != "rope" && section != "wgmma") {
       std::fprintf(stderr,
-                   "cuda_ops_bench: unknown section '%s' (decode, prefill, fp8, gemm or wgmma, "
+                   "cuda_ops_bench: unknown section '%s' (decode, prefill, fp8, rope, gemm or wgmma, "
                    "or none for all)\n",
                    section.c_str());
       return 2;

@@ -30,6 +30,8 @@
 #                   so that a bounded call still ends with its summary
 #   --filter P      run only the backend_cuda_tests matching gtest filter P (runtime_gpu_tests
 #                   still run whole: they take seconds)
+#   --test-timeout S  bound backend_cuda_tests to S seconds (default 480: the whole binary
+#                   takes ~360 s), so that a hanging kernel under test leaves time for the rest
 #   --only LIST     with --bench, run only these of the benchmarks: comma-separated workload
 #                   names (single, nano, single_short, decode256, prefill, prefill_lt,
 #                   prefill_ws_all, prefill_ws_rope, nano_sep, decode256_sep, nano_fp8_sep
@@ -40,7 +42,9 @@
 #                   against bf16; single_fp8, single_fp8_sep: single stream on it, fused and
 #                   not), ttft (ttft_bench: one prompt's time to first token),
 #                   layer (decode_layer_bench), ops (cuda_ops_bench), ops_rope (cuda_ops_bench
-#                   rope: the fused RoPE/store decode kernel against the store kernel first), gemm_ws (gemm_ws_bench:
+#                   rope: the fused RoPE/store decode kernel against the store kernel first),
+#                   ops_wgmma (cuda_ops_bench wgmma: the decode-step GEMM against cuBLASLt;
+#                   nano_wgmma and decode256_wgmma run the engine with it), gemm_ws (gemm_ws_bench:
 #                   the prompt-sized GEMM kernel against cuBLASLt) or python (with
 #                   --python); only what they need is built
 #   --force-carry   use .devcarry even where system packages exist (to test that path)
@@ -68,6 +72,7 @@ RUN_PYTHON=0
 FORCE_CARRY=0
 DEADLINE=0
 FILTER=""
+TEST_TIMEOUT=480
 ONLY=""
 
 prepare_carry() {
@@ -132,6 +137,7 @@ while (($#)); do
     --force-carry) FORCE_CARRY=1 ;;
     --deadline) DEADLINE=$2; shift ;;
     --filter) FILTER=$2; shift ;;
+    --test-timeout) TEST_TIMEOUT=$2; shift ;;
     --only) ONLY=$2; shift ;;
     --arch) ARCH=$2; shift ;;
     --build-dir) BUILD=$(realpath -m "$2"); shift ;;
@@ -330,7 +336,7 @@ fi
 # --- build --------------------------------------------------------------------------
 TARGETS=()
 ((RUN_TESTS || RUN_SANITIZE)) && TARGETS+=(backend_cuda_tests)
-((RUN_BENCH)) && { wanted ops || wanted ops_rope; } && TARGETS+=(cuda_ops_bench)
+((RUN_BENCH)) && { wanted ops || wanted ops_rope || wanted ops_wgmma; } && TARGETS+=(cuda_ops_bench)
 ((RUN_BENCH)) && wanted gemm_ws && TARGETS+=(gemm_ws_bench)
 ((RUN_BENCH)) && wanted layer && TARGETS+=(decode_layer_bench)
 ((FULL && (RUN_TESTS || RUN_SANITIZE))) && TARGETS+=(runtime_gpu_tests)
@@ -380,7 +386,7 @@ if ((RUN_TESTS)); then
   # The whole binary takes ~360 s on an H200 (session 14: 210 s for the first 18 attention
   # tests, their double-precision references, then 147 s for the other 76); 240 s cut it
   # short with nothing printed, which read like a hang (session 13).
-  built backend_cuda_tests && run_gtest backend_cuda_tests "$BUILD/tests/backend_cuda_tests" 480 "$FILTER"
+  built backend_cuda_tests && run_gtest backend_cuda_tests "$BUILD/tests/backend_cuda_tests" "$TEST_TIMEOUT" "$FILTER"
   built runtime_gpu_tests && run_gtest runtime_gpu_tests "$BUILD/tests/runtime_gpu_tests" 300
   built parallel_tests && run_gtest parallel_tests "$BUILD/tests/parallel_tests" 300
 fi
@@ -442,6 +448,8 @@ BENCHES=(
   # Batched decode with the RoPE/store kernel before the tensor-core decode kernel instead of
   # fused into it (KESTREL_DECODE_MMA_ROPE=0), against nano and decode256 above.
   "nano_sep:KESTREL_DECODE_MMA_ROPE=0 --num-seqs 256"
+  "nano_wgmma:KESTREL_GEMM_SM90=1 --num-seqs 256"
+  "decode256_wgmma:KESTREL_GEMM_SM90=1 --num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   "decode256_sep:KESTREL_DECODE_MMA_ROPE=0 --num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   "single_eager:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --enforce-eager"
   "single_sync:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --no-async-scheduling"
@@ -526,6 +534,11 @@ if ((RUN_BENCH)); then
   if built cuda_ops_bench && wanted ops_rope && in_time "cuda_ops_bench rope"; then
     say "bench: cuda_ops_bench rope (a decode step's RoPE/store and attention, fused and not):"
     timeout 120 "$BUILD/bench/cuda_ops_bench" rope 2>&1 | grep -v "^\[" | tail -n 18 | tee -a "$SUMMARY"
+    ((PIPESTATUS[0] == 0)) || status=1
+  fi
+  if built cuda_ops_bench && wanted ops_wgmma && in_time "cuda_ops_bench wgmma"; then
+    say "bench: cuda_ops_bench wgmma (decode-step GEMMs, ours against cuBLASLt):"
+    timeout 150 "$BUILD/bench/cuda_ops_bench" wgmma 2>&1 | grep -v "^\[" | tee -a "$SUMMARY"
     ((PIPESTATUS[0] == 0)) || status=1
   fi
   if built gemm_ws_bench && wanted gemm_ws && in_time "gemm_ws_bench"; then

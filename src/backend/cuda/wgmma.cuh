@@ -132,14 +132,16 @@ __device__ __forceinline__ void wgmma_m64n128k16_ss(float (&d)[64], uint64_t des
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
-// d [64 x 64] += A [64 x 16] B [16 x 64], A and B K-major in shared memory.
+// d [64 x 64] = A [64 x 16] B [16 x 64] (+ d when scale_d != 0), A and B K-major in shared
+// memory.
 __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc_a,
-                                                   uint64_t desc_b) {
+                                                   uint64_t desc_b, int scale_d) {
   asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {" KS_WGMMA_REGS32 "}, "
-      "%32, %33, 1, 1, 1, 0, 0;\n"
+      "%32, %33, p, 1, 1, 0, 0;\n}\n"
       : KS_WGMMA_ACC32(d)
-      : "l"(desc_a), "l"(desc_b));
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
 // d [64 x N] += A [64 x 16] B [16 x N], A from registers (each warp's 16 rows as the

@@ -5,14 +5,19 @@
 // memory with the 128-byte swizzle of wgmma.cuh, so one 64-wide K step is one 128-byte line
 // per row. Token rows past T are zero-filled by the copy and never stored.
 //
-// Geometry: grid (split, token tiles, N / 128), cluster (split, 1, 1). A CTA of two
-// warpgroups owns 128 rows of w and TN tokens; CTA `rank` of a cluster sums K range
-// [rank K / split, (rank + 1) K / split). Stages of (128 + TN) x 64 bf16 stream through a
-// ring by TMA (tma.cuh): thread 0 issues one 2-D tile copy of w and one of x per stage, both
-// completing on the stage's mbarrier, with the 128-byte swizzle the wgmma descriptors expect;
-// x's rows past T come in as zeros. Each stage is 4 wgmma k16 steps per warpgroup. (The
-// first version copied with cp.async from all 256 threads: ~35 GB/s per SM, at par with
-// cuBLASLt at best; docs/cuda_backend.md.)
+// Geometry: grid (split, token tiles, N / 128), cluster (split, 1, 1). A CTA owns 128 rows
+// of w and TN tokens; CTA `rank` of a cluster sums K range [rank K / split,
+// (rank + 1) K / split).
+//
+// Schedule (warp-specialised): warps 0-7 are two consumer warpgroups, warp 8 the producer.
+// The producer's lane 0 streams stages of w (128 x 64) and x (TN x 64) by TMA into a ring,
+// each completing on the stage's full mbarrier; before refilling a stage it waits on the
+// stage's empty mbarrier, which every consumer warp arrives on. Consumers: per stage 4 wgmma
+// k16 steps, then the stage released at once (not after the next stage's products are issued:
+// the weight stream is what bounds these shapes, and a stage released one step earlier is one
+// more stage of copies in flight). This schedule took 10.0 us where the single-role version
+// (thread 0 refilling the stage after a CTA barrier) took 12 us for o_proj at T = 16 with one
+// CTA per tile (H200; docs/cuda_backend.md, "Decode-step GEMM on wgmma").
 //
 // Split-K without atomics: each CTA stages its fp32 partial tile [TN][128] in its own shared
 // memory (the ring is free by then), the cluster synchronises, and CTA `rank` adds the
@@ -42,6 +47,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/tma.cuh"
 #include "backend/cuda/tma_map.h"
+#include "backend/cuda/warpgroup_sync.cuh"
 #include "backend/cuda/wgmma.cuh"
 
 namespace kestrel::kernels {
@@ -51,7 +57,9 @@ namespace cg = cooperative_groups;
 
 constexpr int kRows = kWgmmaGemmRows;
 constexpr int kStepK = kWgmmaGemmStepK;
-constexpr int kThreads = 256;
+constexpr int kConsumerWarps = 8;  // two warpgroups of 64 rows of w each
+constexpr int kThreads = kConsumerWarps * 32 + 32;  // and the producer warp
+constexpr int kBarConsumers = 1;   // named barrier of the consumer warps
 constexpr int kStride = kRows + 4;  // floats per staged token row of the partial tile
 
 // Two CTAs per SM. (One CTA per SM with a 192 KB ring, 8 or 6 stages, measured 5-20%
@@ -64,17 +72,18 @@ struct Layout {
   static constexpr uint32_t kStage = kW + kX;
   static constexpr uint32_t kRing = kStages * kStage;
   static constexpr uint32_t kPartial = TN * kStride * 4;
-  static constexpr uint32_t kBars = std::max(kRing, kPartial);  // uint64 mbarrier[kStages]
-  static constexpr uint32_t kBytes = kBars + kStages * 8;
+  // uint64 mbarriers full[kStages], empty[kStages]
+  static constexpr uint32_t kBars = std::max(kRing, kPartial);
+  static constexpr uint32_t kBytes = kBars + 2 * kStages * 8;
   static constexpr uint32_t kAlloc = kBytes + 1024;  // slack to align the base to 1 KB
 };
 
 template <int TN>
-__device__ __forceinline__ void mma_k16(float (&d)[TN / 2], uint64_t a, uint64_t b) {
+__device__ __forceinline__ void mma_k16(float (&d)[TN / 2], uint64_t a, uint64_t b, int scale_d) {
   if constexpr (TN == 64) {
-    sm90::wgmma_m64n64k16_ss(d, a, b);
+    sm90::wgmma_m64n64k16_ss(d, a, b, scale_d);
   } else {
-    sm90::wgmma_m64n128k16_ss(d, a, b, 1);
+    sm90::wgmma_m64n128k16_ss(d, a, b, scale_d);
   }
 }
 
@@ -105,51 +114,77 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int k0 = rank * (k / split);
   const int steps = k / split / kStepK;
 
-  auto bar = [&](int s) { return base + L::kBars + 8 * (s % L::kStages); };
-  auto stage = [&](int s) { return base + (s % L::kStages) * L::kStage; };
+  auto full = [&](int s) { return base + L::kBars + 8 * s; };
+  auto empty = [&](int s) { return base + L::kBars + 8 * (L::kStages + s); };
+  auto stage = [&](int s) { return base + s * L::kStage; };
   if (tid == 0) {
     tma_prefetch_map(&w_map);
     tma_prefetch_map(&x_map);
-    for (int i = 0; i < L::kStages; ++i) mbar_init(bar(i), 1);
-    mbar_fence_init();
-    for (int s = 0; s < L::kStages - 1 && s < steps; ++s) {
-      mbar_expect_tx(bar(s), L::kStage);
-      tma_load_2d(stage(s), &w_map, k0 + s * kStepK, row0, bar(s));
+    for (int s = 0; s < L::kStages; ++s) {
+      mbar_init(full(s), 1);                  // the producer's expect_tx arrival (and the bytes)
+      mbar_init(empty(s), kConsumerWarps);    // every consumer warp
     }
+    mbar_fence_init();
+  }
+  __syncthreads();  // the barriers are initialised before anyone uses them
+
+  if (tid >= kConsumerWarps * 32) {  // the producer warp
+    if (tid == kConsumerWarps * 32) {
+      auto load_w = [&](int i) {
+        const int s = i % L::kStages;
+        mbar_expect_tx(full(s), L::kStage);
+        tma_load_2d(stage(s), &w_map, k0 + i * kStepK, row0, full(s));
+      };
+      auto load_x = [&](int i) {
+        const int s = i % L::kStages;
+        tma_load_2d(stage(s) + L::kW, &x_map, k0 + i * kStepK, tok0, full(s));
+      };
+      const int first = steps < L::kStages ? steps : L::kStages;
+      for (int i = 0; i < first; ++i) load_w(i);  // weights only: before the wait
+      pdl_wait();
+      for (int i = 0; i < first; ++i) load_x(i);
+      for (int i = first; i < steps; ++i) {
+        // The (i / kStages)-th release of this stage.
+        mbar_wait(empty(i % L::kStages), ((i / L::kStages) & 1) ^ 1);
+        load_w(i);
+        load_x(i);
+      }
+    }
+    pdl_wait();
+    pdl_trigger();
+    if (split > 1) {  // the consumers' two cluster barriers
+      cluster.sync();
+      cluster.sync();
+    }
+    return;
   }
   pdl_wait();
   pdl_trigger();
-  if (tid == 0) {
-    for (int s = 0; s < L::kStages - 1 && s < steps; ++s) {
-      tma_load_2d(stage(s) + L::kW, &x_map, k0 + s * kStepK, tok0, bar(s));
-    }
-  }
-  __syncthreads();  // the barriers are initialised before anyone waits on them
 
-  float acc[TN / 2];
-#pragma unroll
-  for (int i = 0; i < TN / 2; ++i) acc[i] = 0.0f;
+  auto release = [&](int s) {
+    __syncwarp();
+    if (tid % 32 == 0) mbar_arrive(empty(s));
+  };
+  float acc[TN / 2];  // the first k16 step overwrites (scale_d 0): no zeroing in the pipeline
   const uint32_t a_rows = (tid / 128) * 64 * 128;  // this warpgroup's 64 rows of w
-  for (int s = 0; s < steps; ++s) {
-    const int next = s + L::kStages - 1;  // refills the stage consumed at s - 1
-    if (tid == 0 && next < steps) {
-      mbar_expect_tx(bar(next), L::kStage);
-      tma_load_2d(stage(next), &w_map, k0 + next * kStepK, row0, bar(next));
-      tma_load_2d(stage(next) + L::kW, &x_map, k0 + next * kStepK, tok0, bar(next));
-    }
-    mbar_wait(bar(s), (s / L::kStages) & 1);
-    wgmma_fence_operand(acc);
+  for (int i = 0; i < steps; ++i) {
+    const int s = i % L::kStages;
+    mbar_wait(full(s), (i / L::kStages) & 1);
     wgmma_fence();
 #pragma unroll
     for (int ks = 0; ks < kStepK / 16; ++ks) {
       mma_k16<TN>(acc, smem_desc(stage(s) + a_rows + 32 * ks, 16, 1024),
-                  smem_desc(stage(s) + L::kW + 32 * ks, 16, 1024));
+                  smem_desc(stage(s) + L::kW + 32 * ks, 16, 1024), i > 0 || ks > 0);
     }
     wgmma_commit();
+    // Released at once, not after the next stage's products are issued (wait<1>): the
+    // weight stream is what bounds these shapes, and a stage released one step earlier is
+    // one more stage of copies in flight.
     wgmma_wait<0>();
-    wgmma_fence_operand(acc);
-    __syncthreads();  // both warpgroups are done with this stage before it is refilled
+    release(s);
   }
+  wgmma_fence_operand(acc);
+  named_barrier_sync(kBarConsumers, kConsumerWarps * 32);  // the ring is read: it holds the tile
 
   // acc: this thread's rows (of w) lane / 4 and lane / 4 + 8 of its warp's 16, columns (tokens)
   // 8 j + 2 (lane % 4) + {0, 1}: acc[4 j + 2 h + c].
@@ -170,12 +205,12 @@ __global__ void __launch_bounds__(kThreads, 2)
   if (split > 1) {
     cluster.sync();
   } else {
-    __syncthreads();
+    named_barrier_sync(kBarConsumers, kConsumerWarps * 32);
   }
 
   const int rows_per_rank = TN / split;
   constexpr int kChunks = kRows / 8;  // 8 outputs (16 bytes of bf16) per chunk
-  for (int i = tid; i < rows_per_rank * kChunks; i += kThreads) {
+  for (int i = tid; i < rows_per_rank * kChunks; i += kConsumerWarps * 32) {
     const int r = rank * rows_per_rank + i / kChunks;
     const int c = (i % kChunks) * 8;
     if (tok0 + r >= t) continue;
