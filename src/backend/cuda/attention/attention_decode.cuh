@@ -47,14 +47,16 @@ void decode_attention(const PagedAttentionArgs& a, const QkNormRopeArgs& rope,
 // True when `a` is a decode batch (use_decode_kernel) at head dim 64 or 128, group <= 16,
 // over an fp8 cache, or over a bf16 one with at least kDecodeMmaMinBf16Seqs sequences
 // (KESTREL_DECODE_MMA_BF16=N moves that to N, 0 turns it off): it takes the tensor-core
-// decode kernel (attention_decode_mma.cu) instead, whose key splits are the general kernel's (no tail halves) and whose partials
-// attention.cu's merge kernel combines. Smaller bf16 batches keep the CUDA-core kernel,
-// where one launch fewer per layer counts more than the keys' maths. H200, 1,024-token prompts, decode
-// step: 8 sequences 1.428 ms CUDA-core vs 1.505 tensor-core, 12 sequences 1.782 vs 1.668
-// (docs/cuda_backend.md). Graphs are captured for 8 and 16 sequences, so 9 (not 16, the
-// first guess) makes eager steps agree with what the graphs of 9-16 sequences run.
+// decode kernel (attention_decode_mma.cu) instead, whose key splits are the general kernel's
+// (no tail halves) and whose partials attention.cu's merge kernel combines. A bf16 batch of
+// one keeps the CUDA-core kernel. Since the RoPE/store kernel is fused into the tensor-core
+// one (session 15), that kernel wins from two sequences up (H200, 1,024-token prompts, decode
+// step, CUDA-core -> tensor-core: 2 sequences 0.873 -> 0.813 ms, 3: 0.985 -> 0.951, 4: 1.001
+// -> 0.969, 8: 1.334 -> 1.251), but not at one (512-token prompt 0.719 -> 0.755 ms, 1,024:
+// 0.760 -> 0.765; only at 4,096 keys 0.991 -> 0.962), and graphs, captured per batch size,
+// cannot choose by context length (docs/cuda_backend.md, "Small decode batches").
 bool use_decode_mma(const PagedAttentionArgs& a);
-constexpr int kDecodeMmaMinBf16Seqs = 9;
+constexpr int kDecodeMmaMinBf16Seqs = 2;
 // Its CTAs resident per SM (157 registers and 72 KB of shared memory per 128 threads at D = 128).
 constexpr int kDecodeMmaCtasPerSm = 3;
 // Launches it over grid (Hkv, B, split.num_splits); with num_splits > 1 it writes partials
