@@ -60,8 +60,9 @@ class GemmRunner {
   static constexpr int64_t kGemvMaxWeightBytes = int64_t(64) << 20;
 
   // Whether decode-step products may take the wgmma kernel (wgmma_gemm.h). Off by default
-  // (H200: decode steps of 32 and 64 sequences took 3.6-4.7% longer with it, 16 sequences
-  // 0.9% less); on when the environment variable KESTREL_GEMM_SM90 is 1 (for measurements).
+  // (H200, session 16's warp-specialised kernel: decode steps of 16, 32 and 64 sequences took
+  // 0.6%, 2.3% and 2.5% longer with it); on when the environment variable KESTREL_GEMM_SM90
+  // is 1 (for measurements).
   // Ignored on devices other than compute capability 9.0.
   void set_wgmma_gemm(bool on);
   bool wgmma_gemm() const { return wgmma_; }
