@@ -43,6 +43,8 @@ GPUS=$(nvidia-smi -L 2>/dev/null | wc -l)
 say "== tp_bench $(date -u +%Y-%m-%dT%H:%M:%SZ): $GPUS GPU(s): $(nvidia-smi --query-gpu=name --format=csv,noheader | sort | uniq -c | xargs)"
 nvidia-smi topo -m 2>/dev/null | head -n $((GPUS + 1)) | tee -a "$SUMMARY"
 [[ -x $BUILD/kestrel ]] || { say "tp_bench: $BUILD/kestrel missing: run scripts/gpu_check.sh first"; exit 1; }
+# The libraries gpu_check.sh unpacks from .devcarry where the machine lacks them.
+[[ -d $BUILD/devdeps/lib ]] && export LD_LIBRARY_PATH=$BUILD/devdeps/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 if ((GPUS >= 2)) && [[ -z $TAG ]]; then
   timeout 120 python3 tools/allreduce_bw.py --gpus "$GPUS" --hidden 4096 --json "$LOGS/allreduce.json" 2>&1 |
