@@ -8,8 +8,9 @@
 // owns 128 of them, two warpgroups of 64) and a tile of tokens the N dimension (64 or 128), so
 // any T costs what its tiles cost; K is split over the CTAs of a thread-block cluster, which
 // add their fp32 partial tiles through distributed shared memory in a fixed order (the result
-// does not depend on timing: no atomics). Weights and x stream by TMA into a 3- or 4-stage
-// ring; the first stages' weight loads are issued before the PDL wait.
+// does not depend on timing: no atomics). A producer warp streams weights and x by TMA into a
+// 3- or 4-stage ring for two consumer warpgroups; the first stages' weight loads are issued
+// before the PDL wait.
 //
 // Host-side header (included by gemm.cc); the launcher enqueues one kernel and nothing else,
 // so it can be captured into a CUDA graph. Built for sm_90a only: call it on compute
