@@ -443,6 +443,19 @@ void bench_decode_attention(CudaBackend& be, const Ceilings& c, bool fp8 = false
   bench_attention_lens(be, c, "decode 128 seqs x 100..2048 ctx (mixed)", mixed, 1, true, false,
                        false, fp8);
   bench_attention_lens(be, c, "the same, longest sequence first", mixed, 1, true, false, true, fp8);
+  // A nano-vLLM decode step's shape (256 sequences of ~100..1,100 keys, ~560 on average), and
+  // uniform batches of short contexts: what each CTA's fixed cost weighs against its keys.
+  std::vector<int32_t> nano(256);
+  for (int32_t& len : nano) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    len = 100 + static_cast<int32_t>((state >> 33) % 1001);
+  }
+  bench_attention_lens(be, c, "decode 256 seqs x 100..1100 ctx, longest first", nano, 1, true,
+                       false, true, fp8);
+  for (int ctx : {128, 256, 560}) {
+    const std::string name = "decode 256 seqs x " + std::to_string(ctx) + " ctx";
+    bench_attention(be, c, name.c_str(), 256, ctx, 1, true, false, fp8);
+  }
   bench_attention(be, c, "decode 64 seqs x 1024 ctx", 64, 1024, 1, true, false, fp8);
   bench_attention(be, c, "decode 16 seqs x 4096 ctx", 16, 4096, 1, true, false, fp8);
   bench_attention(be, c, "decode 1 seq x 640 ctx", 1, 640, 1, true, false, fp8);
