@@ -271,6 +271,12 @@ class Backend {
   virtual void silu_mul_linear_add(const Tensor& gate_up, const Tensor& w, Tensor& residual) {
     throw_error("{} backend: no fused silu_mul_linear_add", name());
   }
+  // out = linear(silu_mul(gate_up), w), as silu_mul then linear: a rank's partial down
+  // product under tensor parallelism, which the communicator adds into the residual
+  // (Communicator::all_reduce_add). gate_up [T, 2I], w [N, I], out [T, N].
+  virtual void silu_mul_linear(const Tensor& gate_up, const Tensor& w, Tensor& out) {
+    throw_error("{} backend: no fused silu_mul_linear", name());
+  }
 };
 
 // "cpu", "cuda" or "auto", on GPU `device_index` for CUDA. Throws kestrel::Error if the

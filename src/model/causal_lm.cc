@@ -70,17 +70,14 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
 
   if (comm_ == nullptr) {
     be.embedding(input_ids, weights_.embed, residual);
-    if (T <= be.fused_linear_max_rows()) {
-      return forward_fused(meta, kv, sample_rows, T, S, eps, scale, shape);
-    }
   } else {
     // Each rank embeds the ids of its vocab shard (zeros elsewhere); the sum is the lookup.
     be.embedding_shard(input_ids, weights_.embed, plan_.vocab_start, residual);
     all_reduce(residual);
   }
-  // Under tensor parallelism the fused linear_add / silu_mul_linear_add are not used: they
-  // add a rank's partial product into the residual, across the all-reduce that must come
-  // first. The planned replacement is a fused all-reduce + residual add + RMSNorm kernel.
+  if (T <= be.fused_linear_max_rows() && (comm_ == nullptr || comm_->has_all_reduce_add())) {
+    return forward_fused(meta, kv, sample_rows, T, S, eps, scale, shape);
+  }
   // Without a communicator all_reduce() does nothing: the single-device sequence.
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
@@ -117,11 +114,15 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
 
 // The same layers with the fused ops: the residual stream takes each block's output as it
 // is produced (linear_add), and every RMSNorm happens inside the product that reads it.
+// Under tensor parallelism a rank's o_proj and down products are partial sums, which the
+// communicator sums over ranks and adds into the residual in one operation (all_reduce_add);
+// every rank's residual is the same.
 Tensor CausalLM::forward_fused(const AttentionMetadata& meta, std::vector<LayerKvCache>& kv,
                                const Tensor& sample_rows, int64_t T, int64_t S, float eps,
                                float scale, const AttentionShape& shape) {
   Backend& be = backend_;
   Tensor residual = ws_.residual.slice(0, T);
+  Tensor hidden = ws_.hidden.slice(0, T);
   Tensor qkv = ws_.qkv.slice(0, T);
   Tensor q = ws_.q.slice(0, T);
   Tensor attn = ws_.attn.slice(0, T);
@@ -131,14 +132,30 @@ Tensor CausalLM::forward_fused(const AttentionMetadata& meta, std::vector<LayerK
     be.norm_linear(residual, w.input_norm, eps, w.qkv, w.qkv_bias, qkv);
     be.qk_norm_rope_attention(qkv, w.q_norm, w.k_norm, eps, cos_sin_, shape, meta, kv[l], scale,
                               q, attn);
-    be.linear_add(attn, w.o_proj, w.o_bias, residual);
+    if (comm_ == nullptr) {
+      be.linear_add(attn, w.o_proj, w.o_bias, residual);
+    } else {
+      be.linear(attn, w.o_proj, w.o_bias, hidden);  // o_bias: rank 0's only
+      comm_->all_reduce_add(hidden, residual);
+    }
     be.norm_linear(residual, w.post_norm, eps, w.gate_up, Tensor(), gate_up);
-    be.silu_mul_linear_add(gate_up, w.down, residual);
+    if (comm_ == nullptr) {
+      be.silu_mul_linear_add(gate_up, w.down, residual);
+    } else {
+      be.silu_mul_linear(gate_up, w.down, hidden);
+      comm_->all_reduce_add(hidden, residual);
+    }
   }
   Tensor sampled = ws_.sampled.slice(0, S);
   be.gather_rows(residual, sample_rows, sampled);
   Tensor logits = ws_.logits.slice(0, S);
-  be.norm_linear(sampled, weights_.final_norm, eps, weights_.lm_head, Tensor(), logits);
+  if (comm_ == nullptr) {
+    be.norm_linear(sampled, weights_.final_norm, eps, weights_.lm_head, Tensor(), logits);
+  } else {  // this rank's vocab columns, then every rank's side by side (as in forward)
+    Tensor local = ws_.logits_local.defined() ? ws_.logits_local.slice(0, S) : logits;
+    be.norm_linear(sampled, weights_.final_norm, eps, weights_.lm_head, Tensor(), local);
+    comm_->all_gather_columns(local, logits);
+  }
   return logits;
 }
 

@@ -14,7 +14,9 @@
 // ShardPlan says (attention heads, MLP width and vocabulary split over the ranks). Every
 // rank runs the same forward on the same batch with its local head counts; the embedding,
 // o_proj and down_proj leave partial sums that the communicator all-reduces, and the
-// LM head's vocab columns are gathered so that every rank returns the whole logits.
+// LM head's vocab columns are gathered so that every rank returns the whole logits. Steps
+// small enough for the backend's fused ops take them under tensor parallelism too, where the
+// communicator adds each partial sum into the residual as it reduces it (all_reduce_add).
 //
 // Activations live in a workspace the model keeps between calls (reserve_workspace()), so a
 // forward allocates nothing once the workspace is large enough: every call of the same size

@@ -38,6 +38,16 @@ class Communicator {
 
   // t = sum over ranks of t, in place. Any shape; F32 on the CPU, BF16 or F32 on CUDA.
   virtual void all_reduce_sum(Tensor& t) = 0;
+  // all_reduce_sum(t), then residual += t, t rounded to its dtype before the add (as
+  // Backend::add_rms_norm's add): the residual add of a row-parallel product, in one
+  // operation where the communicator can fuse it (the peer all-reduce on CUDA does it in the
+  // same kernel). t and residual: the same shape and dtype (the forward's, F32 on the CPU,
+  // BF16 on CUDA); every rank's residual holds the same values before and after. Only where
+  // has_all_reduce_add(); the model composes all_reduce_sum and add_rms_norm elsewhere.
+  virtual bool has_all_reduce_add() const { return false; }
+  virtual void all_reduce_add(Tensor& t, Tensor& residual) {
+    throw_error("{} communicator: no all_reduce_add", name());
+  }
   // The vocab-parallel gather of the LM head. in [R, C] on every rank; out [R, W] with
   // (world_size - 1) * C < W <= world_size * C. On every rank, out[:, r*C + j] = rank r's
   // in[:, j] for the columns that exist (the last rank's trailing C*N - W columns are

@@ -25,6 +25,17 @@ void GlooCommunicator::all_reduce_sum(Tensor& t) {
   group_.all_reduce_sum(t.data_as<float>(), static_cast<size_t>(t.numel()));
 }
 
+void GlooCommunicator::all_reduce_add(Tensor& t, Tensor& residual) {
+  check_host_f32(residual, rank(), "all_reduce_add", "residual");
+  KS_CHECK(residual.shape() == t.shape(),
+           "gloo communicator (rank {}): all_reduce_add of {} into a residual of {}", rank(),
+           t.shape().str(), residual.shape().str());
+  all_reduce_sum(t);
+  const float* sum = t.data_as<float>();
+  float* r = residual.data_as<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) r[i] += sum[i];
+}
+
 void GlooCommunicator::broadcast(Tensor& t, int root) {
   KS_CHECK(t.defined() && t.device() == Device::kCpu,
            "gloo communicator (rank {}): broadcast needs a tensor in host memory", rank());

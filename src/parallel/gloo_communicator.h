@@ -26,6 +26,8 @@ class GlooCommunicator final : public Communicator {
 
   // t: F32 on the CPU, any shape.
   void all_reduce_sum(Tensor& t) override;
+  bool has_all_reduce_add() const override { return true; }
+  void all_reduce_add(Tensor& t, Tensor& residual) override;
   // in [R, C], out [R, W]: F32 on the CPU, (world_size - 1) * C < W <= world_size * C.
   void all_gather_columns(const Tensor& in, Tensor& out) override;
   // t: any dtype on the CPU.

@@ -1,5 +1,5 @@
-// The fused small-step ops of the CUDA backend (norm_linear, linear_add,
-// silu_mul_linear_add; gemv_fused.h) against double-precision references written here that
+// The fused small-step ops of the CUDA backend (norm_linear, linear_add, silu_mul_linear_add,
+// silu_mul_linear; gemv_fused.h) against double-precision references written here that
 // round to bf16 where the unfused ops round (rms_norm, silu_mul, the product, the residual
 // add), over odd shapes, with and without bias, and past the kernel's shared-memory limit
 // (the unfused fallback).
@@ -136,6 +136,23 @@ TEST(CudaFusedGemv, SiluMulLinearAddMatchesReference) {
   }
 }
 
+// The partial down product of tensor parallelism: silu_mul then linear, nothing added.
+TEST(CudaFusedGemv, SiluMulLinearMatchesReference) {
+  KS_REQUIRE_GPU();
+  Backend& be = gpu();
+  std::mt19937 rng(10);
+  for (const Case& c : kCases) {
+    SCOPED_TRACE(testing::Message() << "T " << c.t << " N " << c.n << " K " << c.k);
+    Bf16Data gate_up = random_bf16(Shape{c.t, 2 * c.k}, rng, -3.0f, 3.0f);
+    Bf16Data w = random_bf16(Shape{c.n, c.k}, rng);
+    Tensor out = poisoned(DType::kBF16, Shape{c.t, c.n});
+    be.silu_mul_linear(be.upload(gate_up.host, DType::kBF16), be.upload(w.host, DType::kBF16),
+                       out);
+    const std::vector<double> p = product(silu_rows(gate_up, c.t, c.k), w, nullptr, c.t, c.n, c.k);
+    expect_close(fetch(out), p, "silu_mul_linear");
+  }
+}
+
 TEST(CudaFusedGemv, RejectsMismatchedShapes) {
   KS_REQUIRE_GPU();
   Backend& be = gpu();
@@ -147,6 +164,7 @@ TEST(CudaFusedGemv, RejectsMismatchedShapes) {
   EXPECT_THROW(be.linear_add(x, w, Tensor(), out), Error);
   Tensor gate_up = be.empty(DType::kBF16, Shape{2, 48});
   EXPECT_THROW(be.silu_mul_linear_add(gate_up, w, out), Error);
+  EXPECT_THROW(be.silu_mul_linear(gate_up, w, out), Error);
 }
 
 }  // namespace

@@ -164,6 +164,10 @@ TEST(NcclCommunicator, RejectsBadArguments) {
   EXPECT_THROW(comm->all_gather_columns(in, wide), Error);
   Tensor other_type = gpu().empty(DType::kBF16, Shape{2, 8});
   EXPECT_THROW(comm->all_gather_columns(in, other_type), Error);
+  Tensor f32 = gpu().empty(DType::kF32, Shape{2, 8});
+  EXPECT_THROW(comm->all_reduce_add(f32, f32), Error);  // BF16 only
+  Tensor bf = gpu().empty(DType::kBF16, Shape{2, 8}), longer = gpu().empty(DType::kBF16, Shape{3, 8});
+  EXPECT_THROW(comm->all_reduce_add(bf, longer), Error);
   EXPECT_NO_THROW(comm->barrier());
 }
 
@@ -422,6 +426,84 @@ TEST(NcclCommunicator, PeerAllReduceSumsExactly) {
     ASSERT_EQ(errors[r], "");
     ASSERT_EQ(got[r].size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(got[r][i] == want[i]) << "call " << i;
+  }
+}
+
+// all_reduce_add at two ranks: the peer kernel's fused add (decode-sized rows) and NCCL's
+// all-reduce then the add kernel (600 rows, beyond the peer buffer; 37 columns, not 16-byte
+// rows), eager and in a captured graph: t is the exact sum (one rounding), and every rank's
+// residual becomes round(residual + t), add_rms_norm's add, the same bits on both ranks.
+TEST(NcclCommunicator, AllReduceAddAddsTheSumIntoTheResidual) {
+  KS_REQUIRE_NCCL();
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  if (devices < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << devices;
+  constexpr int kRanks = 2, kReplays = 3;
+  const std::vector<Shape> shapes = {Shape{1, 8}, Shape{1, 4096}, Shape{7, 4096},
+                                     Shape{600, 4096}, Shape{5, 37}};
+  const size_t graph_case = shapes.size();  // parts[r][graph_case + k]: replay k's
+  std::mt19937 rng(13);
+  // residuals[case]: the same on every rank, as the model's residual stream is.
+  std::vector<Tensor> residuals;
+  for (const Shape& shape : shapes) residuals.push_back(random_host(DType::kBF16, shape, rng));
+  const Tensor graph_residual = random_host(DType::kBF16, Shape{3, 4096}, rng);
+  std::vector<std::vector<Tensor>> parts(kRanks);
+  for (int r = 0; r < kRanks; ++r) {
+    for (const Shape& shape : shapes) parts[r].push_back(random_host(DType::kBF16, shape, rng));
+    for (int k = 0; k < kReplays; ++k) {
+      parts[r].push_back(random_host(DType::kBF16, Shape{3, 4096}, rng));
+    }
+  }
+  std::vector<std::vector<std::vector<double>>> sums(kRanks), res(kRanks);
+  const std::vector<std::string> errors =
+      run_ranks(kRanks, [&](int r, Backend& backend, Communicator& comm) {
+        EXPECT_TRUE(comm.has_all_reduce_add());
+        for (size_t c = 0; c < shapes.size(); ++c) {
+          Tensor t = backend.upload(parts[r][c], DType::kBF16);
+          Tensor residual = backend.upload(residuals[c], DType::kBF16);
+          comm.all_reduce_add(t, residual);
+          sums[r].push_back(fetch(t, backend));
+          res[r].push_back(fetch(residual, backend));
+        }
+        Tensor t = backend.upload(parts[r][graph_case], DType::kBF16);
+        Tensor residual = backend.upload(graph_residual, DType::kBF16);
+        comm.all_reduce_add(t, residual);  // a warm-up call before the capture
+        auto graph = backend.capture_graph([&] { comm.all_reduce_add(t, residual); });
+        for (int k = 0; k < kReplays; ++k) {
+          backend.copy_from_host(parts[r][graph_case + k], t);
+          backend.copy_from_host(graph_residual, residual);
+          graph->replay();
+          sums[r].push_back(fetch(t, backend));
+          res[r].push_back(fetch(residual, backend));
+        }
+        comm.barrier();
+      });
+
+  auto round_bf16 = [](float f) { return static_cast<double>(bf16_to_f32(f32_to_bf16(f))); };
+  std::vector<std::vector<double>> want_sum, want_res;
+  auto expect = [&](const Tensor& a, const Tensor& b, const Tensor& residual) {
+    const auto x = host_values(a), y = host_values(b), z = host_values(residual);
+    std::vector<double> s, q;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const double sum = round_bf16(static_cast<float>(x[i]) + static_cast<float>(y[i]));
+      s.push_back(sum);
+      q.push_back(round_bf16(static_cast<float>(z[i]) + static_cast<float>(sum)));
+    }
+    want_sum.push_back(s);
+    want_res.push_back(q);
+  };
+  for (size_t c = 0; c < shapes.size(); ++c) expect(parts[0][c], parts[1][c], residuals[c]);
+  for (int k = 0; k < kReplays; ++k) {
+    expect(parts[0][graph_case + k], parts[1][graph_case + k], graph_residual);
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_EQ(errors[r], "");
+    ASSERT_EQ(sums[r].size(), want_sum.size());
+    for (size_t i = 0; i < want_sum.size(); ++i) {
+      EXPECT_TRUE(sums[r][i] == want_sum[i]) << "sum of call " << i;
+      EXPECT_TRUE(res[r][i] == want_res[i]) << "residual of call " << i;
+    }
   }
 }
 

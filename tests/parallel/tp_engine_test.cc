@@ -119,6 +119,28 @@ TEST_F(TensorParallel, GreedyTokensAndLogprobsMatchOneRank) {
   }
 }
 
+// Decode steps of up to 8 tokens on the fused ops (KESTREL_FUSED_MAX_ROWS=8 turns them on in
+// the CPU backends of this process and of the ranks it starts): each rank's o_proj and down
+// partial sums reach the residual through the communicator's all_reduce_add. HF's greedy
+// tokens, and the one-rank engine's logprobs (the same fused path at world size 1).
+TEST_F(TensorParallel, FusedDecodeStepsMatchOneRank) {
+  setenv("KESTREL_FUSED_MAX_ROWS", "8", 1);
+  for (const char* name : {"qwen3_tiny", "qwen2_tiny"}) {
+    const Fixture f = load_fixture(name);
+    LLM one(f.dir, cpu_config(1));
+    const auto want = one.generate(f.prompts, greedy_params(20, 5), false);
+    for (int tp : {2, 4}) {
+      const std::string what =
+          std::string(name) + " fused at tensor_parallel_size " + std::to_string(tp);
+      LLM llm(f.dir, cpu_config(tp));
+      const auto got = llm.generate(f.prompts, greedy_params(20, 5), false);
+      EXPECT_EQ(tokens_of(got), f.greedy) << what;
+      expect_same_logprobs(got, want, what);
+    }
+  }
+  unsetenv("KESTREL_FUSED_MAX_ROWS");
+}
+
 // The engine invariants of tests/runtime/llm_test.cc, at 2 ranks, against HF's tokens.
 TEST_F(TensorParallel, EngineInvariantsHold) {
   const Fixture f = load_fixture("qwen3_tiny");

@@ -57,6 +57,9 @@ CpuBackend::CpuBackend(int num_threads) : num_threads_(checked_threads(num_threa
   // Parallelism comes from OpenMP only; cpu_linear.cc says why.
   openblas_set_num_threads(1);
   warn_if_generic_blas();
+  if (const char* rows = std::getenv("KESTREL_FUSED_MAX_ROWS")) {
+    fused_rows_ = std::max(0, std::atoi(rows));
+  }
 }
 
 Tensor CpuBackend::empty(DType dtype, Shape shape) {
@@ -179,6 +182,13 @@ void CpuBackend::silu_mul_linear_add(const Tensor& gate_up, const Tensor& w, Ten
   Tensor act = Tensor::host(DType::kF32, Shape{gate_up.dim(0), gate_up.dim(1) / 2});
   cpu::silu_mul(gate_up, act, num_threads_);
   linear_add(act, w, Tensor(), residual);
+}
+
+void CpuBackend::silu_mul_linear(const Tensor& gate_up, const Tensor& w, Tensor& out) {
+  cpu::check_tensor(gate_up, "silu_mul_linear", "gate_up", DType::kF32, 2);
+  Tensor act = Tensor::host(DType::kF32, Shape{gate_up.dim(0), gate_up.dim(1) / 2});
+  cpu::silu_mul(gate_up, act, num_threads_);
+  cpu::linear(act, w, Tensor(), out, num_threads_);
 }
 
 void CpuBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor& out) {

@@ -56,14 +56,17 @@ class CpuBackend final : public Backend {
                  const AttentionMetadata& meta, float scale, Tensor& out) override;
 
   // The fused ops are the unfused ones in sequence (identical results in F32). The model
-  // takes them only when a test turns them on, so that the fused path of CausalLM runs in
-  // the CPU tests too (the CUDA backend is where they pay).
+  // takes them only when a test turns them on (set_fused_linear_max_rows, or
+  // KESTREL_FUSED_MAX_ROWS=N in the environment of a process that makes the backend, for
+  // engines in worker processes), so that the fused path of CausalLM runs in the CPU tests
+  // too (the CUDA backend is where they pay).
   int fused_linear_max_rows() const override { return fused_rows_; }
   void set_fused_linear_max_rows(int rows) { fused_rows_ = rows; }
   void norm_linear(const Tensor& x, const Tensor& norm_w, float eps, const Tensor& w,
                    const Tensor& bias, Tensor& out) override;
   void linear_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& residual) override;
   void silu_mul_linear_add(const Tensor& gate_up, const Tensor& w, Tensor& residual) override;
+  void silu_mul_linear(const Tensor& gate_up, const Tensor& w, Tensor& out) override;
 
  private:
   int num_threads_;

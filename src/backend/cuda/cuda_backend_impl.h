@@ -78,6 +78,7 @@ class CudaBackend final : public Backend {
                    const Tensor& bias, Tensor& out) override;
   void linear_add(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor& residual) override;
   void silu_mul_linear_add(const Tensor& gate_up, const Tensor& w, Tensor& residual) override;
+  void silu_mul_linear(const Tensor& gate_up, const Tensor& w, Tensor& out) override;
   // Device sampling (sampling_backend.cc).
   bool supports_sampling() const override { return true; }
   std::vector<SampledToken> sample(const Tensor& logits, const SamplingBatch& batch) override;

@@ -75,6 +75,8 @@ class NcclCommunicator final : public Communicator {
   std::string name() const override { return "nccl"; }
 
   void all_reduce_sum(Tensor& t) override;
+  bool has_all_reduce_add() const override { return true; }
+  void all_reduce_add(Tensor& t, Tensor& residual) override;
   void all_gather_columns(const Tensor& in, Tensor& out) override;
   void broadcast(Tensor& t, int root) override;
 
@@ -258,6 +260,27 @@ void NcclCommunicator::all_reduce_sum(Tensor& t) {
     KS_NCCL_CHECK(ncclAllReduce(t.data(), t.data(), static_cast<size_t>(t.numel()), type, ncclSum,
                                 comm_, stream_));
   });
+}
+
+void NcclCommunicator::all_reduce_add(Tensor& t, Tensor& residual) {
+  KS_CHECK(t.defined() && residual.defined() && t.device() == Device::kCuda &&
+               residual.device() == Device::kCuda,
+           "nccl communicator: all_reduce_add needs CUDA tensors");
+  KS_CHECK(t.dtype() == DType::kBF16 && residual.dtype() == DType::kBF16,
+           "nccl communicator: all_reduce_add takes BF16, not {} into {}", dtype_name(t.dtype()),
+           dtype_name(residual.dtype()));
+  KS_CHECK(t.shape() == residual.shape(),
+           "nccl communicator: all_reduce_add of {} into a residual of {}", t.shape().str(),
+           residual.shape().str());
+  if (t.numel() == 0) return;
+  if (peer_ && PeerAllReduce::supports(t.nbytes(), t.data()) &&
+      PeerAllReduce::supports(residual.nbytes(), residual.data())) {
+    guarded([&] { peer_->run(t.data(), t.numel(), t.dtype(), stream_, residual.data()); });
+    return;
+  }
+  all_reduce_sum(t);
+  kernels::add_into(static_cast<kernels::bf16*>(residual.data()),
+                    static_cast<const kernels::bf16*>(t.data()), t.numel(), stream_);
 }
 
 void NcclCommunicator::broadcast(Tensor& t, int root) {

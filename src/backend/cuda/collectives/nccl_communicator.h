@@ -10,6 +10,8 @@
 //   (16-byte multiples: the decode steps') go through the one-shot kernel over peer-mapped
 //   memory of collectives/peer_all_reduce.h where every rank's GPU can map every other's
 //   (KESTREL_CUSTOM_ALLREDUCE=0 turns it off); larger ones, and all others, through NCCL.
+//   all_reduce_add (BF16) adds the sum into the residual in that kernel, else runs NCCL's
+//   all-reduce and the backend's add kernel.
 // - all_gather_columns gathers through a device scratch [world_size, R, C] that grows (new
 //   address) only when a call needs more, so a warm-up call before CUDA graph capture fixes
 //   its address: run each captured shape once before capturing, as the backend's attention

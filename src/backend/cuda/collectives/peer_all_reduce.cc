@@ -139,7 +139,7 @@ PeerAllReduce::~PeerAllReduce() {
   if (abort_host_ != nullptr) cudaFreeHost(const_cast<int*>(abort_host_));
 }
 
-void PeerAllReduce::run(void* data, int64_t n, DType dtype, cudaStream_t stream) {
+void PeerAllReduce::run(void* data, int64_t n, DType dtype, cudaStream_t stream, void* residual) {
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
   KS_CHECK(dtype == DType::kBF16 || dtype == DType::kF32,
            "peer all-reduce: BF16 or F32, not {}", dtype_name(dtype));
@@ -148,6 +148,9 @@ void PeerAllReduce::run(void* data, int64_t n, DType dtype, cudaStream_t stream)
   kernels::PeerAllReduceArgs a{};
   for (int r = 0; r < world_size_; ++r) a.bases[r] = static_cast<char*>(peers_[r]);
   a.data = data;
+  KS_CHECK(residual == nullptr || supports(bytes, residual),
+           "peer all-reduce: residual at {} (16-byte aligned)", residual);
+  a.residual = residual;
   a.vecs = static_cast<int64_t>(bytes / 16);
   a.capacity = kCapacity;
   a.counter = counter_;

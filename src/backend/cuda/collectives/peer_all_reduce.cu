@@ -2,7 +2,9 @@
 //
 // Maths: data[i] = sum over ranks p = 0..W-1, in that order, of rank p's data[i]; the sum in
 // fp32, rounded once to the element type (so every rank gets the same bits; with two ranks
-// this is the correctly rounded sum of two bf16 values, as NCCL's).
+// this is the correctly rounded sum of two bf16 values, as NCCL's). With a residual:
+// residual[i] = round(residual[i] + data[i]) after that, data[i] as rounded (add_into's add),
+// so a row-parallel product's residual add costs no kernel of its own.
 // Layout of each rank's allocation: [flags: kMaxRanks x kBlocks u32, padded to kFlagsBytes]
 // [buffer 0: capacity bytes][buffer 1: capacity bytes]; flags[src][b] holds the last call
 // number that rank src's block b posted here.
@@ -14,6 +16,7 @@
 #include <cuda_bf16.h>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 
 namespace kestrel::kernels {
 namespace {
@@ -68,6 +71,11 @@ template <typename T, int W>
 __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(const __grid_constant__ PeerAllReduceArgs a) {
   __shared__ uint32_t call;
   const int b = blockIdx.x;
+  // Launched with PDL (launch.cuh): the data and this rank's counters are earlier kernels'.
+  // The dependents (the next product, which streams its weights before its own wait) may
+  // start at once: they wait for this grid's completion before reading what it writes.
+  pdl_wait();
+  pdl_trigger();
   if (threadIdx.x == 0) call = a.counter[b] = a.counter[b] + 1;
   __syncthreads();
   const uint32_t e = call;
@@ -104,21 +112,33 @@ __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(const __grid_
 #pragma unroll
       for (int j = 0; j < kN; ++j) acc[j] += x[j];
     }
-    out[i] = Vec<T>::store(acc);
+    const uint4 sum = Vec<T>::store(acc);
+    out[i] = sum;
+    if (a.residual != nullptr) {
+      auto* res = static_cast<uint4*>(a.residual);
+      float r[kN];
+      Vec<T>::load(res[i], r);
+      Vec<T>::load(sum, x);  // the sum as rounded
+#pragma unroll
+      for (int j = 0; j < kN; ++j) r[j] += x[j];
+      res[i] = Vec<T>::store(r);
+    }
   }
 }
 
 template <typename T>
 void launch(const PeerAllReduceArgs& a, int world, cudaStream_t stream) {
-  const dim3 grid(kPeerBlocks), block(kThreads);
+  auto go = [&](auto kernel) {
+    launch_pdl("peer_all_reduce_kernel", kernel, dim3(kPeerBlocks), dim3(kThreads), 0, stream, a);
+  };
   switch (world) {
-    case 2: peer_all_reduce_kernel<T, 2><<<grid, block, 0, stream>>>(a); break;
-    case 3: peer_all_reduce_kernel<T, 3><<<grid, block, 0, stream>>>(a); break;
-    case 4: peer_all_reduce_kernel<T, 4><<<grid, block, 0, stream>>>(a); break;
-    case 5: peer_all_reduce_kernel<T, 5><<<grid, block, 0, stream>>>(a); break;
-    case 6: peer_all_reduce_kernel<T, 6><<<grid, block, 0, stream>>>(a); break;
-    case 7: peer_all_reduce_kernel<T, 7><<<grid, block, 0, stream>>>(a); break;
-    case 8: peer_all_reduce_kernel<T, 8><<<grid, block, 0, stream>>>(a); break;
+    case 2: go(peer_all_reduce_kernel<T, 2>); break;
+    case 3: go(peer_all_reduce_kernel<T, 3>); break;
+    case 4: go(peer_all_reduce_kernel<T, 4>); break;
+    case 5: go(peer_all_reduce_kernel<T, 5>); break;
+    case 6: go(peer_all_reduce_kernel<T, 6>); break;
+    case 7: go(peer_all_reduce_kernel<T, 7>); break;
+    case 8: go(peer_all_reduce_kernel<T, 8>); break;
     default: break;  // the entry point admits 2..kPeerMaxRanks only
   }
   KS_CUDA_CHECK_LAUNCH("peer_all_reduce_kernel");

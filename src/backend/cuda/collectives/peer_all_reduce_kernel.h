@@ -18,6 +18,7 @@ static_assert(kPeerMaxRanks * kPeerBlocks * 4 <= kPeerFlagsBytes);
 struct PeerAllReduceArgs {
   char* bases[kPeerMaxRanks];  // every rank's allocation, as this rank addresses it
   void* data;                  // the tensor, summed in place
+  void* residual;              // null, or vecs vectors that the sum is added into
   int64_t vecs;                // its size in 16-byte vectors
   size_t capacity;             // bytes of one data buffer
   uint32_t* counter;           // [kPeerBlocks] this rank's call numbers, zeroed at start

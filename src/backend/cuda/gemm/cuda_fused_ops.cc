@@ -1,5 +1,5 @@
-// CudaBackend's fused ops for small steps (backend.h): norm_linear, linear_add and
-// silu_mul_linear_add, each one fused_gemv kernel (gemv_fused.h) where it takes the shapes,
+// CudaBackend's fused ops for small steps (backend.h): norm_linear, linear_add,
+// silu_mul_linear_add and silu_mul_linear, each one fused_gemv kernel (gemv_fused.h) where it takes the shapes,
 // else the unfused ops through a scratch buffer (same results, more kernels).
 #include <algorithm>
 #include <cstdlib>
@@ -93,6 +93,22 @@ void CudaBackend::silu_mul_linear_add(const Tensor& gate_up, const Tensor& w, Te
   silu_mul(gate_up, act);
   linear(act, w, Tensor(), product);
   kernels::add_into(bf_mut(residual), bf(product), residual.numel(), stream());
+}
+
+void CudaBackend::silu_mul_linear(const Tensor& gate_up, const Tensor& w, Tensor& out) {
+  const char* op = "silu_mul_linear";
+  const Dims d = check_product(op, gate_up, 2, w, Tensor(), out, false);
+  kernels::GemvFusion f;
+  f.prologue = kernels::GemvPrologue::kSiluMul;
+  if (kernels::fused_gemv_supported(d.t, d.n, d.k, gate_up.data(), w.data(), f)) {
+    kernels::fused_gemv(gate_up.data(), w.data(), nullptr, out.data(), false, d.t, d.n, d.k, f,
+                        num_sms_, stream());
+    return;
+  }
+  Tensor act(scratch(static_cast<size_t>(d.t * d.k) * 2), DType::kBF16, Shape{d.t, d.k},
+             Device::kCuda);
+  silu_mul(gate_up, act);
+  linear(act, w, Tensor(), out);
 }
 
 }  // namespace kestrel
