@@ -124,7 +124,10 @@ TEST_F(TensorParallel, GreedyTokensAndLogprobsMatchOneRank) {
 // partial sums reach the residual through the communicator's all_reduce_add. HF's greedy
 // tokens, and the one-rank engine's logprobs (the same fused path at world size 1).
 TEST_F(TensorParallel, FusedDecodeStepsMatchOneRank) {
-  setenv("KESTREL_FUSED_MAX_ROWS", "8", 1);
+  struct FusedRows {  // set for this test's backends and ranks only
+    FusedRows() { setenv("KESTREL_FUSED_MAX_ROWS", "8", 1); }
+    ~FusedRows() { unsetenv("KESTREL_FUSED_MAX_ROWS"); }
+  } fused_rows;
   for (const char* name : {"qwen3_tiny", "qwen2_tiny"}) {
     const Fixture f = load_fixture(name);
     LLM one(f.dir, cpu_config(1));
@@ -138,7 +141,6 @@ TEST_F(TensorParallel, FusedDecodeStepsMatchOneRank) {
       expect_same_logprobs(got, want, what);
     }
   }
-  unsetenv("KESTREL_FUSED_MAX_ROWS");
 }
 
 // The engine invariants of tests/runtime/llm_test.cc, at 2 ranks, against HF's tokens.
