@@ -128,7 +128,7 @@ TEST_F(TensorParallel, FusedDecodeStepsMatchOneRank) {
     FusedRows() { setenv("KESTREL_FUSED_MAX_ROWS", "8", 1); }
     ~FusedRows() { unsetenv("KESTREL_FUSED_MAX_ROWS"); }
   } fused_rows;
-  for (const char* name : {"qwen3_tiny", "qwen2_tiny"}) {
+  for (const char* name : {"qwen3_tiny", "qwen2_tiny", "llama_tiny"}) {
     const Fixture f = load_fixture(name);
     LLM one(f.dir, cpu_config(1));
     const auto want = one.generate(f.prompts, greedy_params(20, 5), false);
