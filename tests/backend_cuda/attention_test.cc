@@ -48,26 +48,6 @@ void expect_attention_close(const std::vector<double>& got, const std::vector<do
   EXPECT_LE(std::sqrt(num / den), 1e-2) << "relative error norm";
 }
 
-// Sets an environment variable for its lifetime (the kernels' dispatch switches, read at
-// each launch), then puts back what was there.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* before = std::getenv(name);
-    had_ = before != nullptr;
-    if (had_) saved_ = before;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() { had_ ? setenv(name_, saved_.c_str(), 1) : unsetenv(name_); }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string saved_;
-};
-
 // Decode batches of kDecodeMmaMinBf16Seqs or more sequences at head dims 64 and 128 take the
 // tensor-core decode kernel (attention_decode_mma.cu); this set to 0 sends them to the
 // CUDA-core one, to N > 0 moves the threshold to N sequences.

@@ -507,5 +507,105 @@ TEST(NcclCommunicator, AllReduceAddAddsTheSumIntoTheResidual) {
   }
 }
 
+
+// The low-latency kernel (KESTREL_PEER_LL=1, peer_all_reduce_ll.cu) at two ranks: tensors up
+// to its 16 KiB (bf16 and f32, the limit itself) and one above (the one-shot kernel), 40
+// rounds so that both call parities are reused many times and the two kernels' calls
+// interleave, all_reduce_sum and all_reduce_add, then a captured graph replayed: the exact
+// sums and residuals on both ranks, as without it.
+TEST(NcclCommunicator, LowLatencyPeerAllReduceSumsExactly) {
+  KS_REQUIRE_NCCL();
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  if (devices < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << devices;
+  cuda_test::ScopedEnv low_latency("KESTREL_PEER_LL", "1");
+  constexpr int kRanks = 2, kRounds = 40, kReplays = 5;
+  const std::vector<std::pair<DType, Shape>> cases = {
+      {DType::kBF16, Shape{1, 8}},    {DType::kBF16, Shape{1, 4096}}, {DType::kBF16, Shape{2, 4096}},
+      {DType::kBF16, Shape{3, 4096}}, {DType::kF32, Shape{1, 4096}},  {DType::kF32, Shape{3, 1000}},
+      {DType::kBF16, Shape{5, 40}}};
+  const Shape add_shape{1, 4096};
+  std::mt19937 rng(17);
+  // in[rank][call]: the sums' inputs, then each round's all_reduce_add input, then the
+  // graph's; residuals[call] for the adds (the same on both ranks).
+  std::vector<std::vector<Tensor>> in(kRanks);
+  std::vector<Tensor> residuals;
+  for (int k = 0; k < kRounds + kReplays; ++k) residuals.push_back(random_host(DType::kBF16, add_shape, rng));
+  for (int r = 0; r < kRanks; ++r) {
+    for (int k = 0; k < kRounds; ++k) {
+      for (const auto& [dtype, shape] : cases) in[r].push_back(random_host(dtype, shape, rng));
+      in[r].push_back(random_host(DType::kBF16, add_shape, rng));
+    }
+    for (int k = 0; k < kReplays; ++k) in[r].push_back(random_host(DType::kBF16, add_shape, rng));
+  }
+  std::vector<std::vector<std::vector<double>>> got(kRanks);
+  const std::vector<std::string> errors =
+      run_ranks(kRanks, [&](int r, Backend& backend, Communicator& comm) {
+        size_t call = 0;
+        for (int k = 0; k < kRounds; ++k) {
+          for (size_t c = 0; c < cases.size(); ++c) {
+            Tensor t = backend.upload(in[r][call++], cases[c].first);
+            comm.all_reduce_sum(t);
+            got[r].push_back(fetch(t, backend));
+          }
+          Tensor t = backend.upload(in[r][call++], DType::kBF16);
+          Tensor residual = backend.upload(residuals[k], DType::kBF16);
+          comm.all_reduce_add(t, residual);
+          got[r].push_back(fetch(t, backend));
+          got[r].push_back(fetch(residual, backend));
+        }
+        Tensor t = backend.upload(in[r][call], DType::kBF16);
+        Tensor residual = backend.upload(residuals[kRounds], DType::kBF16);
+        comm.all_reduce_add(t, residual);  // a warm-up call before the capture
+        auto graph = backend.capture_graph([&] { comm.all_reduce_add(t, residual); });
+        for (int k = 0; k < kReplays; ++k) {
+          backend.copy_from_host(in[r][call + k], t);
+          backend.copy_from_host(residuals[kRounds + k], residual);
+          graph->replay();
+          got[r].push_back(fetch(t, backend));
+          got[r].push_back(fetch(residual, backend));
+        }
+        comm.barrier();
+      });
+
+  auto round = [](DType dtype, float f) {
+    return dtype == DType::kBF16 ? static_cast<double>(bf16_to_f32(f32_to_bf16(f))) : f;
+  };
+  std::vector<std::vector<double>> want;
+  auto sum = [&](const Tensor& a, const Tensor& b) {
+    const auto x = host_values(a), y = host_values(b);
+    std::vector<double> s;
+    for (size_t i = 0; i < x.size(); ++i) {
+      s.push_back(round(a.dtype(), static_cast<float>(x[i]) + static_cast<float>(y[i])));
+    }
+    return s;
+  };
+  auto added = [&](const Tensor& residual, const std::vector<double>& s) {
+    const auto z = host_values(residual);
+    std::vector<double> q;
+    for (size_t i = 0; i < z.size(); ++i) {
+      q.push_back(round(DType::kBF16, static_cast<float>(z[i]) + static_cast<float>(s[i])));
+    }
+    return q;
+  };
+  size_t call = 0;
+  for (int k = 0; k < kRounds; ++k) {
+    for (size_t c = 0; c < cases.size(); ++c, ++call) want.push_back(sum(in[0][call], in[1][call]));
+    want.push_back(sum(in[0][call], in[1][call]));
+    want.push_back(added(residuals[k], want.back()));
+    ++call;
+  }
+  for (int k = 0; k < kReplays; ++k, ++call) {
+    want.push_back(sum(in[0][call], in[1][call]));
+    want.push_back(added(residuals[kRounds + k], want.back()));
+  }
+  for (int r = 0; r < kRanks; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r));
+    ASSERT_EQ(errors[r], "");
+    ASSERT_EQ(got[r].size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(got[r][i] == want[i]) << "result " << i;
+  }
+}
+
 }  // namespace
 }  // namespace kestrel

@@ -41,7 +41,10 @@ bool all_ranks(Communicator& host, bool ok) {
   return ok;
 }
 
-size_t allocation_bytes() { return kernels::kPeerFlagsBytes + 2 * PeerAllReduce::kCapacity; }
+// Flags, the two data buffers, the low-latency region.
+size_t ll_offset() { return kernels::kPeerFlagsBytes + 2 * PeerAllReduce::kCapacity; }
+size_t allocation_bytes() { return ll_offset() + kernels::kPeerLlRegionBytes; }
+constexpr int kCounters = kernels::kPeerBlocks + kernels::kPeerLlBlocks;
 
 }  // namespace
 
@@ -65,9 +68,9 @@ std::unique_ptr<PeerAllReduce> PeerAllReduce::create(int device, Communicator& h
       KS_CUDA_CHECK(cudaMalloc(&self->local_, allocation_bytes()));
       KS_CUDA_CHECK(cudaMemset(self->local_, 0, allocation_bytes()));
       void* counter = nullptr;
-      KS_CUDA_CHECK(cudaMalloc(&counter, kernels::kPeerBlocks * sizeof(uint32_t)));
+      KS_CUDA_CHECK(cudaMalloc(&counter, kCounters * sizeof(uint32_t)));
       self->counter_ = static_cast<uint32_t*>(counter);
-      KS_CUDA_CHECK(cudaMemset(counter, 0, kernels::kPeerBlocks * sizeof(uint32_t)));
+      KS_CUDA_CHECK(cudaMemset(counter, 0, kCounters * sizeof(uint32_t)));
       void* flag = nullptr;
       KS_CUDA_CHECK(cudaHostAlloc(&flag, sizeof(int), cudaHostAllocMapped));
       self->abort_host_ = static_cast<volatile int*>(flag);
@@ -123,8 +126,15 @@ std::unique_ptr<PeerAllReduce> PeerAllReduce::create(int device, Communicator& h
                 why.empty() ? "another rank could not map them" : why);
     return nullptr;  // the destructor unmaps what was mapped
   }
-  KS_LOG_INFO("tensor parallelism: one-shot peer all-reduce up to {} KiB, NCCL above",
-              kCapacity >> 10);
+  // The low-latency kernel only where every rank asks for it (the ranks must run the same
+  // kernel for each call).
+  const char* ll = std::getenv("KESTREL_PEER_LL");
+  self->low_latency_ = all_ranks(host, ll != nullptr && std::strcmp(ll, "1") == 0);
+  KS_LOG_INFO("tensor parallelism: one-shot peer all-reduce up to {} KiB{}, NCCL above",
+              kCapacity >> 10,
+              self->low_latency_
+                  ? fmt::format(" (low-latency kernel up to {} KiB)", kernels::kPeerLlBytes >> 10)
+                  : std::string());
   return self;
 }
 
@@ -154,9 +164,15 @@ void PeerAllReduce::run(void* data, int64_t n, DType dtype, cudaStream_t stream,
   a.vecs = static_cast<int64_t>(bytes / 16);
   a.capacity = kCapacity;
   a.counter = counter_;
+  a.ll_counter = counter_ + kernels::kPeerBlocks;
+  a.ll_offset = ll_offset();
   a.abort = abort_device_;
   a.rank = rank_;
-  kernels::peer_all_reduce(a, world_size_, dtype == DType::kBF16, stream);
+  if (low_latency_ && bytes <= kernels::kPeerLlBytes) {
+    kernels::peer_all_reduce_ll(a, world_size_, dtype == DType::kBF16, stream);
+  } else {
+    kernels::peer_all_reduce(a, world_size_, dtype == DType::kBF16, stream);
+  }
 }
 
 void PeerAllReduce::abort() {

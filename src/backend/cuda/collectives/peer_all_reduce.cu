@@ -15,57 +15,16 @@
 
 #include <cuda_bf16.h>
 
+#include "backend/cuda/collectives/peer_all_reduce_device.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 
 namespace kestrel::kernels {
 namespace {
 
+using namespace peer;
+
 constexpr int kThreads = 512;
-
-__device__ __forceinline__ void st_release_sys(uint32_t* p, uint32_t v) {
-  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
-}
-__device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t* p) {
-  uint32_t v;
-  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-}
-
-// 16 bytes of T as floats, and back.
-template <typename T>
-struct Vec;
-template <>
-struct Vec<float> {
-  static constexpr int kN = 4;
-  __device__ static void load(const uint4& v, float* f) {
-    f[0] = __uint_as_float(v.x), f[1] = __uint_as_float(v.y), f[2] = __uint_as_float(v.z),
-    f[3] = __uint_as_float(v.w);
-  }
-  __device__ static uint4 store(const float* f) {
-    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
-                      __float_as_uint(f[3]));
-  }
-};
-template <>
-struct Vec<__nv_bfloat16> {
-  static constexpr int kN = 8;
-  __device__ static void load(const uint4& v, float* f) {
-    const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 x = __bfloat1622float2(h[j]);
-      f[2 * j] = x.x, f[2 * j + 1] = x.y;
-    }
-  }
-  __device__ static uint4 store(const float* f) {
-    uint4 v;
-    auto* h = reinterpret_cast<__nv_bfloat162*>(&v);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
-    return v;
-  }
-};
 
 template <typename T, int W>
 __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(const __grid_constant__ PeerAllReduceArgs a) {
@@ -112,35 +71,16 @@ __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(const __grid_
 #pragma unroll
       for (int j = 0; j < kN; ++j) acc[j] += x[j];
     }
-    const uint4 sum = Vec<T>::store(acc);
-    out[i] = sum;
-    if (a.residual != nullptr) {
-      auto* res = static_cast<uint4*>(a.residual);
-      float r[kN];
-      Vec<T>::load(res[i], r);
-      Vec<T>::load(sum, x);  // the sum as rounded
-#pragma unroll
-      for (int j = 0; j < kN; ++j) r[j] += x[j];
-      res[i] = Vec<T>::store(r);
-    }
+    store_sum<Vec<T>>(acc, out, static_cast<uint4*>(a.residual), i);
   }
 }
 
 template <typename T>
 void launch(const PeerAllReduceArgs& a, int world, cudaStream_t stream) {
-  auto go = [&](auto kernel) {
-    launch_pdl("peer_all_reduce_kernel", kernel, dim3(kPeerBlocks), dim3(kThreads), 0, stream, a);
-  };
-  switch (world) {
-    case 2: go(peer_all_reduce_kernel<T, 2>); break;
-    case 3: go(peer_all_reduce_kernel<T, 3>); break;
-    case 4: go(peer_all_reduce_kernel<T, 4>); break;
-    case 5: go(peer_all_reduce_kernel<T, 5>); break;
-    case 6: go(peer_all_reduce_kernel<T, 6>); break;
-    case 7: go(peer_all_reduce_kernel<T, 7>); break;
-    case 8: go(peer_all_reduce_kernel<T, 8>); break;
-    default: break;  // the entry point admits 2..kPeerMaxRanks only
-  }
+  with_world(world, [&](auto w) {
+    launch_pdl("peer_all_reduce_kernel", peer_all_reduce_kernel<T, decltype(w)::value>,
+               dim3(kPeerBlocks), dim3(kThreads), 0, stream, a);
+  });
   KS_CUDA_CHECK_LAUNCH("peer_all_reduce_kernel");
 }
 

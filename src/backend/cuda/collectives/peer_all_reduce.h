@@ -21,6 +21,9 @@
 //   Every rank gets an instance, or every rank gets null: when a GPU cannot map a peer's
 //   memory, IPC fails, the world size is 1 or above kMaxRanks, or KESTREL_CUSTOM_ALLREDUCE=0
 //   on any rank. The ranks agree through `host`, so none waits on a kernel the others skip.
+//   KESTREL_PEER_LL=1 on every rank sends tensors of at most kPeerLlBytes to the low-latency
+//   kernel (peer_all_reduce_ll.cu; off by default: written in session 17 without a device,
+//   not yet run on one).
 // - run(): data[0..n) of dtype BF16 or F32, summed over ranks in place (and optionally added
 //   into a residual), enqueued on `stream` and capturable in a CUDA graph. REQUIRES: supports(bytes, data); every rank calls run
 //   with the same n and dtype in the same order (the kernels pair up by call number).
@@ -69,7 +72,8 @@ class PeerAllReduce {
 
   const int device_, rank_, world_size_;
   void* local_ = nullptr;        // this rank's mapped allocation
-  uint32_t* counter_ = nullptr;  // [kBlocks] call numbers, this rank's alone
+  uint32_t* counter_ = nullptr;  // [kPeerBlocks + kPeerLlBlocks] call numbers, this rank's alone
+  bool low_latency_ = false;     // tensors of <= kPeerLlBytes take the low-latency kernel
   volatile int* abort_host_ = nullptr;  // mapped pinned memory the kernels poll
   int* abort_device_ = nullptr;
   std::vector<void*> peers_;     // [world_size] every rank's allocation (this rank's too)

@@ -1,0 +1,108 @@
+// Device pieces shared by the peer all-reduce kernels (peer_all_reduce.cu, the one-shot
+// kernel; peer_all_reduce_ll.cu, the low-latency one): system-scope loads and stores of
+// words other GPUs read and write, 16- and 4-byte groups of elements as floats, and the
+// rounding of a sum and its add into the residual. Included by those two files only.
+#pragma once
+
+#include <cuda_bf16.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace kestrel::kernels::peer {
+
+__device__ __forceinline__ void st_release_sys(uint32_t* p, uint32_t v) {
+  asm volatile("st.release.sys.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t* p) {
+  uint32_t v;
+  asm volatile("ld.acquire.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+__device__ __forceinline__ void st_relaxed_sys(uint64_t* p, uint64_t v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ uint64_t ld_relaxed_sys(const uint64_t* p) {
+  uint64_t v;
+  asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// 16 bytes of T as floats, and back.
+template <typename T>
+struct Vec;
+template <>
+struct Vec<float> {
+  static constexpr int kN = 4;
+  __device__ static void load(const uint4& v, float* f) {
+    f[0] = __uint_as_float(v.x), f[1] = __uint_as_float(v.y), f[2] = __uint_as_float(v.z),
+    f[3] = __uint_as_float(v.w);
+  }
+  __device__ static uint4 store(const float* f) {
+    return make_uint4(__float_as_uint(f[0]), __float_as_uint(f[1]), __float_as_uint(f[2]),
+                      __float_as_uint(f[3]));
+  }
+};
+template <>
+struct Vec<__nv_bfloat16> {
+  static constexpr int kN = 8;
+  __device__ static void load(const uint4& v, float* f) {
+    const auto* h = reinterpret_cast<const __nv_bfloat162*>(&v);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 x = __bfloat1622float2(h[j]);
+      f[2 * j] = x.x, f[2 * j + 1] = x.y;
+    }
+  }
+  __device__ static uint4 store(const float* f) {
+    uint4 v;
+    auto* h = reinterpret_cast<__nv_bfloat162*>(&v);
+#pragma unroll
+    for (int j = 0; j < 4; ++j) h[j] = __floats2bfloat162_rn(f[2 * j], f[2 * j + 1]);
+    return v;
+  }
+};
+
+// A 4-byte piece of T as floats, and back.
+template <typename T>
+struct Piece;
+template <>
+struct Piece<float> {
+  static constexpr int kN = 1;
+  __device__ static void load(uint32_t v, float* f) { f[0] = __uint_as_float(v); }
+  __device__ static uint32_t store(const float* f) { return __float_as_uint(f[0]); }
+};
+template <>
+struct Piece<__nv_bfloat16> {
+  static constexpr int kN = 2;
+  __device__ static void load(uint32_t v, float* f) {
+    __nv_bfloat162 h;
+    memcpy(&h, &v, 4);
+    const float2 x = __bfloat1622float2(h);
+    f[0] = x.x, f[1] = x.y;
+  }
+  __device__ static uint32_t store(const float* f) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(f[0], f[1]);
+    uint32_t v;
+    memcpy(&v, &h, 4);
+    return v;
+  }
+};
+
+// Stores the fp32 sum `acc` of element group i, rounded once, into out; with a residual,
+// adds the sum as rounded into it (add_into's add). G: Vec<T> or Piece<T>.
+template <typename G, typename Word>
+__device__ __forceinline__ void store_sum(const float* acc, Word* out, Word* residual, int64_t i) {
+  const Word sum = G::store(acc);
+  out[i] = sum;
+  if (residual == nullptr) return;
+  float r[G::kN], x[G::kN];
+  G::load(residual[i], r);
+  G::load(sum, x);
+#pragma unroll
+  for (int j = 0; j < G::kN; ++j) r[j] += x[j];
+  residual[i] = G::store(r);
+}
+
+}  // namespace kestrel::kernels::peer
