@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -99,7 +100,23 @@ class SchemaCompiler {
  public:
   explicit SchemaCompiler(const json& root) : root_(root) {}
 
+  // Every schema's pattern, its size checked as it is built: a schema whose pattern grows
+  // faster than its text ($refs used many times, objects of many optional properties) fails
+  // with this error instead of exhausting the server's memory.
   RegexNode node(const json& s, const std::string& path) {
+    RegexNode r = build(s, path);
+    check_size(node_count(r), path);
+    return r;
+  }
+
+  static void check_size(size_t nodes, const std::string& path) {
+    KS_CHECK(nodes <= kMaxPatternNodes,
+             "the JSON schema at {} makes a pattern of more than {} parts; simplify it (fewer "
+             "optional properties in one object, fewer uses of the same $ref)",
+             path.empty() ? "/" : path, kMaxPatternNodes);
+  }
+
+  RegexNode build(const json& s, const std::string& path) {
     const std::string at = path.empty() ? "/" : path;
     if (s.is_boolean()) {
       KS_CHECK(s.get<bool>(), "JSON schema false at {} matches nothing", at);
@@ -263,9 +280,12 @@ class SchemaCompiler {
       }
     }
     KS_CHECK(s != nullptr, "'$ref' '{}' at {} does not name a schema in #/$defs or #/definitions", r, at);
+    // A target's pattern does not depend on where it is used: made once.
+    if (auto it = done_refs_.find(r); it != done_refs_.end()) return it->second;
     refs_.push_back(r);
     RegexNode out = node(*s, r.substr(1));
     refs_.pop_back();
+    done_refs_.emplace(r, out);
     return out;
   }
 
@@ -352,6 +372,18 @@ class SchemaCompiler {
       }
       body = concat(std::move(parts));
     } else {
+      // Member j is copied once for each member before it: the tree grows with n^2. Its size
+      // is known before it is made.
+      // The nodes optional(concat(ws_comma, member)) adds around a member.
+      const size_t wrap = node_count(optional(concat({ws_comma(), empty_node()}))) - 1;
+      size_t total = 0, after = 0;  // `after`: the optional tails of members j + 1 .. n - 1
+      for (size_t j = n; j-- > 0;) {
+        const size_t m = node_count(members[j]);
+        total += m + 1 + after;
+        after += m + wrap;
+        if (total > kMaxPatternNodes) break;
+      }
+      check_size(total, path);
       std::vector<RegexNode> options;  // by the first member present
       for (size_t j = 0; j < n; ++j) {
         std::vector<RegexNode> seq{members[j]};
@@ -365,6 +397,7 @@ class SchemaCompiler {
 
   const json& root_;
   std::vector<std::string> refs_;  // $refs being expanded
+  std::map<std::string, RegexNode> done_refs_;  // $refs expanded, by target
 };
 
 }  // namespace

@@ -114,4 +114,10 @@ RegexNode without_code_points(const RegexNode& node, const std::vector<CodeRange
   return out;
 }
 
+size_t node_count(const RegexNode& node) {
+  size_t n = 1;
+  for (const RegexNode& c : node.children) n += node_count(c);
+  return n;
+}
+
 }  // namespace kestrel::structured

@@ -3,6 +3,7 @@
 // repetition. byte_dfa.h turns it into a DFA over UTF-8 bytes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 #include <utility>
@@ -40,6 +41,13 @@ RegexNode concat(std::vector<RegexNode> parts);
 RegexNode alt(std::vector<RegexNode> options);
 RegexNode repeat(RegexNode node, int min, int max);
 inline RegexNode optional(RegexNode node) { return repeat(std::move(node), 0, 1); }
+
+// Nodes in the tree (the node itself included).
+size_t node_count(const RegexNode& node);
+// Largest pattern tree a request may make: byte_dfa.h's NFA takes at most 400,000 states, and
+// a tree much larger than that cannot compile, so builders stop here (before the memory of a
+// runaway expansion is spent).
+constexpr size_t kMaxPatternNodes = 500000;
 
 // A copy of `node` whose classes lose the code points of `remove` (pattern inside a JSON
 // string: no quote, backslash or control characters, so that no escape is needed).
