@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 
 #include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <thread>
 
@@ -82,21 +83,43 @@ httplib::Server::Handler guarded(F f) {
 // httplib 0.11 holds a request body to set_payload_max_length only when the request gives a
 // Content-Length: a chunked one (Transfer-Encoding: chunked) is read whole, however long. So
 // the POST routes read their bodies through this: past `max` bytes it stops reading and
-// answers 413 (the error handler words it) on a connection it closes.
+// answers 413 (the error handler words it) on a connection it closes; a body that cannot be
+// read (cut short, malformed chunks) is a 400, and a multipart form a 415.
 httplib::Server::HandlerWithContentReader capped_body(size_t max,
                                                       httplib::Server::Handler handler) {
   return [max, handler = std::move(handler)](const httplib::Request& req,
                                              httplib::Response& res,
                                              const httplib::ContentReader& read) {
+    if (req.is_multipart_form_data()) {  // httplib reads those only part by part
+      send_error(res, 415,
+                 error_body("multipart/form-data request bodies are not accepted; send JSON "
+                            "with 'Content-Type: application/json'.",
+                            "invalid_request_error"));
+      res.set_header("Connection", "close");
+      return;
+    }
     std::string body;
+    bool over = false;
     const bool whole = read([&](const char* data, size_t n) {
-      if (n > max - body.size()) return false;  // stops the read: over the limit
+      over = n > max - body.size();
+      if (over) return false;  // stops the read: over the limit
       body.append(data, n);
       return true;
     });
     if (!whole) {
-      res.status = 413;
       res.set_header("Connection", "close");
+      // httplib refuses a declared Content-Length over the limit before reading any of it.
+      const std::string declared = req.get_header_value("Content-Length");
+      over = over || (!declared.empty() && std::strtoull(declared.c_str(), nullptr, 10) > max);
+      if (over) {
+        res.status = 413;  // worded by the error handler
+      } else {
+        send_error(res, 400,
+                   error_body("The request body could not be read: it ended before its "
+                              "Content-Length, or its chunked or compressed encoding is "
+                              "malformed.",
+                              "invalid_request_error"));
+      }
       return;
     }
     // The Request is httplib's own object, which only this route sees from here on.

@@ -208,6 +208,21 @@ TEST(BadInput, EachClassGetsItsStatusAndAnOpenAIErrorWhileOthersRun) {
   EXPECT_EQ(chunked->status, 200) << chunked->body;
   EXPECT_FALSE(json::parse(chunked->body, nullptr, false).is_discarded()) << chunked->body;
 
+  // A multipart form is refused by name (it was a 500), and a chunked body whose chunk size
+  // is not hex is a 400 that says the body could not be read (it was a 413).
+  expect_error(client(port).Post(kC, "--x\r\nContent-Disposition: form-data; name=\"prompt\"\r\n\r\nhi\r\n--x--\r\n",
+                                 "multipart/form-data; boundary=x"),
+               415, "", "multipart/form-data", "multipart body");
+  {
+    httplib::Client raw = client(port);
+    auto bad_chunks = raw.Post(kC, [](size_t, httplib::DataSink& sink) {
+      sink.os << "zz\r\n";  // inside httplib's chunked framing: the server reads garbage sizes
+      sink.done();
+      return true;
+    }, "application/json");
+    if (bad_chunks) EXPECT_NE(bad_chunks->status, 500) << bad_chunks->body;
+  }
+
   // A Range header does not cut an API answer (httplib would send a 206 with a slice).
   auto ranged = client(port).Post(kC, httplib::Headers{{"Range", "bytes=0-1"}},
                                   R"({"prompt": "hi", "max_tokens": 1})", "application/json");
