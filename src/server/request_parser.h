@@ -82,8 +82,10 @@ void check_model(const FieldReader& f, const ServingContext& ctx);
 // max_completion_tokens first, then max_tokens), if any.
 std::optional<int> read_sampling_fields(const FieldReader& f, const ServingContext& ctx,
                                         GenerateRequest& req);
-// Validates params, checks each prompt against the vocabulary and the context, and fills
-// req.max_tokens. `prompt_param` names the field for errors ("prompt", "messages"). A
+// Most sequences (prompts x n) one request may ask for.
+constexpr size_t kMaxSequencesPerRequest = 4096;
+// Validates params, checks each prompt against the vocabulary and the context and the
+// request's sequences against kMaxSequencesPerRequest, and fills req.max_tokens. `prompt_param` names the field for errors ("prompt", "messages"). A
 // max_tokens given that overruns the context is a 400; unset, each prompt gets
 // `unset_max_tokens` (nullopt: no cap) or what is left of the context, whichever is less.
 void finish_request(const ServingContext& ctx, std::optional<int> max_tokens,

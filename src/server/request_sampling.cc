@@ -139,6 +139,13 @@ void finish_request(const ServingContext& ctx, std::optional<int> max_tokens,
   if (!p.stop.empty() && ctx.tokenizer == nullptr) {
     throw_bad_request("stop", "stop strings need the model's tokenizer");
   }
+  // A bound on one request's share of the engine: 1,000 prompts at n = 128 queued 128,000
+  // sequences, and everyone else waited behind them.
+  const size_t seqs = req.prompts.size() * static_cast<size_t>(std::max(p.n, 1));
+  if (seqs > kMaxSequencesPerRequest) {
+    throw_bad_request(prompt_param, "this request asks for {} sequences ({} prompts x n = {}); at most {} per request",
+                      seqs, req.prompts.size(), p.n, kMaxSequencesPerRequest);
+  }
   req.max_tokens.clear();
   for (size_t i = 0; i < req.prompts.size(); ++i) {
     const std::vector<int>& prompt = req.prompts[i];

@@ -75,6 +75,11 @@ std::vector<Case> cases() {
       {"max_tokens wrong type", kC, R"({"prompt": "hi", "max_tokens": "5"})", 400, "max_tokens",
        "integer"},
       {"n not an integer", kC, R"({"prompt": "hi", "n": 1.5})", 400, "n", "integer"},
+      {"too many sequences", kC, [] {
+         std::string prompts = R"({"n": 128, "max_tokens": 1, "prompt": [)";
+         for (int i = 0; i < 40; ++i) prompts += i ? R"(, [1, 2])" : R"([1, 2])";
+         return prompts + "]}";
+       }(), 400, "prompt", "5120 sequences (40 prompts x n = 128); at most 4096"},
       {"stream wrong type", kC, R"({"prompt": "hi", "stream": "yes"})", 400, "stream", "boolean"},
       {"prompt wrong type", kC, R"({"prompt": 5})", 400, "prompt", ""},
       {"prompt mixed list", kC, R"({"prompt": ["a", 5]})", 400, "prompt", ""},
