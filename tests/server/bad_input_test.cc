@@ -75,6 +75,14 @@ std::vector<Case> cases() {
       {"max_tokens wrong type", kC, R"({"prompt": "hi", "max_tokens": "5"})", 400, "max_tokens",
        "integer"},
       {"n not an integer", kC, R"({"prompt": "hi", "n": 1.5})", 400, "n", "integer"},
+      {"documents not a list", kChat,
+       R"({"messages": [{"role": "user", "content": "hi"}], "documents": 123})", 400, "documents",
+       "must be a list"},
+      {"too many template kwargs", kChat, [] {
+         std::string body = R"({"messages": [{"role": "user", "content": "hi"}], "chat_template_kwargs": {)";
+         for (int i = 0; i < 300; ++i) body += (i ? ", " : "") + std::string("\"k") + std::to_string(i) + "\": 1";
+         return body + "}}";
+       }(), 400, "chat_template_kwargs", "300 keys; at most 256"},
       {"too many sequences", kC, [] {
          std::string prompts = R"({"n": 128, "max_tokens": 1, "prompt": [)";
          for (int i = 0; i < 40; ++i) prompts += i ? R"(, [1, 2])" : R"([1, 2])";
