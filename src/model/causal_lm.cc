@@ -99,16 +99,20 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
 
   Tensor sampled = ws_.sampled.slice(0, S);
   be.gather_rows(hidden, sample_rows, sampled);
+  return lm_head(sampled, S, nullptr, eps);
+}
+
+Tensor CausalLM::lm_head(const Tensor& sampled, int64_t S, const Tensor* final_norm, float eps) {
   Tensor logits = ws_.logits.slice(0, S);
-  if (comm_ == nullptr) {
-    be.linear(sampled, weights_.lm_head, Tensor(), logits);
+  // Under tensor parallelism this rank's vocab columns, then every rank's side by side (the
+  // last rank's padding dropped). With one rank the columns are the logits already.
+  Tensor local = ws_.logits_local.defined() ? ws_.logits_local.slice(0, S) : logits;
+  if (final_norm != nullptr) {
+    backend_.norm_linear(sampled, *final_norm, eps, weights_.lm_head, Tensor(), local);
   } else {
-    // This rank's vocab columns, then every rank's side by side (the last rank's padding
-    // dropped). With one rank the columns are the logits already: gathered into themselves.
-    Tensor local = ws_.logits_local.defined() ? ws_.logits_local.slice(0, S) : logits;
-    be.linear(sampled, weights_.lm_head, Tensor(), local);
-    comm_->all_gather_columns(local, logits);
+    backend_.linear(sampled, weights_.lm_head, Tensor(), local);
   }
+  if (comm_ != nullptr) comm_->all_gather_columns(local, logits);
   return logits;
 }
 
@@ -148,15 +152,7 @@ Tensor CausalLM::forward_fused(const AttentionMetadata& meta, std::vector<LayerK
   }
   Tensor sampled = ws_.sampled.slice(0, S);
   be.gather_rows(residual, sample_rows, sampled);
-  Tensor logits = ws_.logits.slice(0, S);
-  if (comm_ == nullptr) {
-    be.norm_linear(sampled, weights_.final_norm, eps, weights_.lm_head, Tensor(), logits);
-  } else {  // this rank's vocab columns, then every rank's side by side (as in forward)
-    Tensor local = ws_.logits_local.defined() ? ws_.logits_local.slice(0, S) : logits;
-    be.norm_linear(sampled, weights_.final_norm, eps, weights_.lm_head, Tensor(), local);
-    comm_->all_gather_columns(local, logits);
-  }
-  return logits;
+  return lm_head(sampled, S, &weights_.final_norm, eps);
 }
 
 void CausalLM::reserve_workspace(int64_t max_num_tokens, int64_t max_rows) {

@@ -102,6 +102,10 @@ class CausalLM {
                        const Tensor& sample_rows, int64_t T, int64_t S, float eps, float scale,
                        const AttentionShape& shape);
 
+  // The logits of the sampled rows [S, H] (final_norm applied first when given: the fused
+  // path's rows are not normed yet), gathered over the ranks' vocab shards.
+  Tensor lm_head(const Tensor& sampled, int64_t S, const Tensor* final_norm, float eps);
+
   // Activation buffers for up to max_num_tokens tokens and max_rows sampled rows. Head counts
   // and I are this rank's (ShardPlan); Vp its vocabulary rows.
   struct Workspace {
