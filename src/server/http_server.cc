@@ -84,7 +84,7 @@ httplib::Server::Handler guarded(F f) {
 // Content-Length: a chunked one (Transfer-Encoding: chunked) is read whole, however long. So
 // the POST routes read their bodies through this: past `max` bytes it stops reading and
 // answers 413 (the error handler words it) on a connection it closes; a body that cannot be
-// read (cut short, malformed chunks) is a 400, and a multipart form a 415.
+// read (cut short, malformed chunks) is a 400, an empty one a 400, and a multipart form a 415.
 httplib::Server::HandlerWithContentReader capped_body(size_t max,
                                                       httplib::Server::Handler handler) {
   return [max, handler = std::move(handler)](const httplib::Request& req,
@@ -100,7 +100,10 @@ httplib::Server::HandlerWithContentReader capped_body(size_t max,
     }
     std::string body;
     bool over = false;
-    const bool whole = read([&](const char* data, size_t n) {
+    // Neither Content-Length nor Transfer-Encoding: no body (RFC 9112 section 6.3), where
+    // httplib would read one until the client closes or its read timeout (5 s) passes.
+    const bool framed = req.has_header("Content-Length") || req.has_header("Transfer-Encoding");
+    const bool whole = !framed || read([&](const char* data, size_t n) {
       over = n > max - body.size();
       if (over) return false;  // stops the read: over the limit
       body.append(data, n);
@@ -120,6 +123,13 @@ httplib::Server::HandlerWithContentReader capped_body(size_t max,
                               "malformed.",
                               "invalid_request_error"));
       }
+      return;
+    }
+    if (body.empty()) {
+      send_error(res, 400,
+                 error_body("The request body is empty; send a JSON object with "
+                            "'Content-Type: application/json'.",
+                            "invalid_request_error"));
       return;
     }
     // The Request is httplib's own object, which only this route sees from here on.

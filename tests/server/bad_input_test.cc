@@ -1,15 +1,10 @@
 // Bad input gets an OpenAI-style error ({"error": {"message", "type", "param", "code"}})
 // with the right status, never a crash, and a request streaming at the same time is
 // unaffected.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <future>
 
+#include "raw_http.h"
 #include "server_harness.h"
 
 namespace kestrel::server_test {
@@ -25,27 +20,6 @@ struct Case {
   std::string param;  // "" : null
   std::string message_part;
 };
-
-// Sends `request` as raw bytes to 127.0.0.1:port and returns everything the server answers
-// until it closes the connection (or 10 s pass).
-std::string raw_exchange(int port, const std::string& request) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return "no socket";
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval timeout{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  std::string answer;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
-    char buf[4096];
-    for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) answer.append(buf, size_t(n));
-  }
-  ::close(fd);
-  return answer;
-}
 
 // Checks the status and the error shape; returns the error object.
 json expect_error(const httplib::Result& res, int status, const std::string& param,
