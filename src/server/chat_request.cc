@@ -97,11 +97,11 @@ GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const Ser
        "stop", "stream", "stream_options", "temperature", "top_p", "tools", "tool_choice",
        "parallel_tool_calls", "user", "store", "metadata", "service_tier",
        // vLLM's extensions
-       "top_k", "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos", "min_tokens",
-       "skip_special_tokens", "include_stop_str_in_output", "chat_template", "chat_template_kwargs",
-       "add_generation_prompt", "continue_final_message", "documents", "add_special_tokens",
-       "guided_json", "guided_regex", "guided_choice", "guided_grammar", "guided_decoding_backend",
-       "guided_whitespace_pattern", "structured_outputs"});
+       "best_of", "top_k", "min_p", "repetition_penalty", "stop_token_ids", "ignore_eos",
+       "min_tokens", "skip_special_tokens", "include_stop_str_in_output", "chat_template",
+       "chat_template_kwargs", "add_generation_prompt", "continue_final_message", "documents",
+       "add_special_tokens", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
+       "guided_decoding_backend", "guided_whitespace_pattern", "structured_outputs"});
   check_model(f, ctx);
   GenerateRequest req;
   req.chat = true;

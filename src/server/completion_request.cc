@@ -98,9 +98,6 @@ GenerateRequest parse_completion_request(const nlohmann::ordered_json& body,
     req.logprobs = true;
     req.params.logprobs = *v;
   }
-  if (auto best_of = f.int32("best_of"); best_of && *best_of != req.params.n) {
-    throw_bad_request("best_of", "'best_of' other than n is not supported");
-  }
   if (auto suffix = f.string("suffix"); suffix && !suffix->empty()) {
     throw_bad_request("suffix", "'suffix' is not supported");
   }

@@ -93,6 +93,10 @@ std::optional<int> read_sampling_fields(const FieldReader& f, const ServingConte
   if (auto v = f.number("min_p")) p.min_p = float(*v);
   if (auto v = f.integer("seed")) p.seed = static_cast<uint64_t>(*v);
   if (auto v = f.int32("n")) p.n = *v;
+  // vLLM takes best_of on both endpoints; null or n is what sampling does anyway.
+  if (auto best_of = f.int32("best_of"); best_of && *best_of != p.n) {
+    throw_bad_request("best_of", "'best_of' other than n is not supported");
+  }
   if (auto v = f.number("presence_penalty")) p.presence_penalty = float(*v);
   if (auto v = f.number("frequency_penalty")) p.frequency_penalty = float(*v);
   if (auto v = f.number("repetition_penalty")) p.repetition_penalty = float(*v);

