@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "core/logging.h"
 #include "server/api_error.h"
+#include "server/connection_gate.h"
 #include "server/connections.h"
 #include "server/server_state.h"
 #include "kestrel/version.h"
@@ -143,7 +144,7 @@ httplib::Server::HandlerWithContentReader capped_body(size_t max,
 struct HttpServer::Impl {
   LLM& llm;
   ServerState state;
-  httplib::Server http;
+  GatedServer http;
   std::thread listener;
   std::atomic<int> listen_fd{-1};
   std::atomic<bool> serving{false};
@@ -327,6 +328,9 @@ void HttpServer::Impl::install_routes() {
               handle_generate(s, req, res, true);
             })));
   http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
+    // httplib 0.11 reads on after such a response (a refused body left unread) as if the
+    // connection were fine; the gate closes it.
+    if (res.get_header_value("Connection") == "close") close_connection_after_response();
     KS_LOG_DEBUG("{} {} -> {}", req.method, req.path, res.status);
   });
 }
@@ -339,8 +343,7 @@ void HttpServer::start() {
   ServerState& s = im.state;
   s.loop = std::make_unique<EngineLoop>(im.llm, s.metrics);
   im.install_routes();
-  const int threads = s.config.http_threads;
-  im.http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  im.http.set_workers(size_t(s.config.http_threads));
   im.http.set_payload_max_length(s.config.max_body_bytes);
   im.http.set_keep_alive_timeout(s.config.keep_alive_timeout_s);
   im.http.set_keep_alive_max_count(kKeepAliveMaxCount);

@@ -9,9 +9,10 @@
 // Endpoints: GET /v1/models, POST /v1/completions, POST /v1/chat/completions (both with
 // SSE streaming), GET /health, GET /metrics (Prometheus). docs/server.md has the details.
 //
-// Threads: httplib's pool of http_threads workers runs the handlers (a connection holds a
-// worker while it is open, so http_threads bounds concurrent connections; more wait in
-// the accept queue); one engine thread owns the LLM's engine (EngineLoop). While the
+// Threads: a pool of http_threads workers runs the handlers, one request each (a connection
+// holds a worker only while a request of it is read and answered: connection_gate.h); one
+// poller thread reads request heads and watches idle connections, at most 8 x http_threads
+// of them (more get a 503); one engine thread owns the LLM's engine (EngineLoop). While the
 // server runs, nothing else may use the LLM.
 //
 // Process-wide effect: start() ignores SIGPIPE (writes to a client that went away must

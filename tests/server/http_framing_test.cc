@@ -44,5 +44,29 @@ TEST(HttpFraming, PostWithoutABodyIsAnEmptyBody400) {
   }
 }
 
+// Heads over httplib's sizes are refused by size, in JSON, before they are read whole: a
+// 1 MB header line or 40 KiB of headers is a 431, a 10,000-byte URI a 414 (httplib alone
+// answered "HTTP error 400" for the first two after reading them whole).
+TEST(HttpFraming, OversizedHeadsAre431AndLongUrisAre414) {
+  ServerProcess server;
+  const std::string health = "GET /health HTTP/1.1\r\nHost: localhost\r\n";
+  const json big_line =
+      raw_error(raw_response(server.port(), health + "X-Big: " + std::string(1 << 20, 'a') +
+                                                 "\r\n\r\n"),
+                431, "1 MB header line");
+  EXPECT_NE(message_of(big_line).find("header fields are too large"), std::string::npos)
+      << big_line.dump();
+  std::string many = health;
+  for (int i = 0; i < 400; ++i) many += "X-Many-" + std::to_string(i) + ": " + std::string(90, 'b') + "\r\n";
+  raw_error(raw_response(server.port(), many + "\r\n"), 431, "400 header lines");
+  const json uri = raw_error(
+      raw_response(server.port(), "GET /" + std::string(10000, 'u') + " HTTP/1.1\r\n\r\n"), 414,
+      "10,000-byte URI");
+  EXPECT_NE(message_of(uri).find("request line is longer than 8192 bytes"), std::string::npos)
+      << uri.dump();
+  // The server is fine afterwards.
+  EXPECT_EQ(raw_status(raw_response(server.port(), health + "\r\n")), 200);
+}
+
 }  // namespace
 }  // namespace kestrel::server_test
