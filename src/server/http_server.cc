@@ -242,11 +242,20 @@ void HttpServer::Impl::install_routes() {
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  // httplib's own failures (no route, body too large, unreadable request) have no body.
+  // httplib's own failures (no route, body too large, a request it cannot parse) have no
+  // body.
   http.set_error_handler([&s](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
+    // httplib sets a request's ports once it has parsed its request line and headers; a 400
+    // after that is a method it routes nowhere (TRACE, CONNECT).
+    const bool parsed = req.local_port != -1;
+    if (res.status == 400 && parsed) res.status = 404;
     std::string message;
     switch (res.status) {
+      case 400:
+        message = "Malformed HTTP request: the request line must be 'METHOD /path HTTP/1.1'.";
+        res.set_header("Connection", "close");  // what follows cannot be told from a request
+        break;
       case 404:
         if (const char* allow = allowed_methods(req.path)) {  // a route, another method
           res.status = 405;
@@ -264,6 +273,9 @@ void HttpServer::Impl::install_routes() {
                   "'Content-Type: application/json'."
                 : fmt::format("The request body is larger than the server's limit of {} bytes.",
                               s.config.max_body_bytes);
+        break;
+      case 416:  // httplib checks a Range header before any handler can drop it
+        message = "The Range header is malformed; answers are whole, so leave it out.";
         break;
       default:
         message = fmt::format("HTTP error {}", res.status);
@@ -327,6 +339,10 @@ void HttpServer::Impl::install_routes() {
                                                httplib::Response& res) {
               handle_generate(s, req, res, true);
             })));
+  http.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
+    // httplib adds its keep-alive terms to a response that closes the connection.
+    if (res.get_header_value("Connection") == "close") res.headers.erase("Keep-Alive");
+  });
   http.set_logger([](const httplib::Request& req, const httplib::Response& res) {
     // httplib 0.11 reads on after such a response (a refused body left unread) as if the
     // connection were fine; the gate closes it.

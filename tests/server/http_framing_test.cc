@@ -68,5 +68,31 @@ TEST(HttpFraming, OversizedHeadsAre431AndLongUrisAre414) {
   EXPECT_EQ(raw_status(raw_response(server.port(), health + "\r\n")), 200);
 }
 
+// What httplib cannot parse or route is an OpenAI-style error too (it answered "HTTP error
+// 400"): a malformed request line is a 400 that closes the connection (the bytes after it
+// were read as further requests), a method httplib routes nowhere a 405 or 404, a malformed
+// Range a 416.
+TEST(HttpFraming, UnparsableRequestsGetJsonErrors) {
+  ServerProcess server;
+  const int port = server.port();
+  const std::string health = "GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  for (const std::string line : {"FOO /health HTTP/1.1", "GET /health HTTP/3", "GET /health"}) {
+    const std::string answer = raw_exchange(port, line + "\r\nHost: localhost\r\n\r\n" + health);
+    const json e = raw_error(raw_first_response(answer), 400, line);
+    EXPECT_NE(message_of(e).find("Malformed HTTP request"), std::string::npos) << e.dump();
+    EXPECT_EQ(raw_first_response(answer), answer)
+        << line << ": the connection went on after it:\n" << answer;
+  }
+  const std::string trace = raw_response(port, "TRACE /health HTTP/1.1\r\nHost: localhost\r\n\r\n");
+  raw_error(trace, 405, "TRACE /health");
+  EXPECT_NE(trace.find("\r\nAllow: GET\r\n"), std::string::npos) << trace;
+  raw_error(raw_response(port, "TRACE /nowhere HTTP/1.1\r\nHost: localhost\r\n\r\n"), 404,
+            "TRACE /nowhere");
+  const json range = raw_error(
+      raw_response(port, "GET /health HTTP/1.1\r\nHost: localhost\r\nRange: bytes=zz\r\n\r\n"),
+      416, "malformed Range");
+  EXPECT_NE(message_of(range).find("Range"), std::string::npos) << range.dump();
+}
+
 }  // namespace
 }  // namespace kestrel::server_test

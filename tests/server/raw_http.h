@@ -54,22 +54,33 @@ inline std::string raw_exchange(int port, const std::string& request) {
   return answer;
 }
 
-// Reads one response from `fd`: its head and a body of its Content-Length (none without
-// one), without waiting for the connection to close. "" when the connection closes first or
-// `timeout_s` of raw_connect passes.
+// The length of the first whole response in `answer`: its head and a body of its
+// Content-Length (none without one); npos while it is incomplete.
+inline size_t raw_response_length(const std::string& answer) {
+  const size_t head_end = answer.find("\r\n\r\n");
+  if (head_end == std::string::npos) return std::string::npos;
+  size_t length = 0;
+  for (const char* name : {"\r\nContent-Length: ", "\r\ncontent-length: "}) {
+    if (const size_t at = answer.find(name); at != std::string::npos && at < head_end)
+      length = std::strtoull(answer.c_str() + at + 18, nullptr, 10);
+  }
+  return answer.size() >= head_end + 4 + length ? head_end + 4 + length : std::string::npos;
+}
+
+// The first response in `answer` (all of it when incomplete).
+inline std::string raw_first_response(const std::string& answer) {
+  const size_t length = raw_response_length(answer);
+  return length == std::string::npos ? answer : answer.substr(0, length);
+}
+
+// Reads one response from `fd` without waiting for the connection to close. "" when the
+// connection closes first or the timeout of raw_connect passes.
 inline std::string raw_read_response(int fd) {
   std::string answer;
   char buf[4096];
   for (;;) {
-    const size_t head_end = answer.find("\r\n\r\n");
-    if (head_end != std::string::npos) {
-      size_t length = 0;
-      for (const char* name : {"\r\nContent-Length: ", "\r\ncontent-length: "}) {
-        if (const size_t at = answer.find(name); at != std::string::npos && at < head_end)
-          length = std::strtoull(answer.c_str() + at + 18, nullptr, 10);
-      }
-      if (answer.size() >= head_end + 4 + length) return answer.substr(0, head_end + 4 + length);
-    }
+    if (const size_t length = raw_response_length(answer); length != std::string::npos)
+      return answer.substr(0, length);
     const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
     if (n <= 0) return "";
     answer.append(buf, size_t(n));
