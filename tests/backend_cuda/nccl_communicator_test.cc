@@ -366,6 +366,8 @@ TEST(NcclCommunicator, PeerAllReduceSumsExactly) {
   int devices = 0;
   ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
   if (devices < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << devices;
+  // The one-shot kernel at every size (two ranks default to the low-latency one up to 16 KiB).
+  cuda_test::ScopedEnv one_shot("KESTREL_PEER_LL", "0");
   constexpr int kRanks = 2, kRounds = 3, kReplays = 4;
   const std::vector<std::pair<DType, Shape>> cases = {
       {DType::kBF16, Shape{1, 8}},      {DType::kBF16, Shape{1, 4096}},
@@ -438,6 +440,7 @@ TEST(NcclCommunicator, AllReduceAddAddsTheSumIntoTheResidual) {
   int devices = 0;
   ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
   if (devices < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << devices;
+  cuda_test::ScopedEnv one_shot("KESTREL_PEER_LL", "0");  // as PeerAllReduceSumsExactly
   constexpr int kRanks = 2, kReplays = 3;
   const std::vector<Shape> shapes = {Shape{1, 8}, Shape{1, 4096}, Shape{7, 4096},
                                      Shape{600, 4096}, Shape{5, 37}};
@@ -508,7 +511,7 @@ TEST(NcclCommunicator, AllReduceAddAddsTheSumIntoTheResidual) {
 }
 
 
-// The low-latency kernel (KESTREL_PEER_LL=1, peer_all_reduce_ll.cu) at two ranks: tensors up
+// The low-latency kernel (peer_all_reduce_ll.cu; the default at two ranks) at two ranks: tensors up
 // to its 16 KiB (bf16 and f32, the limit itself) and one above (the one-shot kernel), 40
 // rounds so that both call parities are reused many times and the two kernels' calls
 // interleave, all_reduce_sum and all_reduce_add, then a captured graph replayed: the exact

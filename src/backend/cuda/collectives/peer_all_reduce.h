@@ -21,9 +21,9 @@
 //   Every rank gets an instance, or every rank gets null: when a GPU cannot map a peer's
 //   memory, IPC fails, the world size is 1 or above kMaxRanks, or KESTREL_CUSTOM_ALLREDUCE=0
 //   on any rank. The ranks agree through `host`, so none waits on a kernel the others skip.
-//   KESTREL_PEER_LL=1 on every rank sends tensors of at most kPeerLlBytes to the low-latency
-//   kernel (peer_all_reduce_ll.cu; off by default: written in session 17 without a device,
-//   not yet run on one).
+//   Tensors of at most kPeerLlBytes go to the low-latency kernel (peer_all_reduce_ll.cu) by
+//   default at two ranks (run and measured there); KESTREL_PEER_LL=1 on every rank turns it
+//   on at any size of group (not yet run on more than two GPUs), =0 off.
 // - run(): data[0..n) of dtype BF16 or F32, summed over ranks in place (and optionally added
 //   into a residual), enqueued on `stream` and capturable in a CUDA graph. REQUIRES: supports(bytes, data); every rank calls run
 //   with the same n and dtype in the same order (the kernels pair up by call number).
