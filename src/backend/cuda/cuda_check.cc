@@ -24,4 +24,14 @@ void cublas_fail(int status, const char* op, const char* file, int line) {
               cublasLtGetStatusName(st));
 }
 
+void* driver_entry_point(const char* symbol, int version) {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  KS_CUDA_CHECK(cudaGetDriverEntryPointByVersion(symbol, &p, version, cudaEnableDefault, &found));
+  if (found != cudaDriverEntryPointSuccess || p == nullptr) {
+    throw_error("the CUDA driver has no {} (version {}): update the driver", symbol, version);
+  }
+  return p;
+}
+
 }  // namespace kestrel

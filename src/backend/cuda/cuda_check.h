@@ -17,6 +17,15 @@ namespace kestrel {
 // `status` is a cublasStatus_t; int so that this header needs no cuBLAS include.
 [[noreturn]] void cublas_fail(int status, const char* op, const char* file, int line);
 
+// A driver API function found through the runtime (no link against libcuda): Fn is its
+// PFN_..._vNNNNN type from <cudaTypedefs.h>, `version` that NNNNN. Throws where the driver
+// lacks it.
+void* driver_entry_point(const char* symbol, int version);
+template <typename Fn>
+Fn driver_function(const char* symbol, int version) {
+  return reinterpret_cast<Fn>(driver_entry_point(symbol, version));
+}
+
 }  // namespace kestrel
 
 #define KS_CUDA_CHECK(expr)                                                   \

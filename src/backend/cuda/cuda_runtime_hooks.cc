@@ -6,6 +6,7 @@
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/graph_edges.h"
 #include "backend/cuda/pinned_host.h"
 #include "core/error.h"
 
@@ -167,6 +168,12 @@ std::unique_ptr<Graph> CudaBackend::capture_graph(const std::function<void()>& r
   }
   cudaGraph_t graph = nullptr;
   KS_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+  try {
+    inspect_captured_graph(graph);
+  } catch (...) {
+    cudaGraphDestroy(graph);
+    throw;
+  }
   cudaGraphExec_t exec = nullptr;
   const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
   cudaGraphDestroy(graph);

@@ -10,15 +10,8 @@ namespace {
 
 // The driver's encoder, found once through the runtime (no link against libcuda).
 PFN_cuTensorMapEncodeTiled_v12000 encode_tiled() {
-  static const PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    KS_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000,
-                                                   cudaEnableDefault, &found));
-    KS_CUDA_CHECK(found == cudaDriverEntryPointSuccess && p != nullptr ? cudaSuccess
-                                                                        : cudaErrorSymbolNotFound);
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
+  static const auto fn =
+      driver_function<PFN_cuTensorMapEncodeTiled_v12000>("cuTensorMapEncodeTiled", 12000);
   return fn;
 }
 
