@@ -16,6 +16,7 @@
 #include "server/server_state.h"
 #include "kestrel/version.h"
 #include "server/reasoning.h"
+#include "server/request_framing.h"
 #include "server/tokenize_handler.h"
 #include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
@@ -207,6 +208,12 @@ bool HttpServer::serving() const { return impl_->serving; }
 void HttpServer::Impl::install_routes() {
   ServerState& s = state;
   http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
+    if (std::optional<ApiError> framing = framing_error(req)) {
+      res.set_header("Connection", "close");  // its body cannot be told from a next request
+      send_error(res, framing->status(), framing->body());
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (body_left_unread(req)) res.set_header("Connection", "close");
     if (const std::string origin = req.get_header_value("Origin");
         !origin.empty() && origin_allowed(s.config.allowed_origins, origin)) {
       res.set_header("Access-Control-Allow-Origin", origin);

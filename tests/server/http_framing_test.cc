@@ -1,6 +1,8 @@
 // Mistakes at the HTTP layer (the framing of a request, not its JSON) get an OpenAI-style
 // error at once. They go over a raw socket: an HTTP client library would not send them as
 // written.
+#include <cstdio>
+
 #include "raw_http.h"
 #include "server_harness.h"
 
@@ -92,6 +94,50 @@ TEST(HttpFraming, UnparsableRequestsGetJsonErrors) {
       raw_response(port, "GET /health HTTP/1.1\r\nHost: localhost\r\nRange: bytes=zz\r\n\r\n"),
       416, "malformed Range");
   EXPECT_NE(message_of(range).find("Range"), std::string::npos) << range.dump();
+}
+
+// A body framed two ways (RFC 9112 section 6.3) is refused and its connection closed, before
+// anything behind it is read as a request: each case carries a second request that a reader
+// taking the other framing would answer (request smuggling). httplib alone answered it.
+TEST(HttpFraming, AmbiguousBodyFramingIsRefusedAndClosesTheConnection) {
+  ServerProcess server;
+  const int port = server.port();
+  const std::string smuggled = "GET /v1/models HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer " +
+                               kApiKey + "\r\n\r\n";
+  char size[16];
+  std::snprintf(size, sizeof(size), "%zx", smuggled.size());
+  struct Framing {
+    std::string name, headers, body;
+    int status;
+    std::string message_part;
+  };
+  const std::vector<Framing> framings = {
+      {"two Content-Lengths", "Content-Length: 0\r\nContent-Length: " + std::to_string(smuggled.size()) + "\r\n",
+       smuggled, 400, "more than one Content-Length"},
+      {"Content-Length and chunked", "Content-Length: 0\r\nTransfer-Encoding: chunked\r\n",
+       std::string(size) + "\r\n" + smuggled + "\r\n0\r\n\r\n", 400, "both Content-Length and Transfer-Encoding"},
+      {"chunked and Content-Length", "Transfer-Encoding: chunked\r\nContent-Length: 5\r\n",
+       "0\r\n\r\n" + smuggled, 400, "both Content-Length and Transfer-Encoding"},
+      {"Content-Length not a number", "Content-Length: 0x10\r\n", smuggled, 400, "number of bytes"},
+      {"a coding other than chunked", "Transfer-Encoding: gzip, chunked\r\n", smuggled, 501,
+       "not supported"},
+      {"two Transfer-Encodings", "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n",
+       "0\r\n\r\n" + smuggled, 400, "more than one Transfer-Encoding"},
+      {"whitespace before the colon", "Transfer-Encoding : chunked\r\nContent-Length: 0\r\n",
+       smuggled, 400, "whitespace"},
+  };
+  for (const Framing& f : framings) {
+    const std::string answer = raw_exchange(port, kPost + f.headers + "\r\n" + f.body);
+    const json e = raw_error(raw_first_response(answer), f.status, f.name);
+    EXPECT_NE(message_of(e).find(f.message_part), std::string::npos) << f.name << ": " << e.dump();
+    EXPECT_EQ(raw_first_response(answer), answer) << f.name << ": a second answer:\n" << answer;
+  }
+  // A GET's body is not read, so the connection closes after its answer instead.
+  const std::string get = raw_exchange(
+      port, "GET /health HTTP/1.1\r\nHost: localhost\r\nContent-Length: " +
+                std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled);
+  EXPECT_EQ(raw_status(get), 200) << get;
+  EXPECT_EQ(raw_first_response(get), get) << "the GET's body was answered as a request:\n" << get;
 }
 
 }  // namespace
