@@ -61,6 +61,15 @@ void send_error_now(int fd, int status, const std::string& message) {
 
 void close_connection_after_response() { t_close_after_response = true; }
 
+struct GateLimits {
+  size_t workers = 512;  // requests served at once
+  size_t max_connections = 4096;
+  std::chrono::milliseconds keep_alive_timeout{5000};
+  size_t keep_alive_max_count = 1000;  // requests per connection
+  std::chrono::milliseconds read_timeout{5000};   // between reads of a body
+  std::chrono::milliseconds write_timeout{5000};  // for room to write
+};
+
 class ConnectionGate {
  public:
   // Runs one request from the stream (httplib's process_request); false when the connection
@@ -108,12 +117,12 @@ class ConnectionGate {
   bool stopped_ = false;       // guarded by mu_
   std::atomic<bool> stopping_{false};
   std::atomic<size_t> open_{0};
-  httplib::ThreadPool pool_;
+  std::unique_ptr<httplib::ThreadPool> pool_;
   std::thread poller_;
 };
 
 ConnectionGate::ConnectionGate(GateLimits limits, ProcessRequest process)
-    : limits_(limits), process_(std::move(process)), pool_(limits.workers) {
+    : limits_(limits), process_(std::move(process)) {
   epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   KS_CHECK(epoll_fd_ >= 0 && wake_fd_ >= 0, "ConnectionGate: epoll/eventfd failed (errno {})",
@@ -122,6 +131,7 @@ ConnectionGate::ConnectionGate(GateLimits limits, ProcessRequest process)
   ev.events = EPOLLIN;
   ev.data.fd = wake_fd_;
   ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+  pool_ = std::make_unique<httplib::ThreadPool>(limits_.workers);
   poller_ = std::thread([this] { poll_loop(); });
 }
 
@@ -154,7 +164,7 @@ void ConnectionGate::stop() {
   const uint64_t one = 1;
   (void)::write(wake_fd_, &one, sizeof(one));
   if (poller_.joinable()) poller_.join();
-  pool_.shutdown();
+  pool_->shutdown();
   ::close(epoll_fd_);
   ::close(wake_fd_);
 }
@@ -236,7 +246,7 @@ void ConnectionGate::dispatch(const ConnPtr& c) {
     ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
     ++active_;
   }
-  pool_.enqueue([this, c] { serve(c); });
+  pool_->enqueue([this, c] { serve(c); });
 }
 
 void ConnectionGate::serve(const ConnPtr& c) {

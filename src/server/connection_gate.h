@@ -42,15 +42,6 @@ constexpr size_t kConnectionsPerWorker = 8;
 // connection closes once this request's response is written.
 void close_connection_after_response();
 
-struct GateLimits {
-  size_t workers = 512;  // requests served at once
-  size_t max_connections = 4096;
-  std::chrono::milliseconds keep_alive_timeout{5000};
-  size_t keep_alive_max_count = 1000;  // requests per connection
-  std::chrono::milliseconds read_timeout{5000};   // between reads of a body
-  std::chrono::milliseconds write_timeout{5000};  // for room to write
-};
-
 class ConnectionGate;
 
 // An httplib::Server whose connections go through a ConnectionGate: routes, handlers and
