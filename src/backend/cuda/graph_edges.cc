@@ -69,6 +69,35 @@ void write_dot(cudaGraph_t graph, const char* dir) {
 
 }  // namespace
 
+GraphEdgeSummary summarize_graph_edges(cudaGraph_t graph,
+                                       std::optional<std::string_view> unsafe_prefix) {
+  GraphEdgeSummary out;
+  size_t n = 0;
+  KS_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
+  std::vector<cudaGraphNode_t> nodes(n);
+  KS_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
+  for (cudaGraphNode_t node : nodes) out.kernels += is_kernel(node) ? 1 : 0;
+
+  const Edges e = edges_of(graph);
+  for (size_t i = 0; i < e.to.size(); ++i) {
+    if (programmatic(e.data[i])) {
+      ++out.programmatic_edges;
+      continue;
+    }
+    if (!is_kernel(e.from[i]) || !is_kernel(e.to[i])) continue;
+    const std::string name = kernel_name(e.to[i]);
+    ++out.plain_into[name];
+    if (!unsafe_prefix || !std::string_view(name).starts_with(*unsafe_prefix)) continue;
+    cudaGraphEdgeData d{};
+    d.from_port = cudaGraphKernelNodePortProgrammatic;
+    d.type = cudaGraphDependencyTypeProgrammatic;
+    KS_CUDA_CHECK(cudaGraphRemoveDependencies(graph, &e.from[i], &e.to[i], &e.data[i], 1));
+    KS_CUDA_CHECK(cudaGraphAddDependencies(graph, &e.from[i], &e.to[i], &d, 1));
+    ++out.made_programmatic;
+  }
+  return out;
+}
+
 void inspect_captured_graph(cudaGraph_t graph) {
   if (const char* dir = std::getenv("KESTREL_GRAPH_DOT"); dir != nullptr && *dir != '\0') {
     write_dot(graph, dir);
@@ -80,47 +109,20 @@ void inspect_captured_graph(cudaGraph_t graph) {
   const bool convert = mode.starts_with(kUnsafe);
   KS_CHECK(convert || mode == "report",
            "KESTREL_GRAPH_EDGES={}: expected report or unsafe-pdl:<prefix>", mode);
-  const std::string_view prefix = convert ? mode.substr(kUnsafe.size()) : std::string_view();
-
-  Edges e = edges_of(graph);
-  size_t kernels = 0;
-  {
-    size_t n = 0;
-    KS_CUDA_CHECK(cudaGraphGetNodes(graph, nullptr, &n));
-    std::vector<cudaGraphNode_t> nodes(n);
-    KS_CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
-    for (cudaGraphNode_t node : nodes) kernels += is_kernel(node) ? 1 : 0;
-  }
-  size_t already = 0, converted = 0;
-  std::map<std::string, int> plain_into;  // kernel name -> plain edges into it
-  for (size_t i = 0; i < e.to.size(); ++i) {
-    if (programmatic(e.data[i])) {
-      ++already;
-      continue;
-    }
-    if (!is_kernel(e.from[i]) || !is_kernel(e.to[i])) continue;
-    const std::string name = kernel_name(e.to[i]);
-    ++plain_into[name];
-    if (!convert || !std::string_view(name).starts_with(prefix)) continue;
-    cudaGraphEdgeData d{};
-    d.from_port = cudaGraphKernelNodePortProgrammatic;
-    d.type = cudaGraphDependencyTypeProgrammatic;
-    KS_CUDA_CHECK(cudaGraphRemoveDependencies(graph, &e.from[i], &e.to[i], &e.data[i], 1));
-    KS_CUDA_CHECK(cudaGraphAddDependencies(graph, &e.from[i], &e.to[i], &d, 1));
-    ++converted;
-  }
-  std::string into;
-  for (const auto& [name, n] : plain_into) into += fmt::format("\n  {} x {}", n, name);
+  const GraphEdgeSummary s = summarize_graph_edges(
+      graph, convert ? std::optional(mode.substr(kUnsafe.size())) : std::nullopt);
   static std::atomic<bool> warned{false};
-  if (convert && converted > 0 && !warned.exchange(true)) {
+  if (s.made_programmatic > 0 && !warned.exchange(true)) {
     KS_LOG_WARN("KESTREL_GRAPH_EDGES={}: {} edges made programmatic into kernels that may not "
                 "wait for their inputs (first graph); results may be wrong (a measurement, not a "
                 "setting)",
-                mode, converted);
+                mode, s.made_programmatic);
   }
+  std::string into;
+  for (const auto& [name, count] : s.plain_into) into += fmt::format("\n  {} x {}", count, name);
   KS_LOG_INFO("graph edges: {} kernels, {} programmatic edges, {} made programmatic; plain "
               "kernel-to-kernel edges into:{}",
-              kernels, already, converted, into);
+              s.kernels, s.programmatic_edges, s.made_programmatic, into);
 }
 
 }  // namespace kestrel

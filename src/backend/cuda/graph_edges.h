@@ -28,7 +28,25 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
 namespace kestrel {
+
+struct GraphEdgeSummary {
+  size_t kernels = 0;               // kernel nodes
+  size_t programmatic_edges = 0;    // edges that were programmatic already
+  size_t made_programmatic = 0;     // plain edges this call turned programmatic
+  std::map<std::string, int> plain_into;  // kernel name -> plain kernel-to-kernel edges into it
+};
+
+// Counts a graph's kernels and edges. With `unsafe_prefix`, the plain kernel-to-kernel edges
+// into kernels whose name starts with it become programmatic (see above: wrong results where
+// those kernels do not wait). Before instantiation.
+GraphEdgeSummary summarize_graph_edges(cudaGraph_t graph,
+                                       std::optional<std::string_view> unsafe_prefix = {});
 
 // Applies the two switches above to a graph just captured, before it is instantiated.
 void inspect_captured_graph(cudaGraph_t graph);
