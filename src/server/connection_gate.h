@@ -14,11 +14,12 @@
 //   - an idle keep-alive connection closes after keep_alive_timeout;
 //   - a request line over 8 KiB is a 414, a header line over 8 KiB or a head over 32 KiB a
 //     431 (request_head.h), answered by the gate without reading further;
-//   - past max_connections open connections, a new one gets a 503 at once and is closed;
-//   - a connection the server closes after a response (a "Connection: close" response, or
-//     close_connection_after_response()) is first shut for writing and drained for up to
-//     kLingerTimeout, so that a client still sending (a body the server refused) reads the
-//     answer instead of a reset.
+//   - past kConnectionsPerWorker x workers open connections, a new one gets a 503 at once
+//     and is closed;
+//   - a connection the server closes after a response (close_connection_after_response(),
+//     which HttpServer calls for each response that says "Connection: close") is first shut
+//     for writing and drained for up to kLingerTimeout, so that a client still sending (a
+//     body the server refused) reads the answer instead of a reset.
 // The gate's own answers (408, 414, 431, 503) have OpenAI's error body.
 //
 // A request's body is read by its worker, as before: a client that sends a body slowly
@@ -29,7 +30,6 @@
 
 #include <chrono>
 #include <cstddef>
-#include <functional>
 #include <memory>
 
 namespace kestrel::server {
