@@ -57,7 +57,7 @@ Runner add_serve_command(CLI::App& app) {
       ->check(at_least(1))
       ->capture_default_str();
   cmd->add_option("--http-threads", o->server.http_threads,
-                  "HTTP worker threads = most connections served at once")
+                  "HTTP worker threads = most requests served at once (open connections: up to 8x as many)")
       ->check(at_least(1))
       ->capture_default_str();
   cmd->add_option("--shutdown-timeout", o->server.shutdown_timeout_s,
