@@ -251,7 +251,7 @@ void NcclCommunicator::all_reduce_sum(Tensor& t) {
   KS_CHECK(t.dtype() == DType::kBF16 || t.dtype() == DType::kF32,
            "nccl communicator: all_reduce_sum takes BF16 or F32, not {}", dtype_name(t.dtype()));
   if (t.numel() == 0) return;
-  if (peer_ && PeerAllReduce::supports(t.nbytes(), t.data())) {
+  if (peer_ && peer_->takes(t.nbytes(), t.data())) {
     guarded([&] { peer_->run(t.data(), t.numel(), t.dtype(), stream_); });
     return;
   }
@@ -273,8 +273,8 @@ void NcclCommunicator::all_reduce_add(Tensor& t, Tensor& residual) {
            "nccl communicator: all_reduce_add of {} into a residual of {}", t.shape().str(),
            residual.shape().str());
   if (t.numel() == 0) return;
-  if (peer_ && PeerAllReduce::supports(t.nbytes(), t.data()) &&
-      PeerAllReduce::supports(residual.nbytes(), residual.data())) {
+  if (peer_ && peer_->takes(t.nbytes(), t.data()) &&
+      peer_->takes(residual.nbytes(), residual.data())) {
     guarded([&] { peer_->run(t.data(), t.numel(), t.dtype(), stream_, residual.data()); });
     return;
   }

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -32,6 +33,18 @@ std::vector<PeerInfo> exchange(Communicator& host, const PeerInfo& mine) {
     host.broadcast_host(&all[r], sizeof(PeerInfo), r);
   }
   return all;
+}
+
+// The smallest of the ranks' values (through broadcast_host, which every host communicator
+// has).
+int64_t min_over_ranks(Communicator& host, int64_t mine) {
+  int64_t least = mine;
+  for (int r = 0; r < host.world_size(); ++r) {
+    int64_t v = mine;
+    host.broadcast_host(&v, sizeof(v), r);
+    least = std::min(least, v);
+  }
+  return least;
 }
 
 bool all_ranks(Communicator& host, bool ok) {
@@ -132,8 +145,14 @@ std::unique_ptr<PeerAllReduce> PeerAllReduce::create(int device, Communicator& h
   const char* ll = std::getenv("KESTREL_PEER_LL");
   const bool want_ll = ll != nullptr ? std::strcmp(ll, "1") == 0 : world == 2;
   self->low_latency_ = all_ranks(host, want_ll);
+  // A smaller cap for measuring the one-shot kernel against NCCL by size (an A/B switch).
+  const char* cap = std::getenv("KESTREL_PEER_MAX_BYTES");
+  const int64_t want_cap = cap != nullptr ? std::max<int64_t>(0, std::atoll(cap))
+                                          : static_cast<int64_t>(kCapacity);
+  self->max_bytes_ = static_cast<size_t>(
+      min_over_ranks(host, std::min<int64_t>(want_cap, static_cast<int64_t>(kCapacity))));
   KS_LOG_INFO("tensor parallelism: one-shot peer all-reduce up to {} KiB{}, NCCL above",
-              kCapacity >> 10,
+              self->max_bytes_ >> 10,
               self->low_latency_
                   ? fmt::format(" (low-latency kernel up to {} KiB)", kernels::kPeerLlBytes >> 10)
                   : std::string());
@@ -155,12 +174,12 @@ void PeerAllReduce::run(void* data, int64_t n, DType dtype, cudaStream_t stream,
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
   KS_CHECK(dtype == DType::kBF16 || dtype == DType::kF32,
            "peer all-reduce: BF16 or F32, not {}", dtype_name(dtype));
-  KS_CHECK(supports(bytes, data), "peer all-reduce: {} bytes at {} (16-byte multiples up to {})",
-           bytes, data, kCapacity);
+  KS_CHECK(takes(bytes, data), "peer all-reduce: {} bytes at {} (16-byte multiples up to {})",
+           bytes, data, max_bytes_);
   kernels::PeerAllReduceArgs a{};
   for (int r = 0; r < world_size_; ++r) a.bases[r] = static_cast<char*>(peers_[r]);
   a.data = data;
-  KS_CHECK(residual == nullptr || supports(bytes, residual),
+  KS_CHECK(residual == nullptr || takes(bytes, residual),
            "peer all-reduce: residual at {} (16-byte aligned)", residual);
   a.residual = residual;
   a.vecs = static_cast<int64_t>(bytes / 16);

@@ -25,7 +25,7 @@
 //   default at two ranks (run and measured there); KESTREL_PEER_LL=1 on every rank turns it
 //   on at any size of group (not yet run on more than two GPUs), =0 off.
 // - run(): data[0..n) of dtype BF16 or F32, summed over ranks in place (and optionally added
-//   into a residual), enqueued on `stream` and capturable in a CUDA graph. REQUIRES: supports(bytes, data); every rank calls run
+//   into a residual), enqueued on `stream` and capturable in a CUDA graph. REQUIRES: takes(bytes, data); every rank calls run
 //   with the same n and dtype in the same order (the kernels pair up by call number).
 // - abort() (any thread): kernels waiting for a peer return, leaving garbage in the tensor;
 //   later calls return at once. For a group that is failing.
@@ -57,11 +57,14 @@ class PeerAllReduce {
   PeerAllReduce(const PeerAllReduce&) = delete;
   PeerAllReduce& operator=(const PeerAllReduce&) = delete;
 
-  // True when run() takes these bytes at this address (16-byte multiples, at most kCapacity).
-  static bool supports(size_t bytes, const void* data) {
-    return bytes > 0 && bytes <= kCapacity && bytes % 16 == 0 &&
+  // True when run() takes these bytes at this address: 16-byte multiples, at most
+  // max_bytes() (kCapacity, or less where KESTREL_PEER_MAX_BYTES says so on any rank: the
+  // ranks take the smallest, so that they agree on which all-reduces go to NCCL).
+  bool takes(size_t bytes, const void* data) const {
+    return bytes > 0 && bytes <= max_bytes_ && bytes % 16 == 0 &&
            reinterpret_cast<uintptr_t>(data) % 16 == 0;
   }
+  size_t max_bytes() const { return max_bytes_; }
   // With `residual` (n elements of dtype, 16-byte aligned, or null): after the sum, also
   // residual[i] = residual[i] + data[i], the sum rounded to dtype first, in the same kernel.
   void run(void* data, int64_t n, DType dtype, cudaStream_t stream, void* residual = nullptr);
@@ -74,6 +77,7 @@ class PeerAllReduce {
   void* local_ = nullptr;        // this rank's mapped allocation
   uint32_t* counter_ = nullptr;  // [kPeerBlocks + kPeerLlBlocks] call numbers, this rank's alone
   bool low_latency_ = false;     // tensors of <= kPeerLlBytes take the low-latency kernel
+  size_t max_bytes_ = kCapacity;
   volatile int* abort_host_ = nullptr;  // mapped pinned memory the kernels poll
   int* abort_device_ = nullptr;
   std::vector<void*> peers_;     // [world_size] every rank's allocation (this rank's too)
