@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
+#include "parallel/thread_communicator.h"
 
 namespace kestrel {
 namespace {
@@ -201,67 +202,6 @@ TEST(NcclCommunicator, AbortBreaksEveryLaterCall) {
   expect_aborted([&] { comm->all_reduce_min_host(3); }, "all_reduce_min_host");
 }
 
-// A host communicator for ranks that are threads of one process: enough for the unique id.
-class ThreadGroup {
- public:
-  explicit ThreadGroup(int size) : size_(size) {}
-
-  void broadcast(int rank, void* data, size_t bytes, int root) {
-    if (rank == root) {
-      std::lock_guard lock(mu_);
-      buffer_.assign(static_cast<char*>(data), static_cast<char*>(data) + bytes);
-    }
-    arrive();
-    if (rank != root) std::memcpy(data, buffer_.data(), bytes);
-    arrive();  // nobody overwrites buffer_ before everyone has read it
-  }
-
-  void arrive() {
-    std::unique_lock lock(mu_);
-    const int gen = generation_;
-    if (++arrived_ == size_) {
-      arrived_ = 0;
-      ++generation_;
-      cv_.notify_all();
-    } else {
-      // A rank that failed never arrives: fail the others rather than hang the test.
-      if (!cv_.wait_for(lock, std::chrono::seconds(60), [&] { return generation_ != gen; })) {
-        throw_error("threads: a rank did not arrive within 60 s");
-      }
-    }
-  }
-
- private:
-  const int size_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int arrived_ = 0;
-  int generation_ = 0;
-  std::vector<char> buffer_;
-};
-
-class ThreadHost final : public Communicator {
- public:
-  ThreadHost(ThreadGroup& group, int rank, int size) : group_(group), rank_(rank), size_(size) {}
-  int rank() const override { return rank_; }
-  int world_size() const override { return size_; }
-  std::string name() const override { return "threads"; }
-  void all_reduce_sum(Tensor&) override { throw_error("threads: no tensor collectives"); }
-  void all_gather_columns(const Tensor&, Tensor&) override {
-    throw_error("threads: no tensor collectives");
-  }
-  void broadcast(Tensor&, int) override { throw_error("threads: no tensor collectives"); }
-  void broadcast_host(void* data, size_t bytes, int root) override {
-    group_.broadcast(rank_, data, bytes, root);
-  }
-  int64_t all_reduce_min_host(int64_t) override { throw_error("threads: not needed here"); }
-  void barrier() override { group_.arrive(); }
-
- private:
-  ThreadGroup& group_;
-  const int rank_, size_;
-};
-
 // Runs body(rank, backend, comm) on `ranks` threads, rank r on GPU r with an NCCL
 // communicator over a ThreadGroup. Returns each rank's error message ("" for none).
 std::vector<std::string> run_ranks(int ranks,
@@ -273,7 +213,7 @@ std::vector<std::string> run_ranks(int ranks,
     threads.emplace_back([&, r] {
       try {
         auto backend = make_cuda_backend(r);
-        ThreadHost host(group, r, ranks);
+        ThreadCommunicator host(group, r);
         auto comm = make_nccl_communicator(*backend, host);
         body(r, *backend, *comm);
       } catch (const std::exception& e) {

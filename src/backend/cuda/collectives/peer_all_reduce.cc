@@ -35,18 +35,6 @@ std::vector<PeerInfo> exchange(Communicator& host, const PeerInfo& mine) {
   return all;
 }
 
-// The smallest of the ranks' values (through broadcast_host, which every host communicator
-// has).
-int64_t min_over_ranks(Communicator& host, int64_t mine) {
-  int64_t least = mine;
-  for (int r = 0; r < host.world_size(); ++r) {
-    int64_t v = mine;
-    host.broadcast_host(&v, sizeof(v), r);
-    least = std::min(least, v);
-  }
-  return least;
-}
-
 bool all_ranks(Communicator& host, bool ok) {
   PeerInfo mine;
   mine.ok = ok ? 1 : 0;
@@ -150,7 +138,7 @@ std::unique_ptr<PeerAllReduce> PeerAllReduce::create(int device, Communicator& h
   const int64_t want_cap = cap != nullptr ? std::max<int64_t>(0, std::atoll(cap))
                                           : static_cast<int64_t>(kCapacity);
   self->max_bytes_ = static_cast<size_t>(
-      min_over_ranks(host, std::min<int64_t>(want_cap, static_cast<int64_t>(kCapacity))));
+      host.all_reduce_min_host(std::min<int64_t>(want_cap, static_cast<int64_t>(kCapacity))));
   KS_LOG_INFO("tensor parallelism: one-shot peer all-reduce up to {} KiB{}, NCCL above",
               self->max_bytes_ >> 10,
               self->low_latency_

@@ -1,0 +1,165 @@
+// What a tensor-parallel all-reduce costs at the sizes the decode and prompt steps use
+// (docs/parallel.md): ranks as threads of one process, one per GPU, each with the CUDA
+// backend and the NCCL communicator, so every path of NcclCommunicator is timed as the model
+// calls it. Per path and size, a CUDA graph of kCalls all-reduces of one tensor is replayed
+// (as the decode steps run them); the time per call is the wall time of the replays over
+// their calls, every rank's stream synchronized, the slowest rank's. The bus bandwidth is
+// 2 (N - 1) / N x bytes / time, NCCL's measure, to set beside the link's.
+//
+// Paths (each a fresh group, since the ranks agree on them at start):
+//   ll        the low-latency peer kernel (tensors <= 16 KiB; the default at two ranks,
+//             KESTREL_PEER_LL=1 here at any size of group)
+//   oneshot   the one-shot peer kernel (KESTREL_PEER_LL=0), up to 4 MiB
+//   nccl      NCCL's all-reduce (KESTREL_CUSTOM_ALLREDUCE=0)
+// each as all_reduce_sum and as all_reduce_add (the sum added into a residual: the decode
+// path's form). Inputs are random (never zeros); the sums grow over the calls, up to
+// infinities, which no path's time depends on.
+//
+// Build: ninja allreduce_bench (KESTREL_CUDA=ON with NCCL); run on 2+ GPUs:
+//   build-gpu/bench/allreduce_bench [ranks (default: every GPU)] [KiB ... (default: decode
+//   and prompt sizes of Qwen3-8B, 8 KiB to 4 MiB)]
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "backend/cuda/collectives/nccl_communicator.h"
+#include "backend/cuda/cuda_backend.h"
+#include "core/error.h"
+#include "cuda_bench_util.h"
+#include "parallel/thread_communicator.h"
+
+namespace kestrel {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr int kCalls = 50;    // all-reduces in one graph
+constexpr int kReplays = 20;  // graph replays timed
+
+struct Path {
+  const char* name;
+  const char* ll;      // KESTREL_PEER_LL
+  const char* custom;  // KESTREL_CUSTOM_ALLREDUCE
+  size_t max_kib;      // larger sizes are not this path's
+};
+
+// Seconds per call for each size (-1 where the size is not the path's), the slowest rank's.
+std::vector<double> time_path(int ranks, const std::vector<size_t>& kib,
+                              const std::vector<std::vector<Tensor>>& inputs, bool add) {
+  std::vector<std::vector<double>> seconds(ranks, std::vector<double>(kib.size(), -1.0));
+  std::vector<std::string> errors(ranks);
+  ThreadGroup group(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto backend = make_cuda_backend(r);
+        ThreadCommunicator host(group, r);
+        auto comm = make_nccl_communicator(*backend, host);
+        for (size_t i = 0; i < kib.size(); ++i) {
+          Tensor t = backend->upload(inputs[r][i], DType::kBF16);
+          // The residual is the same on every rank (all_reduce_add's contract).
+          Tensor residual = backend->upload(inputs[0][i], DType::kBF16);
+          auto call = [&] {
+            if (add) {
+              comm->all_reduce_add(t, residual);
+            } else {
+              comm->all_reduce_sum(t);
+            }
+          };
+          call();  // eager once: any scratch is sized before the capture
+          backend->synchronize();
+          auto graph = backend->capture_graph([&] {
+            for (int k = 0; k < kCalls; ++k) call();
+          });
+          graph->replay();
+          backend->synchronize();
+          host.barrier();
+          const auto t0 = Clock::now();
+          for (int k = 0; k < kReplays; ++k) graph->replay();
+          backend->synchronize();
+          seconds[r][i] = std::chrono::duration<double>(Clock::now() - t0).count() /
+                          (kReplays * kCalls);
+          host.barrier();
+        }
+        host.barrier();  // no rank frees its peer-mapped memory while another still reads it
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+        group.abort_all();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < ranks; ++r) {
+    KS_CHECK(errors[r].empty(), "rank {}: {}", r, errors[r]);
+  }
+  std::vector<double> slowest(kib.size(), -1.0);
+  for (size_t i = 0; i < kib.size(); ++i) {
+    for (int r = 0; r < ranks; ++r) slowest[i] = std::max(slowest[i], seconds[r][i]);
+  }
+  return slowest;
+}
+
+int run(int argc, char** argv) {
+  int devices = 0;
+  KS_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  const int ranks = argc > 1 ? std::atoi(argv[1]) : devices;
+  KS_CHECK(ranks >= 2 && ranks <= devices, "allreduce_bench: {} ranks on {} GPUs (needs 2+)",
+           ranks, devices);
+  std::vector<size_t> kib;
+  for (int i = 2; i < argc; ++i) kib.push_back(static_cast<size_t>(std::atoll(argv[i])));
+  // Qwen3-8B (hidden 4,096, bf16): decode steps of 1, 2, 8, 32, 128 and 256 tokens, a
+  // 512-row step (the peer buffer's 4 MiB) and beyond it.
+  if (kib.empty()) kib = {8, 16, 64, 256, 1024, 2048, 4096, 8192};
+  std::vector<std::vector<Tensor>> inputs(ranks);
+  for (int r = 0; r < ranks; ++r) {
+    for (size_t k : kib) {
+      KS_CHECK(k > 0, "allreduce_bench: sizes are positive KiB");
+      inputs[r].push_back(cuda_bench::random_bf16_host(Shape{int64_t(k) * 512}));
+    }
+  }
+  const Path paths[] = {{"ll", "1", "1", 16}, {"oneshot", "0", "1", 4096}, {"nccl", "0", "0", ~size_t{0}}};
+  std::printf("%d ranks; us per all-reduce in a CUDA graph of %d, %d replays; busbw = 2 (N-1)/N x bytes / time\n",
+              ranks, kCalls, kReplays);
+  std::printf("%-8s %-4s %9s %10s %12s\n", "path", "op", "KiB", "us/call", "busbw GB/s");
+  for (const Path& p : paths) {
+    setenv("KESTREL_PEER_LL", p.ll, 1);
+    setenv("KESTREL_CUSTOM_ALLREDUCE", p.custom, 1);
+    std::vector<size_t> mine;
+    std::vector<std::vector<Tensor>> my_inputs(ranks);
+    for (size_t i = 0; i < kib.size(); ++i) {
+      if (kib[i] > p.max_kib) continue;
+      mine.push_back(kib[i]);
+      for (int r = 0; r < ranks; ++r) my_inputs[r].push_back(inputs[r][i]);
+    }
+    if (mine.empty()) continue;
+    for (bool add : {false, true}) {
+      const std::vector<double> s = time_path(ranks, mine, my_inputs, add);
+      for (size_t i = 0; i < mine.size(); ++i) {
+        const double bytes = double(mine[i]) * 1024.0;
+        const double busbw = 2.0 * (ranks - 1) / ranks * bytes / s[i] / 1e9;
+        std::printf("%-8s %-4s %9zu %10.2f %12.1f\n", p.name, add ? "add" : "sum", mine[i],
+                    s[i] * 1e6, busbw);
+      }
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace kestrel
+
+int main(int argc, char** argv) {
+  try {
+    return kestrel::run(argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "allreduce_bench: %s\n", e.what());
+    return 1;
+  }
+}
