@@ -25,14 +25,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
-#include <thread>
 #include <vector>
 
-#include "backend/cuda/collectives/nccl_communicator.h"
-#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/collectives/nccl_thread_ranks.h"
 #include "core/error.h"
 #include "cuda_bench_util.h"
-#include "parallel/thread_communicator.h"
 
 namespace kestrel {
 namespace {
@@ -53,49 +50,36 @@ struct Path {
 std::vector<double> time_path(int ranks, const std::vector<size_t>& kib,
                               const std::vector<std::vector<Tensor>>& inputs, bool add) {
   std::vector<std::vector<double>> seconds(ranks, std::vector<double>(kib.size(), -1.0));
-  std::vector<std::string> errors(ranks);
-  ThreadGroup group(ranks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto backend = make_cuda_backend(r);
-        ThreadCommunicator host(group, r);
-        auto comm = make_nccl_communicator(*backend, host);
+  const std::vector<std::string> errors =
+      run_nccl_ranks(ranks, [&](int r, Backend& backend, Communicator& comm) {
         for (size_t i = 0; i < kib.size(); ++i) {
-          Tensor t = backend->upload(inputs[r][i], DType::kBF16);
+          Tensor t = backend.upload(inputs[r][i], DType::kBF16);
           // The residual is the same on every rank (all_reduce_add's contract).
-          Tensor residual = backend->upload(inputs[0][i], DType::kBF16);
+          Tensor residual = backend.upload(inputs[0][i], DType::kBF16);
           auto call = [&] {
             if (add) {
-              comm->all_reduce_add(t, residual);
+              comm.all_reduce_add(t, residual);
             } else {
-              comm->all_reduce_sum(t);
+              comm.all_reduce_sum(t);
             }
           };
           call();  // eager once: any scratch is sized before the capture
-          backend->synchronize();
-          auto graph = backend->capture_graph([&] {
+          backend.synchronize();
+          auto graph = backend.capture_graph([&] {
             for (int k = 0; k < kCalls; ++k) call();
           });
           graph->replay();
-          backend->synchronize();
-          host.barrier();
+          backend.synchronize();
+          comm.barrier();
           const auto t0 = Clock::now();
           for (int k = 0; k < kReplays; ++k) graph->replay();
-          backend->synchronize();
+          backend.synchronize();
           seconds[r][i] = std::chrono::duration<double>(Clock::now() - t0).count() /
                           (kReplays * kCalls);
-          host.barrier();
+          comm.barrier();
         }
-        host.barrier();  // no rank frees its peer-mapped memory while another still reads it
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-        group.abort_all();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
+        comm.barrier();  // no rank frees its peer-mapped memory while another still reads it
+      });
   for (int r = 0; r < ranks; ++r) {
     KS_CHECK(errors[r].empty(), "rank {}: {}", r, errors[r]);
   }

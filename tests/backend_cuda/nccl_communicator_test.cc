@@ -2,23 +2,19 @@
 // eagerly and inside a CUDA graph, and abort() breaks it; with two GPUs, two ranks in this
 // process (one thread each) sum and gather across devices.
 #include "backend/cuda/collectives/nccl_communicator.h"
+#include "backend/cuda/collectives/nccl_thread_ranks.h"
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <condition_variable>
-#include <cstring>
 #include <exception>
 #include <functional>
-#include <mutex>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cuda_test_util.h"
-#include "parallel/thread_communicator.h"
 
 namespace kestrel {
 namespace {
@@ -202,27 +198,9 @@ TEST(NcclCommunicator, AbortBreaksEveryLaterCall) {
   expect_aborted([&] { comm->all_reduce_min_host(3); }, "all_reduce_min_host");
 }
 
-// Runs body(rank, backend, comm) on `ranks` threads, rank r on GPU r with an NCCL
-// communicator over a ThreadGroup. Returns each rank's error message ("" for none).
 std::vector<std::string> run_ranks(int ranks,
                                    const std::function<void(int, Backend&, Communicator&)>& body) {
-  std::vector<std::string> errors(static_cast<size_t>(ranks));
-  ThreadGroup group(ranks);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < ranks; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto backend = make_cuda_backend(r);
-        ThreadCommunicator host(group, r);
-        auto comm = make_nccl_communicator(*backend, host);
-        body(r, *backend, *comm);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
+  return run_nccl_ranks(ranks, body);
 }
 
 TEST(NcclCommunicator, TwoRanksInOneProcess) {
