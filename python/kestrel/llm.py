@@ -10,11 +10,13 @@ meanwhile raises RuntimeError).
 """
 
 import numbers
+import operator
 import os
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Union
 
 from . import _kestrel
+from ._checks import check_text, set_field, short
 from .outputs import CompletionOutput, Logprob, RequestOutput
 from .progress import ProgressBar
 from .sampling_params import SamplingParams
@@ -60,7 +62,7 @@ class LLM:
                 known = sorted(k for k in dir(config) if not k.startswith("_"))
                 raise TypeError(f"LLM() got an unexpected keyword argument {key!r} "
                                 f"(EngineConfig fields: {', '.join(known)})")
-            setattr(config, key, value)
+            set_field(config, f"LLM argument {key!r}", key, value)
         self._engine = _kestrel.Engine(path, config)
 
     @property
@@ -80,13 +82,17 @@ class LLM:
         """One RequestOutput per prompt, in order. A prompt is text, a list of token ids, or
         vLLM's {"prompt": text} / {"prompt_token_ids": ids}; one prompt alone is a list of one.
         sampling_params: one for all, one per prompt, or None for the model's defaults.
-        ValueError (nothing runs) for a bad prompt or parameter; KeyboardInterrupt aborts."""
+        ValueError (nothing runs) for a bad prompt or parameter, TypeError for a value of the
+        wrong type (both name the prompt or parameter); KeyboardInterrupt aborts."""
         if isinstance(prompts, (str, dict)) or (
                 isinstance(prompts, (list, tuple)) and prompts and isinstance(prompts[0], numbers.Integral)):
             prompts = [prompts]
+        if isinstance(prompts, (bytes, bytearray)) or not _iterable(prompts):
+            raise TypeError("prompts must be a prompt (str, list of token ids, dict) or a list of "
+                            f"them, got {type(prompts).__name__}")
         texts, ids = [], []
-        for p in prompts:
-            text, token_ids = self._prompt(p)
+        for i, p in enumerate(prompts):
+            text, token_ids = self._prompt(p, i)
             texts.append(text)
             ids.append(token_ids)
         return self._run(texts, ids, sampling_params, use_tqdm)
@@ -97,7 +103,14 @@ class LLM:
         """Generates replies to one conversation ([{"role": ..., "content": ...}, ...]) or a
         list of them, rendered with the model's chat template. chat_template_kwargs become
         template variables (enable_thinking=False, ...)."""
+        if not isinstance(messages, (list, tuple)):
+            raise TypeError(f"messages must be a list of message dicts, or a list of such lists, "
+                            f"got {type(messages).__name__}")
         conversations = [messages] if messages and isinstance(messages[0], dict) else messages
+        for c in conversations:
+            if not isinstance(c, (list, tuple)):
+                raise TypeError(f"messages must be a list of message dicts, or a list of such "
+                                f"lists, got a list of {type(c).__name__}")
         tokenizer = self.get_tokenizer()
         texts = [tokenizer.apply_chat_template(c, add_generation_prompt=add_generation_prompt,
                                                **(chat_template_kwargs or {}))
@@ -109,28 +122,63 @@ class LLM:
         """Text of one request piece by piece: `for piece in llm.stream("Hi", sp): print(piece,
         end="")`. The pieces join to the text generate() returns; the iterator's .output is
         the full RequestOutput once it is exhausted. Needs a tokenizer; n must be 1."""
-        text, ids = self._prompt(prompt)
+        text, ids = self._prompt(prompt, 0)
+        if sampling_params is not None and not isinstance(sampling_params, SamplingParams):
+            raise TypeError(f"sampling_params must be a SamplingParams or None, "
+                            f"got {type(sampling_params).__name__}")
         params = sampling_params if sampling_params is not None else self.get_default_sampling_params()
         session = self._engine.start_stream(ids, params._to_cpp(self._engine))
         return TextStream(session, self._wrap, text)
 
-    def _prompt(self, prompt: Prompt):
+    def _prompt(self, prompt: Prompt, index: int):
+        """(text or None, token ids) of prompt number `index`."""
         if isinstance(prompt, dict):
             if "prompt_token_ids" in prompt:
-                return prompt.get("prompt"), list(prompt["prompt_token_ids"])
+                return prompt.get("prompt"), self._token_ids(prompt["prompt_token_ids"], index)
+            if "prompt" not in prompt:
+                raise ValueError(f"prompt {index}: a dict prompt needs 'prompt' or "
+                                 f"'prompt_token_ids', got keys {sorted(map(str, prompt))}")
             prompt = prompt["prompt"]
         if isinstance(prompt, str):
             if not self._engine.has_tokenizer:
                 raise ValueError("text prompts need tokenizer.json in the model directory; "
                                  "pass token ids instead")
-            return prompt, self._engine.encode(prompt, True)
-        return None, list(prompt)
+            return prompt, self._engine.encode(check_text(f"prompt {index}", prompt), True)
+        return None, self._token_ids(prompt, index)
+
+    def _token_ids(self, ids, index: int) -> List[int]:
+        if isinstance(ids, (str, bytes, bytearray, dict)) or not _iterable(ids):
+            raise TypeError(f"prompt {index} must be text, a list of token ids or a dict, "
+                            f"got {type(ids).__name__}")
+        out = []
+        vocab_size = self._engine.vocab_size
+        for position, token in enumerate(ids):
+            try:
+                if isinstance(token, bool):
+                    raise TypeError
+                token = operator.index(token)
+            except TypeError:
+                raise TypeError(f"prompt {index}: token ids must be integers, got "
+                                f"{type(token).__name__} {short(token)} at position {position}") from None
+            if not 0 <= token < vocab_size:
+                raise ValueError(f"prompt {index}: token {token} at position {position} is outside "
+                                 f"the vocabulary [0, {vocab_size})")
+            out.append(token)
+        return out
 
     def _run(self, texts, ids, sampling_params: Params, use_tqdm: bool) -> List[RequestOutput]:
         if sampling_params is None:
             sampling_params = self.get_default_sampling_params()
         if isinstance(sampling_params, SamplingParams):
             sampling_params = [sampling_params]
+        if isinstance(sampling_params, (str, bytes, dict)) or not _iterable(sampling_params):
+            raise TypeError("sampling_params must be a SamplingParams, a list of them or None, "
+                            f"got {type(sampling_params).__name__}")
+        sampling_params = list(sampling_params)
+        for i, p in enumerate(sampling_params):
+            if not isinstance(p, SamplingParams):
+                raise TypeError(f"sampling_params[{i}] must be a SamplingParams, "
+                                f"got {type(p).__name__}")
         session = self._engine.start(ids, [p._to_cpp(self._engine) for p in sampling_params])
         results: List[Optional[RequestOutput]] = [None] * len(ids)
         bar = ProgressBar(len(ids), use_tqdm)
@@ -168,3 +216,11 @@ class LLM:
                 entry[pos.token_id] = Logprob(pos.logprob, pos.rank, piece(pos.token_id))
             result.append(entry)
         return result
+
+
+def _iterable(value) -> bool:
+    try:
+        iter(value)
+        return True
+    except TypeError:
+        return False

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, fields
 from typing import Any, Dict, List, Optional, Tuple, Union
 
 from . import _kestrel
+from ._checks import set_field
 
 
 @dataclass
@@ -73,9 +74,9 @@ class SamplingParams:
     def __post_init__(self):
         if isinstance(self.stop, str):
             self.stop = [self.stop]
-        self.stop = list(self.stop or [])
-        self.stop_token_ids = list(self.stop_token_ids or [])
-        if self.seed is not None and not 0 <= self.seed < 2**64:
+        self.stop = _as_list("stop", self.stop)
+        self.stop_token_ids = _as_list("stop_token_ids", self.stop_token_ids)
+        if isinstance(self.seed, (int, float)) and not 0 <= self.seed < 2**64:
             raise ValueError(f"seed must be in [0, 2**64), got {self.seed}")
         self._to_cpp().validate()
         structured = self._structured()
@@ -102,7 +103,7 @@ class SamplingParams:
         p = _kestrel.SamplingParams()
         for f in fields(self):
             if f.name not in _STRUCTURED_FIELDS:
-                setattr(p, f.name, getattr(self, f.name))
+                set_field(p, f"SamplingParams.{f.name}", f.name, getattr(self, f.name))
         structured = self._structured() if engine is not None else None
         if structured is not None:
             engine.constrain(p, *structured)
@@ -112,6 +113,14 @@ class SamplingParams:
     def _from_cpp(cls, p: "_kestrel.SamplingParams") -> "SamplingParams":
         return cls(**{f.name: getattr(p, f.name) for f in fields(cls)
                       if f.name not in _STRUCTURED_FIELDS})
+
+
+def _as_list(name: str, value) -> list:
+    if value is None:
+        return []
+    if not isinstance(value, (list, tuple)):
+        raise TypeError(f"SamplingParams.{name} must be a list, got {type(value).__name__}")
+    return list(value)
 
 
 # Python-side fields: the engine gets them as a compiled constraint (SamplingParams.constraint).

@@ -3,8 +3,9 @@ apply_chat_template). It is the engine's own C++ tokenizer: the ids are those ge
 uses.
 """
 
-import json
 from typing import Any, Dict, List, Union
+
+from ._checks import check_text, to_json
 
 Messages = List[Dict[str, Any]]
 
@@ -14,7 +15,9 @@ class Tokenizer:
         self._engine = engine  # keeps the model alive as long as the tokenizer
 
     def encode(self, text: str, add_special_tokens: bool = True) -> List[int]:
-        return self._engine.encode(text, add_special_tokens)
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        return self._engine.encode(check_text("text", text), add_special_tokens)
 
     def decode(self, token_ids: List[int], skip_special_tokens: bool = True) -> str:
         return self._engine.decode(list(token_ids), skip_special_tokens)
@@ -25,8 +28,8 @@ class Tokenizer:
         """Renders messages with the model's chat template; keyword arguments become template
         variables (enable_thinking=False, tools=[...]). ValueError when the model has no
         template or it fails."""
-        text = self._engine.apply_chat_template(json.dumps(messages), add_generation_prompt,
-                                                json.dumps(kwargs))
+        text = self._engine.apply_chat_template(to_json("messages", messages), add_generation_prompt,
+                                                to_json("chat template variables", kwargs))
         return self.encode(text, add_special_tokens=False) if tokenize else text
 
     @property

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from conftest import CPU, HF_TINY
-from kestrel import LLM
+from kestrel import LLM, SamplingParams
 
 
 def test_missing_model_dir(tmp_path):
@@ -67,3 +67,104 @@ def test_ctrl_c_interrupts_generate_and_the_llm_goes_on(text_model):
     out, _ = proc.communicate(timeout=60)
     assert proc.returncode == 0
     assert out.split() == ["interrupted", "after", "3"]
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    ({"top_k": "3"}, TypeError, ["SamplingParams.top_k", "int", "'3'"]),
+    ({"temperature": None}, TypeError, ["SamplingParams.temperature", "float"]),
+    ({"detokenize": "no"}, TypeError, ["SamplingParams.detokenize", "bool"]),
+    ({"stop": [None]}, TypeError, ["SamplingParams.stop"]),
+    ({"stop": 5}, TypeError, ["SamplingParams.stop"]),
+    ({"stop_token_ids": 5}, TypeError, ["SamplingParams.stop_token_ids"]),
+    ({"seed": "3"}, TypeError, ["SamplingParams.seed"]),
+    ({"max_tokens": 2**31}, ValueError, ["SamplingParams.max_tokens", "2147483648", "range"]),
+    ({"top_k": 2**63}, ValueError, ["SamplingParams.top_k", "range"]),
+    ({"stop_token_ids": [2**40]}, ValueError, ["SamplingParams.stop_token_ids", "range"]),
+    ({"stop": ["\ud800"]}, ValueError, ["SamplingParams.stop", "surrogate"]),
+])
+def test_sampling_params_type_errors_name_the_field(kwargs, error, words):
+    with pytest.raises(error) as e:
+        SamplingParams(**kwargs)
+    for word in words:
+        assert word in str(e.value)
+    assert "incompatible function arguments" not in str(e.value)
+
+
+def test_sampling_params_changed_after_construction_are_checked_at_generate(tiny_llm):
+    p = SamplingParams(max_tokens=2)
+    p.seed = -1
+    with pytest.raises(ValueError, match="SamplingParams.seed"):
+        tiny_llm.generate([[1]], p, use_tqdm=False)
+
+
+@pytest.mark.parametrize("kwargs, error, words", [
+    ({"max_num_seqs": 2.0}, TypeError, ["max_num_seqs", "int"]),
+    ({"device": None}, TypeError, ["device", "str"]),
+    ({"seed": -1}, ValueError, ["seed", "range"]),
+    ({"max_num_seqs": 2**40}, ValueError, ["max_num_seqs", "range"]),
+])
+def test_engine_config_type_errors_name_the_argument(kwargs, error, words):
+    with pytest.raises(error) as e:
+        LLM(HF_TINY, **{**CPU, **kwargs})
+    for word in words:
+        assert word in str(e.value)
+    assert "incompatible function arguments" not in str(e.value)
+
+
+@pytest.mark.parametrize("prompts, error, words", [
+    ([[1, 2**31]], ValueError, ["prompt 0", "2147483648", "position 1", "vocabulary"]),
+    ([[1], [2.5]], TypeError, ["prompt 1", "position 0", "float"]),
+    ([["a"]], TypeError, ["prompt 0", "str"]),
+    ([[None]], TypeError, ["prompt 0", "NoneType"]),
+    ([[[1, 2]]], TypeError, ["prompt 0", "list"]),
+    ([{"text": "hi"}], ValueError, ["prompt 0", "prompt_token_ids"]),
+    ([{"prompt_token_ids": 5}], TypeError, ["prompt 0", "int"]),
+    (None, TypeError, ["prompts", "NoneType"]),
+    (5, TypeError, ["prompts", "int"]),
+    (b"hello", TypeError, ["prompts", "bytes"]),
+])
+def test_bad_prompts_name_the_prompt(tiny_llm, prompts, error, words):
+    with pytest.raises(error) as e:
+        tiny_llm.generate(prompts, SamplingParams(max_tokens=2), use_tqdm=False)
+    for word in words:
+        assert word in str(e.value)
+    assert "incompatible function arguments" not in str(e.value)
+    assert tiny_llm.generate([[1]], SamplingParams(max_tokens=2), use_tqdm=False)[0].finished
+
+
+@pytest.mark.parametrize("params, words", [
+    ({"max_tokens": 2}, ["sampling_params", "dict"]),
+    ([None], ["sampling_params[0]", "NoneType"]),
+    (5, ["sampling_params", "int"]),
+])
+def test_bad_sampling_params_arguments_are_type_errors(tiny_llm, params, words):
+    with pytest.raises(TypeError) as e:
+        tiny_llm.generate([[1]], params, use_tqdm=False)
+    for word in words:
+        assert word in str(e.value)
+    with pytest.raises(TypeError, match="sampling_params"):
+        tiny_llm.stream([1], [SamplingParams()])
+
+
+def test_text_that_is_not_unicode_is_a_value_error(text_llm):
+    with pytest.raises(ValueError, match="prompt 0.*surrogate"):
+        text_llm.generate(["\ud800abc"], SamplingParams(max_tokens=2), use_tqdm=False)
+    with pytest.raises(ValueError, match="surrogate"):
+        text_llm.get_tokenizer().encode("\ud800")
+    with pytest.raises(ValueError, match="messages.*surrogate"):
+        text_llm.chat([{"role": "user", "content": "\ud800"}], use_tqdm=False)
+    with pytest.raises(ValueError, match="messages.*NaN|messages.*nan"):
+        text_llm.chat([{"role": "user", "content": float("nan")}], use_tqdm=False)
+    with pytest.raises(TypeError, match="messages.*bytes"):
+        text_llm.chat([{"role": "user", "content": b"hi"}], use_tqdm=False)
+
+
+@pytest.mark.parametrize("messages, error, words", [
+    (None, TypeError, ["messages", "NoneType"]),
+    (["hello"], TypeError, ["messages", "str"]),
+])
+def test_bad_chat_messages(text_llm, messages, error, words):
+    with pytest.raises(error) as e:
+        text_llm.chat(messages, SamplingParams(max_tokens=2), use_tqdm=False)
+    for word in words:
+        assert word in str(e.value)
