@@ -77,8 +77,10 @@ class LLM {
 
   // Renders chat messages ([{"role": ..., "content": ...}, ...]) with the model's chat
   // template, as transformers' apply_chat_template does. `extra` holds further template
-  // variables (tools, enable_thinking, ...). Throws kestrel::Error when the model has no
-  // chat template or the template fails (the message names the line and column).
+  // variables (tools, enable_thinking, ...). Content given as a list of text parts is
+  // joined into one string, as vLLM does. Throws kestrel::Error when a message is not an
+  // object with a string role, the model has no chat template or the template fails (the
+  // message names the line and column).
   std::string apply_chat_template(
       const nlohmann::ordered_json& messages, bool add_generation_prompt = true,
       const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;

@@ -49,6 +49,21 @@ std::string apply_chat_template(const std::string& tmpl, const nlohmann::ordered
   return ChatTemplate::parse(tmpl).render(make_chat_context(messages, add_generation_prompt, extra));
 }
 
+void check_chat_messages(const nlohmann::ordered_json& messages) {
+  KS_CHECK(messages.is_array(), "chat messages must be a JSON array, got {}", messages.type_name());
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const nlohmann::ordered_json& m = messages[i];
+    KS_CHECK(m.is_object(), "chat message {} must be an object with 'role' and 'content', got {}", i,
+             m.type_name());
+    auto role = m.find("role");
+    KS_CHECK(role != m.end() && role->is_string(), "chat message {} needs a string 'role'", i);
+    auto content = m.find("content");
+    KS_CHECK(content == m.end() || content->is_string() || content->is_array() || content->is_null(),
+             "chat message {}: 'content' must be a string or a list of content parts, got {}", i,
+             content->type_name());
+  }
+}
+
 nlohmann::ordered_json flatten_text_content(const nlohmann::ordered_json& messages) {
   KS_CHECK(messages.is_array(), "chat messages must be a JSON array, got {}", messages.type_name());
   nlohmann::ordered_json out = messages;

@@ -49,6 +49,11 @@ std::string apply_chat_template(const std::string& tmpl, const nlohmann::ordered
                                 bool add_generation_prompt,
                                 const nlohmann::ordered_json& extra = nlohmann::ordered_json::object());
 
+// Checks the shape an API caller's messages must have (the HTTP server checks its own):
+// an array of objects, each with a string "role" and a "content" that is a string, a list
+// of parts or null when present. Throws kestrel::Error naming the first message that is not.
+void check_chat_messages(const nlohmann::ordered_json& messages);
+
 // Replaces message content given as a list of parts ([{"type": "text", "text": "..."}, ...])
 // by the texts joined with "\n", as vLLM does for templates that expect string content.
 // Throws kestrel::Error for a part that is not text.

@@ -240,7 +240,9 @@ std::string LLM::apply_chat_template(const nlohmann::ordered_json& messages,
   nlohmann::ordered_json vars = extra;
   if (!vars.contains("bos_token")) vars["bos_token"] = impl_->tokenizer->bos_token();
   if (!vars.contains("eos_token")) vars["eos_token"] = impl_->tokenizer->eos_token();
-  return impl_->chat_template->render(make_chat_context(messages, add_generation_prompt, vars));
+  check_chat_messages(messages);
+  return impl_->chat_template->render(
+      make_chat_context(flatten_text_content(messages), add_generation_prompt, vars));
 }
 
 SamplingParams LLM::default_sampling_params() const {

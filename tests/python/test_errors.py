@@ -162,9 +162,22 @@ def test_text_that_is_not_unicode_is_a_value_error(text_llm):
 @pytest.mark.parametrize("messages, error, words", [
     (None, TypeError, ["messages", "NoneType"]),
     (["hello"], TypeError, ["messages", "str"]),
+    ([{"content": "hi"}], ValueError, ["message 0", "role"]),
+    ([{"role": "user", "content": "a"}, {"role": 5, "content": "b"}], ValueError,
+     ["message 1", "role"]),
+    ([{"role": "user", "content": 5}], ValueError, ["message 0", "content"]),
 ])
 def test_bad_chat_messages(text_llm, messages, error, words):
     with pytest.raises(error) as e:
         text_llm.chat(messages, SamplingParams(max_tokens=2), use_tqdm=False)
     for word in words:
         assert word in str(e.value)
+
+
+def test_chat_content_as_text_parts(text_llm):
+    parts = [{"role": "user", "content": [{"type": "text", "text": "Hi"}, {"type": "text", "text": "there"}]}]
+    joined = [{"role": "user", "content": "Hi\nthere"}]
+    tok = text_llm.get_tokenizer()
+    assert tok.apply_chat_template(parts) == tok.apply_chat_template(joined)
+    with pytest.raises(ValueError, match="not a text part"):
+        tok.apply_chat_template([{"role": "user", "content": [{"type": "image_url"}]}])

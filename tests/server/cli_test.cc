@@ -85,6 +85,17 @@ TEST(Cli, MakeModelRefusesZeroSizesAndNegativeSeeds) {
   EXPECT_FALSE(fs::exists(out + "/config.json"));
 }
 
+TEST(Cli, MessagesThatAreNotObjectsWithARoleAreRefused) {
+  const CliRun strings = kestrel_run(generate({"--messages", R"(["a","b"])"}));
+  EXPECT_EQ(strings.code, 1) << strings.output;  // was 0, the template rendered nothing of them
+  EXPECT_NE(strings.output.find("chat message 0 must be an object"), std::string::npos)
+      << strings.output;
+  const CliRun role = kestrel_run(generate({"--messages", R"([{"content":"Hi"}])"}));
+  EXPECT_EQ(role.code, 1) << role.output;
+  EXPECT_NE(role.output.find("chat message 0 needs a string 'role'"), std::string::npos)
+      << role.output;
+}
+
 // Interactive chat: /help and /reset answer without the model, an unknown /command is named,
 // and Ctrl-C stops the reply in progress, not the program.
 TEST(Cli, ChatCommandsAndCtrlC) {
