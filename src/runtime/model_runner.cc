@@ -101,9 +101,17 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
   }
   const int world_size = model_comm_ ? model_comm_->world_size() : 1;
   const ModelConfig model_config = load_model_config(model_dir);
+  KS_CHECK(config.max_model_len >= 0, "max_model_len must be >= 0 (0: the model's), got {}",
+           config.max_model_len);
+  KS_CHECK(config.num_kv_blocks >= 0, "num_kv_blocks must be >= 0 (0: sized from memory), got {}",
+           config.num_kv_blocks);
   max_model_len_ =
       config.max_model_len > 0 ? config.max_model_len : model_config.max_position_embeddings;
   KS_CHECK(max_model_len_ > 0, "max_model_len must be positive, got {}", max_model_len_);
+  // Before the buffers are sized by it (a block table of 2^31 tokens overflows an int).
+  KS_CHECK(max_model_len_ <= model_config.max_position_embeddings,
+           "max_model_len {} exceeds the model's max_position_embeddings {}", max_model_len_,
+           model_config.max_position_embeddings);
 
   // Only a device backend reports memory; the CPU sizes its cache from a byte budget.
   const bool on_device = backend_->memory_info().total > 0;

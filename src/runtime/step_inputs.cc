@@ -1,5 +1,7 @@
 #include "runtime/step_inputs.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <numeric>
 
@@ -12,6 +14,10 @@ constexpr size_t kAlign = 4;  // i32 elements: 16 bytes
 
 size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+double host_memory_bytes() {
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
+}
+
 }  // namespace
 
 StepInputs::StepInputs(Backend& backend, int max_num_batched_tokens, int max_num_seqs,
@@ -22,6 +28,14 @@ StepInputs::StepInputs(Backend& backend, int max_num_batched_tokens, int max_num
            "StepInputs: bad capacity ({} tokens, {} seqs, {} columns)", max_num_batched_tokens,
            max_num_seqs, max_table_width);
   const size_t n = offsets(capacity_).end;
+  // The buffer and its host staging copy (on the CPU both are host memory) are written
+  // whole: sizes beyond the machine would end in the OOM killer, not in an error.
+  const double bytes = 2.0 * static_cast<double>(n * sizeof(int32_t));
+  KS_CHECK(bytes <= host_memory_bytes(),
+           "max_num_batched_tokens {}, max_num_seqs {} and max_model_len / block_size {} need "
+           "{:.1f} GiB of step buffers, more than this machine's {:.1f} GiB of memory",
+           max_num_batched_tokens, max_num_seqs, max_table_width, bytes / (1 << 30),
+           host_memory_bytes() / (1 << 30));
   device_ = backend_.empty(DType::kI32, {static_cast<int64_t>(n)});
   staging_.resize(n);
 }

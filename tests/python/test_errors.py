@@ -181,3 +181,18 @@ def test_chat_content_as_text_parts(text_llm):
     assert tok.apply_chat_template(parts) == tok.apply_chat_template(joined)
     with pytest.raises(ValueError, match="not a text part"):
         tok.apply_chat_template([{"role": "user", "content": [{"type": "image_url"}]}])
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"max_model_len": -1}, ["max_model_len must be >= 0", "-1"]),
+    ({"num_kv_blocks": -1}, ["num_kv_blocks must be >= 0", "-1"]),
+    # Was an int overflow inside the step buffers' sizes ("StepInputs: bad capacity").
+    ({"max_model_len": 2**31 - 1}, ["max_model_len 2147483647 exceeds", "max_position_embeddings"]),
+    # Terabytes of step buffers: an error, not a crash or the OOM killer.
+    ({"max_num_seqs": 2**30}, ["max_num_seqs 1073741824", "GiB of step buffers"]),
+])
+def test_engine_sizes_out_of_range_are_refused(kwargs, words):
+    with pytest.raises(RuntimeError) as e:
+        LLM(HF_TINY, **{**CPU, **kwargs})
+    for word in words:
+        assert word in str(e.value)
