@@ -10,8 +10,10 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <memory>
 
@@ -22,6 +24,7 @@
 #include "cli/flags.h"
 #include "core/error.h"
 #include "core/python_random.h"
+#include "core/tensor.h"
 #include "io/model_config.h"
 #include "kestrel/llm.h"
 #include "runtime/device_ceilings.h"
@@ -92,6 +95,29 @@ void print_phases(const char* what, const StepPhases& p, double tokens) {
               p.ms(p.prepare), p.ms(p.launch), p.ms(p.sample), p.engine_ms());
 }
 
+// Refuses a workload that cannot run, before it is drawn: sequences longer than the model's
+// context, or token lists larger than this machine's memory (each token is held a few times
+// over: the workload, the engine's sequence, the output).
+void check_workload_fits(const Options& o, bool fixed, const ModelConfig& model) {
+  const int64_t input = fixed ? o.fixed_input_len : o.max_input_len;
+  const int64_t output = fixed ? o.fixed_output_len : o.max_output_len;
+  KS_CHECK(input + output <= model.max_position_embeddings,
+           "prompts of up to {} tokens and outputs of up to {} ({} in all) exceed the model's "
+           "max_position_embeddings {}",
+           input, output, input + output, model.max_position_embeddings);
+  const double bytes = 4.0 * sizeof(int) * static_cast<double>(o.num_seqs) * double(input + output);
+  KS_CHECK(bytes <= host_memory_bytes(),
+           "--num-seqs {} of up to {} tokens need about {:.1f} GiB for their token ids, more than "
+           "this machine's {:.1f} GiB of memory",
+           o.num_seqs, input + output, bytes / (1 << 30), host_memory_bytes() / (1 << 30));
+}
+
+// Throws unless `path` can be written; opened for appending, so that nothing is lost yet.
+void check_writable(const std::string& path) {
+  std::ofstream f(path, std::ios::app);
+  KS_CHECK(f.good(), "--json {}: cannot write it: {}", path, std::strerror(errno));
+}
+
 std::string ratio(double floor_value, double measured) {
   if (floor_value <= 0 || measured <= 0) return "n/a";
   return fmt::format("{:.1f}%", 100.0 * floor_value / measured);
@@ -127,6 +153,10 @@ Runner add_bench_command(CLI::App& app) {
     const bool fixed = o->fixed_input_len > 0 || o->fixed_output_len > 0;
     KS_CHECK(!fixed || (o->fixed_input_len > 0 && o->fixed_output_len > 0),
              "give both --fixed-input-len and --fixed-output-len");
+    // Before minutes of running: where the results go, and whether the workload fits at all.
+    if (!o->json_path.empty()) check_writable(o->json_path);
+    const ModelConfig config = load_model_config(o->model);
+    check_workload_fits(*o, fixed, config);
     const BenchWorkload w = fixed ? fixed_workload(*o)
                                   : nano_vllm_bench_workload(o->num_seqs, o->max_input_len,
                                                              o->max_output_len, o->seed);
@@ -180,7 +210,6 @@ Runner add_bench_command(CLI::App& app) {
       m = llm.stats();
     }  // the engine's memory goes back before the ceilings are measured
 
-    const ModelConfig config = load_model_config(o->model);
     const bool on_gpu = device.rfind("cuda", 0) == 0;
     // Under tensor parallelism: one rank's share (weight_bytes is rank 0's shard), over one
     // device's ceilings.
@@ -287,7 +316,10 @@ Runner add_bench_command(CLI::App& app) {
       for (const ForwardTiming& f : forward_alone) {
         j["forward_alone"].push_back({{"batch", f.batch}, {"context", f.context}, {"ms", 1e3 * f.seconds}});
       }
-      std::ofstream(o->json_path) << j.dump(2) << "\n";
+      std::ofstream out(o->json_path);
+      out << j.dump(2) << "\n";
+      out.flush();
+      KS_CHECK(out.good(), "--json {}: cannot write it: {}", o->json_path, std::strerror(errno));
     }
     return t.generated == cost.output_tokens ? 0 : 1;
   };

@@ -1,6 +1,7 @@
 #include "core/tensor.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -72,6 +73,10 @@ Tensor Tensor::slice(int64_t begin, int64_t end) const {
 Tensor Tensor::view(Shape shape) const {
   KS_ASSERT(shape.numel() == numel(), "view {} of {}", shape.str(), shape_.str());
   return Tensor(storage_, data_, dtype_, shape, device_);
+}
+
+double host_memory_bytes() {
+  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
 }
 
 }  // namespace kestrel

@@ -70,4 +70,8 @@ class Tensor {
   Device device_ = Device::kCpu;
 };
 
+// Physical memory of this machine in bytes: what a check that a large host allocation can
+// fit compares against (Linux overcommits, so the allocation itself would not fail).
+double host_memory_bytes();
+
 }  // namespace kestrel

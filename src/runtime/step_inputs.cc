@@ -1,11 +1,10 @@
 #include "runtime/step_inputs.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <numeric>
 
 #include "core/error.h"
+#include "core/tensor.h"
 
 namespace kestrel {
 namespace {
@@ -13,10 +12,6 @@ namespace {
 constexpr size_t kAlign = 4;  // i32 elements: 16 bytes
 
 size_t aligned(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-double host_memory_bytes() {
-  return static_cast<double>(sysconf(_SC_PHYS_PAGES)) * static_cast<double>(sysconf(_SC_PAGESIZE));
-}
 
 }  // namespace
 

@@ -96,6 +96,38 @@ TEST(Cli, MessagesThatAreNotObjectsWithARoleAreRefused) {
       << role.output;
 }
 
+// bench refuses what cannot run before drawing the workload or running it (these took
+// minutes of allocation, ended in std::bad_alloc, or wrote nothing and exited 0).
+TEST(Cli, BenchRefusesWorkloadsThatCannotRunAndUnwritableJson) {
+  const std::vector<std::string> bench = {"bench", "--model", model_dir(), "--device", "cpu",
+                                          "--threads", "2", "--no-ceilings"};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = bench;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return kestrel_run(args);
+  };
+  const CliRun longer = with({"--num-seqs", "100000", "--fixed-input-len", "1000000",
+                              "--fixed-output-len", "10"});
+  EXPECT_EQ(longer.code, 1) << longer.output;
+  EXPECT_NE(longer.output.find("exceed the model's max_position_embeddings"), std::string::npos)
+      << longer.output;
+  const CliRun overflow = with({"--num-seqs", "1", "--fixed-input-len", "2147483647",
+                                "--fixed-output-len", "2147483647"});
+  EXPECT_EQ(overflow.code, 1) << overflow.output;
+  EXPECT_NE(overflow.output.find("4294967294 in all"), std::string::npos) << overflow.output;
+  const CliRun many = with({"--num-seqs", "2000000000", "--max-input-len", "100",
+                            "--max-output-len", "100"});
+  EXPECT_EQ(many.code, 1) << many.output;
+  EXPECT_NE(many.output.find("GiB for their token ids"), std::string::npos) << many.output;
+  const std::string missing_dir = std::string(KESTREL_BINARY_DIR) + "/no_such_dir/out.json";
+  const CliRun json = with({"--num-seqs", "1", "--fixed-input-len", "4", "--fixed-output-len",
+                            "2", "--json", missing_dir});
+  EXPECT_EQ(json.code, 1) << json.output;
+  EXPECT_NE(json.output.find("--json " + missing_dir + ": cannot write it"), std::string::npos)
+      << json.output;
+  EXPECT_EQ(json.output.find("output throughput"), std::string::npos) << "ran before refusing";
+}
+
 // Interactive chat: /help and /reset answer without the model, an unknown /command is named,
 // and Ctrl-C stops the reply in progress, not the program.
 TEST(Cli, ChatCommandsAndCtrlC) {
