@@ -5,6 +5,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kestrel {
@@ -52,6 +53,11 @@ struct SamplingParams {
   // OpenAI semantics over generated tokens only. In [-2, 2].
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
+  // OpenAI's logit_bias: each (token id, bias) adds bias to that token's logit before the
+  // penalties (after min_tokens, as vLLM; logprobs stay those of the raw logits). Ids in the
+  // vocabulary, each at most once; biases finite, in [-100, 100]; at most kMaxLogitBias.
+  std::vector<std::pair<int, float>> logit_bias;
+  static constexpr size_t kMaxLogitBias = 1024;
   // Independent samples for the prompt; they share the prompt's KV blocks. >= 1.
   int n = 1;
   // Return the log-probabilities of this many most likely tokens (plus the sampled one)
@@ -69,6 +75,8 @@ struct SamplingParams {
   bool greedy() const { return temperature == 0.0f; }
   // Throws kestrel::Error naming the first parameter out of range.
   void validate(int vocab_size) const;
+  // Whether sampling changes logits before temperature: the penalties, or a logit bias.
+  bool has_logit_processors() const { return has_penalties() || !logit_bias.empty(); }
   // Whether sampling reads the tokens generated so far (repetition, presence, frequency).
   bool has_penalties() const {
     return repetition_penalty != 1.0f || presence_penalty != 0.0f || frequency_penalty != 0.0f;

@@ -27,6 +27,10 @@ struct SamplingBatch {
   std::vector<int> prompt_tokens, prompt_offsets;  // for repetition_penalty
   std::vector<int> output_tokens, output_offsets;  // for all three penalties
   std::vector<int> masked_tokens, masked_offsets;  // forced to -inf (min_tokens: EOS, stop ids)
+  // logit_bias: row r's (id, bias) pairs are [bias_offsets[r], bias_offsets[r + 1]) of these
+  // (distinct ids; empty offsets: no row has one).
+  std::vector<int> bias_tokens, bias_offsets;
+  std::vector<float> bias_values;
   // Structured outputs: row r may sample only the tokens set in row allowed_row[r] of
   // allowed_masks ([rows with a mask, mask_words]; bit t % 32 of word t / 32;
   // mask_words = ceil(vocab / 32)); -1: no mask. allowed_row is empty when no row has one.

@@ -1,6 +1,8 @@
 #include "kestrel/sampling_params.h"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/error.h"
 
@@ -40,6 +42,20 @@ void SamplingParams::validate(int vocab_size) const {
     KS_CHECK(*logprobs >= 0 && *logprobs <= kMaxLogprobs, "logprobs must be in [0, {}], got {}",
              kMaxLogprobs, *logprobs);
   }
+  KS_CHECK(logit_bias.size() <= kMaxLogitBias, "logit_bias: at most {} entries, got {}",
+           kMaxLogitBias, logit_bias.size());
+  std::vector<int> bias_ids;
+  bias_ids.reserve(logit_bias.size());
+  for (const auto& [id, bias] : logit_bias) {
+    KS_CHECK(id >= 0 && id < vocab_size, "logit_bias: token id {} is outside the vocabulary [0, {})",
+             id, vocab_size);
+    KS_CHECK(std::isfinite(bias) && bias >= -100.0f && bias <= 100.0f,
+             "logit_bias: the bias of token {} must be in [-100, 100], got {}", id, bias);
+    bias_ids.push_back(id);
+  }
+  std::sort(bias_ids.begin(), bias_ids.end());
+  const auto dup = std::adjacent_find(bias_ids.begin(), bias_ids.end());
+  KS_CHECK(dup == bias_ids.end(), "logit_bias: token id {} is given more than once", *dup);
   for (int id : stop_token_ids) {
     KS_CHECK(id >= 0 && id < vocab_size, "stop_token_ids: {} is outside the vocabulary [0, {})", id,
              vocab_size);

@@ -24,6 +24,7 @@ SamplingBatch make_sampling_batch(const ScheduledBatch& batch, const std::vector
   b.prompt_offsets.assign(1, 0);
   b.output_offsets.assign(1, 0);
   b.masked_offsets.assign(1, 0);
+  b.bias_offsets.assign(1, 0);
 
   auto append = [](std::vector<int>& dst, std::span<const int> ids) {
     dst.insert(dst.end(), ids.begin(), ids.end());
@@ -46,6 +47,10 @@ SamplingBatch make_sampling_batch(const ScheduledBatch& batch, const std::vector
 
     if (p.repetition_penalty != 1.0f) append(b.prompt_tokens, seq.prompt_token_ids());
     if (has_penalties(p)) append(b.output_tokens, seq.output_token_ids());
+    for (const auto& [id, bias] : p.logit_bias) {
+      b.bias_tokens.push_back(id);
+      b.bias_values.push_back(bias);
+    }
     if (seq.num_output_tokens() < std::max(p.min_tokens, 0)) {
       mask(p.stop_token_ids);
       if (!p.ignore_eos) mask(eos_token_ids);
@@ -59,6 +64,7 @@ SamplingBatch make_sampling_batch(const ScheduledBatch& batch, const std::vector
     b.prompt_offsets.push_back(static_cast<int>(b.prompt_tokens.size()));
     b.output_offsets.push_back(static_cast<int>(b.output_tokens.size()));
     b.masked_offsets.push_back(static_cast<int>(b.masked_tokens.size()));
+    b.bias_offsets.push_back(static_cast<int>(b.bias_tokens.size()));
   }
   return b;
 }

@@ -31,6 +31,12 @@ void apply_min_tokens(std::span<float> logits, const SamplingParams& params,
   if (!params.ignore_eos) mask(eos_token_ids);
 }
 
+void apply_logit_bias(std::span<float> logits, const SamplingParams& params) {
+  for (const auto& [id, bias] : params.logit_bias) {
+    if (id >= 0 && static_cast<size_t>(id) < logits.size()) logits[id] += bias;
+  }
+}
+
 bool has_penalties(const SamplingParams& params) { return params.has_penalties(); }
 
 void apply_penalties(std::span<float> logits, const SamplingParams& params,

@@ -40,6 +40,11 @@ void apply_penalties(std::span<float> logits, const SamplingParams& params,
                      std::span<const int> prompt_token_ids, std::span<const int> output_token_ids,
                      PenaltyScratch* scratch = nullptr);
 
+// logit_bias (OpenAI): logits[id] += bias for each entry, in float. Ids outside
+// [0, logits.size()) are skipped (validate() rejects them earlier). After apply_min_tokens and
+// before apply_penalties, as vLLM; -inf stays -inf.
+void apply_logit_bias(std::span<float> logits, const SamplingParams& params);
+
 // True when apply_penalties would change anything for these parameters.
 bool has_penalties(const SamplingParams& params);
 

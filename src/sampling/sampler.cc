@@ -56,11 +56,12 @@ SampledToken sample_row(std::span<const float> raw, const SamplingRow& row, Work
   const size_t num_output = row.output_token_ids.size();
   const bool masks = num_output < static_cast<size_t>(std::max(p.min_tokens, 0));
   std::span<const float> logits = raw;
-  if (masks || has_penalties(p) || !row.allowed.empty()) {
+  if (masks || p.has_logit_processors() || !row.allowed.empty()) {
     ws.logits.assign(raw.begin(), raw.end());
     std::span<float> processed(ws.logits);
     if (!row.allowed.empty()) apply_allowed(processed, row.allowed);
     apply_min_tokens(processed, p, num_output, row.eos_token_ids);
+    apply_logit_bias(processed, p);
     apply_penalties(processed, p, row.prompt_token_ids, row.output_token_ids, &ws.penalties);
     logits = processed;
   }

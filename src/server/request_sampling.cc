@@ -9,6 +9,9 @@
 #include "server/structured_request.h"
 
 #include <algorithm>
+#include <charconv>
+#include <utility>
+#include <vector>
 
 namespace kestrel::server {
 namespace {
@@ -73,6 +76,33 @@ std::string param_of(const std::string& message) {
   return message.substr(0, n);
 }
 
+// OpenAI's logit_bias: {"<token id>": bias, ...}. The ranges (ids in the vocabulary, biases
+// in [-100, 100], no id twice) are SamplingParams::validate's.
+std::vector<std::pair<int, float>> read_logit_bias(const FieldReader& f) {
+  std::vector<std::pair<int, float>> out;
+  const nlohmann::ordered_json* bias = f.find("logit_bias");
+  if (bias == nullptr) return out;
+  if (!bias->is_object()) throw_bad_request("logit_bias", "'logit_bias' must be an object");
+  if (bias->size() > SamplingParams::kMaxLogitBias) {
+    throw_bad_request("logit_bias", "'logit_bias' has {} entries; at most {}", bias->size(),
+                      SamplingParams::kMaxLogitBias);
+  }
+  for (const auto& [key, value] : bias->items()) {
+    int id = -1;
+    const char* end = key.data() + key.size();
+    const auto [ptr, ec] = std::from_chars(key.data(), end, id);
+    if (key.empty() || ec != std::errc() || ptr != end) {
+      throw_bad_request("logit_bias", "'logit_bias' keys are token ids (decimal integers), got \"{}\"",
+                        key.size() > 40 ? key.substr(0, 40) + "..." : key);
+    }
+    if (!value.is_number()) {
+      throw_bad_request("logit_bias", "'logit_bias' of token {} must be a number", id);
+    }
+    out.emplace_back(id, static_cast<float>(value.get<double>()));
+  }
+  return out;
+}
+
 }  // namespace
 
 void check_model(const FieldReader& f, const ServingContext& ctx) {
@@ -111,10 +141,7 @@ std::optional<int> read_sampling_fields(const FieldReader& f, const ServingConte
   req.stream = f.boolean("stream").value_or(false);
   read_stream_options(f, req);
 
-  if (const nlohmann::ordered_json* bias = f.find("logit_bias")) {
-    if (!bias->is_object()) throw_bad_request("logit_bias", "'logit_bias' must be an object");
-    if (!bias->empty()) throw_bad_request("logit_bias", "'logit_bias' is not supported");
-  }
+  p.logit_bias = read_logit_bias(f);
   (void)f.string("user");
 
   std::optional<int> max_tokens;

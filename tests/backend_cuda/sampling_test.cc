@@ -51,6 +51,17 @@ std::vector<Row> combinations(int vocab, std::mt19937& rng) {
             row.params.presence_penalty = -0.3f;
             if (vocab > 3) row.masked = {id(rng), id(rng), vocab + 5};
           }
+          if (n % 4 == 3) {  // logit_bias: up to 4 distinct ids, some of them penalised or masked
+            std::uniform_real_distribution<float> bias(-3.0f, 3.0f);
+            for (int i = 0; i < 4 && i < vocab; ++i) {
+              const int t = i == 0 && !row.output.empty() ? row.output[0]
+                            : i == 1 && !row.masked.empty() ? row.masked[0]
+                                                            : id(rng);
+              const bool seen = std::any_of(row.params.logit_bias.begin(), row.params.logit_bias.end(),
+                                            [&](const auto& e) { return e.first == t; });
+              if (!seen) row.params.logit_bias.emplace_back(t, bias(rng));
+            }
+          }
           rows.push_back(std::move(row));
           ++n;
         }
@@ -250,6 +261,34 @@ TEST(CudaSampling, PenaltiesAndMasksByHand) {
   EXPECT_EQ(got[0].token_id, 0);
   EXPECT_EQ(got[1].token_id, 2);
   EXPECT_EQ(got[2].token_id, 3);
+}
+
+// logit_bias after the min_tokens mask and before the penalties, as the CPU sampler.
+TEST(CudaSampling, LogitBiasByHand) {
+  KS_REQUIRE_GPU();
+  const std::vector<float> logits{2.0f, -2.0f, 1.0f, 0.5f};
+  Row a = row_with(0.0f);
+  a.params.logit_bias = {{3, 2.0f}};  // 2.5 > 2
+  Row b = row_with(0.0f);
+  b.params.logit_bias = {{0, -100.0f}};  // id 2 next
+  // Biased first: id 0 (in the output) is (2 + 2) / 2 = 2 < 2.5 = id 3 (+2); the other order
+  // would give id 0 3.
+  Row c = row_with(0.0f);
+  c.params.logit_bias = {{0, 2.0f}, {3, 2.0f}};
+  c.params.repetition_penalty = 2.0f;
+  c.output = {0};
+  // A masked id stays masked under +100.
+  Row d = row_with(0.0f);
+  d.masked = {0};
+  d.output = {1};
+  d.params.logit_bias = {{0, 100.0f}};
+  std::vector<float> four;
+  for (int i = 0; i < 4; ++i) four.insert(four.end(), logits.begin(), logits.end());
+  const std::vector<SampledToken> got = gpu_sample(four, 4, {a, b, c, d});
+  EXPECT_EQ(got[0].token_id, 3);
+  EXPECT_EQ(got[1].token_id, 2);
+  EXPECT_EQ(got[2].token_id, 3);
+  EXPECT_EQ(got[3].token_id, 2);
 }
 
 TEST(CudaSampling, LogprobsByHand) {

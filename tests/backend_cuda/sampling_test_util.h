@@ -56,7 +56,7 @@ inline std::vector<SampledToken> cpu_sample(const std::vector<float>& logits, in
 inline SamplingBatch make_batch(const std::vector<Row>& rows) {
   SamplingBatch b;
   b.num_rows = static_cast<int>(rows.size());
-  b.prompt_offsets = b.output_offsets = b.masked_offsets = {0};
+  b.prompt_offsets = b.output_offsets = b.masked_offsets = b.bias_offsets = {0};
   auto append = [](std::vector<int>& flat, std::vector<int>& offsets, const std::vector<int>& v) {
     flat.insert(flat.end(), v.begin(), v.end());
     offsets.push_back(static_cast<int>(flat.size()));
@@ -66,6 +66,11 @@ inline SamplingBatch make_batch(const std::vector<Row>& rows) {
     append(b.prompt_tokens, b.prompt_offsets, row.prompt);
     append(b.output_tokens, b.output_offsets, row.output);
     append(b.masked_tokens, b.masked_offsets, row.masked);
+    for (const auto& [id, bias] : row.params.logit_bias) {
+      b.bias_tokens.push_back(id);
+      b.bias_values.push_back(bias);
+    }
+    b.bias_offsets.push_back(static_cast<int>(b.bias_tokens.size()));
   }
   return b;
 }
@@ -87,6 +92,7 @@ inline std::vector<SampledToken> gpu_sample(const std::vector<float>& logits, in
 inline bool is_near_tie(std::span<const float> raw, const Row& row, int gpu_token) {
   std::vector<float> x(raw.begin(), raw.end());
   apply_min_tokens(x, row.params, row.output.size(), {});
+  apply_logit_bias(x, row.params);
   apply_penalties(x, row.params, row.prompt, row.output);
   const std::vector<int> kept = kept_token_ids(x, row.params);
   const float max = *std::max_element(x.begin(), x.end());

@@ -83,6 +83,19 @@ TEST(SamplingParams, NamesTheFirstBadParameterAndItsRange) {
        },
        "stop_token_ids: 100 is outside the vocabulary [0, 100)"},
       {[](auto& p) { p.stop_token_ids = {-3}; }, "stop_token_ids: -3"},
+      {[](auto& p) { p.logit_bias = {{3, 1.0f}, {100, 2.0f}}; },
+       "logit_bias: token id 100 is outside the vocabulary [0, 100)"},
+      {[](auto& p) { p.logit_bias = {{-1, 2.0f}}; }, "logit_bias: token id -1"},
+      {[](auto& p) { p.logit_bias = {{3, 100.5f}}; },
+       "logit_bias: the bias of token 3 must be in [-100, 100], got 100.5"},
+      {[](auto& p) { p.logit_bias = {{3, NAN}}; }, "logit_bias: the bias of token 3"},
+      {[](auto& p) { p.logit_bias = {{3, -INFINITY}}; }, "logit_bias: the bias of token 3"},
+      {[](auto& p) { p.logit_bias = {{7, 1.0f}, {3, 2.0f}, {7, -1.0f}}; },
+       "logit_bias: token id 7 is given more than once"},
+      {[](auto& p) {
+         for (int i = 0; i < 1025; ++i) p.logit_bias.emplace_back(i, 1.0f);
+       },
+       "logit_bias: at most 1024 entries, got 1025"},
       // Two bad values: the first in declaration order is named.
       {[](auto& p) {
          p.top_p = 2.0f;

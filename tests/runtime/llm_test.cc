@@ -147,6 +147,26 @@ TEST(Sampling, SeededSamplingIsReproducibleAcrossBatches) {
   EXPECT_NE(alone[0].outputs[0].token_ids, other[0].outputs[0].token_ids);
 }
 
+// logit_bias through the engine, in one batch with a request without it: +100 makes a token
+// every greedy pick (the fixtures' logits are far smaller), -100 keeps the unbiased pick
+// out, and the request without a bias gets the tokens it gets alone.
+TEST(Sampling, LogitBiasSteersOnlyItsOwnRequest) {
+  const Fixture f = load_fixtures().front();
+  LLM llm(f.dir, cpu_config());
+  const SamplingParams plain = greedy_params(8);
+  const auto alone = llm.generate({f.prompts[0], f.prompts[1]}, plain, false);
+  SamplingParams forced = plain, banned = plain;
+  forced.logit_bias = {{7, 100.0f}};
+  banned.logit_bias = {{alone[1].outputs[0].token_ids[0], -100.0f}};
+  const auto mixed = llm.generate({f.prompts[0], f.prompts[1], f.prompts[1]},
+                                  {plain, forced, banned}, false);
+  EXPECT_EQ(mixed[0].outputs[0].token_ids, alone[0].outputs[0].token_ids);
+  EXPECT_EQ(mixed[1].outputs[0].token_ids, std::vector<int>(8, 7));
+  ASSERT_FALSE(mixed[2].outputs[0].token_ids.empty());
+  EXPECT_NE(mixed[2].outputs[0].token_ids[0], alone[1].outputs[0].token_ids[0]);
+  for (int t : mixed[2].outputs[0].token_ids) EXPECT_NE(t, alone[1].outputs[0].token_ids[0]);
+}
+
 TEST(Sampling, ParallelSamplesShareThePrompt) {
   const Fixture f = load_fixtures().front();
   LLM llm(f.dir, cpu_config());

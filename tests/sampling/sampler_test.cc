@@ -68,6 +68,41 @@ TEST(Sampler, GreedyRunsOnPenalisedLogits) {
   EXPECT_EQ(sample_one({3.0f, 2.0f, 1.0f}, d), 0);
 }
 
+// logit_bias goes after min_tokens and before the penalties (vLLM's order), and logprobs
+// stay those of the raw logits.
+TEST(Sampler, LogitBiasIsAddedBeforeThePenalties) {
+  RowData d;
+  d.params.temperature = 0.0f;
+  d.params.logit_bias = {{2, 1.5f}};
+  EXPECT_EQ(sample_one({3.0f, 2.0f, 2.0f}, d), 2);  // 3.5 > 3
+  d.params.logit_bias = {{0, -100.0f}};
+  EXPECT_EQ(sample_one({3.0f, 2.0f, 1.0f}, d), 1);  // banned
+  // Biased first: id 0 (in the output) is (2 + 2) / 2 = 2 < 2.5 = id 1; the other order,
+  // 2 / 2 + 2 = 3, would pick id 0.
+  d.params.logit_bias = {{0, 2.0f}};
+  d.params.repetition_penalty = 2.0f;
+  d.prompt = {};
+  d.output = {0};
+  EXPECT_EQ(sample_one({2.0f, 2.5f, 1.0f}, d), 1);
+  // min_tokens' -inf stays -inf whatever the bias.
+  d.params = SamplingParams{};
+  d.params.temperature = 0.0f;
+  d.params.min_tokens = 2;
+  d.params.stop_token_ids = {1};
+  d.params.logit_bias = {{1, 100.0f}};
+  EXPECT_EQ(sample_one({3.0f, 2.0f, 1.0f}, d), 0);
+  // Logprobs come from the raw logits: the biased pick has its raw logprob.
+  d.params = SamplingParams{};
+  d.params.temperature = 0.0f;
+  d.params.logprobs = 0;
+  d.params.logit_bias = {{1, 10.0f}};
+  const std::vector<float> raw = {1.0f, 0.0f};
+  const SampledToken t = sample_rows(raw, 2, {&d})[0];
+  EXPECT_EQ(t.token_id, 1);
+  ASSERT_TRUE(t.logprobs.has_value());
+  EXPECT_NEAR(t.logprobs->logprob, -std::log1p(std::exp(1.0)), 1e-6);
+}
+
 TEST(Sampler, MinTokensHoldsBackEosAndStopIds) {
   const std::vector<float> logits = {1.0f, 2.0f, 9.0f, 8.0f, 3.0f};
   RowData d;

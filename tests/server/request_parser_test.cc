@@ -134,6 +134,38 @@ TEST(RequestParser, RejectsWhatVllmRejects) {
   EXPECT_EQ(status_of(ojson::parse(R"({"prompt": "text"})")), 400);
 }
 
+// OpenAI's logit_bias: token-id keys (decimal strings), numeric biases in [-100, 100], ids
+// in the vocabulary (1,000 here); anything else a 400 naming logit_bias.
+TEST(RequestParser, LogitBiasMapsTokenIdsToBiases) {
+  const GenerateRequest r = parse_completion_request(
+      ojson::parse(R"({"prompt": [1], "logit_bias": {"5": 10, "999": -100, "0": 0.5}})"),
+      context());
+  EXPECT_EQ(r.params.logit_bias,
+            (std::vector<std::pair<int, float>>{{5, 10.0f}, {999, -100.0f}, {0, 0.5f}}));
+  EXPECT_TRUE(parse_completion_request(ojson::parse(R"({"prompt": [1], "logit_bias": {}})"),
+                                       context())
+                  .params.logit_bias.empty());
+  EXPECT_TRUE(parse_completion_request(ojson::parse(R"({"prompt": [1], "logit_bias": null})"),
+                                       context())
+                  .params.logit_bias.empty());
+  auto parse = [](const char* bias) {
+    return [bias] {
+      parse_completion_request(
+          ojson::parse(std::string(R"({"prompt": [1], "logit_bias": )") + bias + "}"), context());
+    };
+  };
+  expect_400(parse("[1, 2]"), "logit_bias", "must be an object");
+  expect_400(parse(R"({"abc": 1})"), "logit_bias", "decimal integers");
+  expect_400(parse(R"({"5x": 1})"), "logit_bias", "decimal integers");
+  expect_400(parse(R"({"": 1})"), "logit_bias", "decimal integers");
+  expect_400(parse(R"({"99999999999": 1})"), "logit_bias", "decimal integers");
+  expect_400(parse(R"({"5": "up"})"), "logit_bias", "must be a number");
+  expect_400(parse(R"({"5": 101})"), "logit_bias", "[-100, 100]");
+  expect_400(parse(R"({"1000": 1})"), "logit_bias", "outside the vocabulary");
+  expect_400(parse(R"({"-1": 1})"), "logit_bias", "outside the vocabulary");
+  expect_400(parse(R"({"5": 1, "05": 2})"), "logit_bias", "more than once");
+}
+
 // vLLM's continuous_usage_stats counts only with include_usage; a non-boolean is a 400
 // naming it either way.
 TEST(RequestParser, ContinuousUsageStatsNeedsIncludeUsage) {

@@ -59,6 +59,7 @@ __global__ void __launch_bounds__(kThreads)
     if (pe.flags & kPenaltyMasked) {
       l = kNegInf;
     } else {
+      if (pe.bias != 0.0f) l = __fadd_rn(l, pe.bias);  // logit_bias, before the penalties
       const float rep = p.repetition_penalty;
       if ((pe.flags & kPenaltyRepetition) && rep != 1.0f) {
         l = l > 0.0f ? __fdiv_rn(l, rep) : __fmul_rn(l, rep);

@@ -53,12 +53,13 @@ enum PenaltyFlags : uint32_t {
   kPenaltyMasked = 2,      // forced to -inf (min_tokens)
 };
 
-// One distinct token id of a row that the logit processors change. `output_count` > 0 makes
-// the frequency and presence penalties apply.
+// One distinct token id of a row that the logit processors change. `bias` (logit_bias) is
+// added first; then `output_count` > 0 makes the frequency and presence penalties apply.
 struct PenaltyEntry {
   int32_t id = 0;
   int32_t output_count = 0;
   uint32_t flags = 0;
+  float bias = 0.0f;
 };
 
 enum RowStatus : int32_t {
@@ -110,8 +111,9 @@ struct SampleArgs {
 size_t plain_scratch_bytes(int num_rows, int vocab);
 
 // Copies each processed row from the raw logits, -inf where its allowed-token mask (if any)
-// has a clear bit, and applies its PenaltyEntry list (masks, repetition, frequency and
-// presence penalties, skipping disallowed ids; float arithmetic as the CPU sampler's),
+// has a clear bit, and applies its PenaltyEntry list (masks, logit bias, repetition,
+// frequency and presence penalties, skipping disallowed ids; float arithmetic as the CPU
+// sampler's),
 // then samples every row: plain rows (is_plain) on the split path, the others with one block
 // per row.
 void sample_rows(const SampleArgs& args, cudaStream_t stream);

@@ -167,6 +167,17 @@ void CudaSampler::build_penalties(const SamplingBatch& b, int r, int vocab,
   for (const int* t = masked.begin(r); t != masked.end(r); ++t) {
     if (*t >= 0 && *t < vocab) entry(*t).flags |= sampling_kernels::kPenaltyMasked;
   }
+  if (!b.bias_offsets.empty()) {
+    for (int i = b.bias_offsets[r]; i < b.bias_offsets[r + 1]; ++i) {
+      const int id = b.bias_tokens[i];
+      KS_CHECK(id >= 0 && id < vocab, "logit_bias token id {} is outside the vocab [0, {})", id,
+               vocab);
+      KS_CHECK(std::isfinite(b.bias_values[i]), "logit_bias of token {} is not finite", id);
+      KS_CHECK(entry_of_[id] < 0 || entries_[entry_of_[id]].bias == 0.0f,
+               "logit_bias: token id {} is given more than once", id);
+      entry(id).bias = b.bias_values[i];
+    }
+  }
   for (size_t e = first; e < entries_.size(); ++e) entry_of_[entries_[e].id] = -1;
 }
 
@@ -197,9 +208,14 @@ void CudaSampler::stage(CudaBackend& be, const SamplingBatch& batch, int vocab) 
   const TokenLists prompt{batch.prompt_tokens, batch.prompt_offsets, "prompt"};
   const TokenLists output{batch.output_tokens, batch.output_offsets, "output"};
   const TokenLists masked{batch.masked_tokens, batch.masked_offsets, "masked"};
+  const TokenLists bias{batch.bias_tokens, batch.bias_offsets, "bias"};
   prompt.validate(num_rows);
   output.validate(num_rows);
   masked.validate(num_rows);
+  bias.validate(num_rows);
+  KS_CHECK(batch.bias_values.size() == batch.bias_tokens.size(),
+           "sample: batch.bias_values holds {} values for {} ids", batch.bias_values.size(),
+           batch.bias_tokens.size());
   // Structured outputs: rows with an allowed-token mask (none: allowed_row is empty).
   int num_masks = 0;
   if (!batch.allowed_row.empty()) {
