@@ -45,7 +45,8 @@
 #                   rope: the fused RoPE/store decode kernel against the store kernel first),
 #                   ops_wgmma (cuda_ops_bench wgmma: the decode-step GEMM against cuBLASLt;
 #                   nano_wgmma and decode256_wgmma run the engine with it), gemm_ws (gemm_ws_bench:
-#                   the prompt-sized GEMM kernel against cuBLASLt) or python (with
+#                   the prompt-sized GEMM kernel against cuBLASLt), allreduce (allreduce_bench:
+#                   the tensor-parallel all-reduce paths; 2+ GPUs) or python (with
 #                   --python); only what they need is built
 #   --force-carry   use .devcarry even where system packages exist (to test that path)
 #   --profile       ncu kernel-time summaries (tools/ncu_summary.py) of two decode steps of the
@@ -339,6 +340,7 @@ TARGETS=()
 ((RUN_BENCH)) && { wanted ops || wanted ops_rope || wanted ops_wgmma; } && TARGETS+=(cuda_ops_bench)
 ((RUN_BENCH)) && wanted gemm_ws && TARGETS+=(gemm_ws_bench)
 ((RUN_BENCH)) && wanted layer && TARGETS+=(decode_layer_bench)
+((RUN_BENCH)) && wanted allreduce && TARGETS+=(allreduce_bench)
 ((FULL && (RUN_TESTS || RUN_SANITIZE))) && TARGETS+=(runtime_gpu_tests)
 ((FULL)) && TARGETS+=(kestrel)
 ((FULL && RUN_BENCH)) && wanted ttft && TARGETS+=(ttft_bench)
@@ -540,6 +542,15 @@ if ((RUN_BENCH)); then
     say "bench: cuda_ops_bench wgmma (decode-step GEMMs, ours against cuBLASLt):"
     timeout 150 "$BUILD/bench/cuda_ops_bench" wgmma 2>&1 | grep -v "^\[" | tee -a "$SUMMARY"
     ((PIPESTATUS[0] == 0)) || status=1
+  fi
+  if built allreduce_bench && wanted allreduce && in_time "allreduce_bench"; then
+    if (($(nvidia-smi -L 2>/dev/null | wc -l) >= 2)); then
+      say "bench: allreduce_bench (the tensor-parallel all-reduce paths, us per call in a graph):"
+      timeout 240 "$BUILD/bench/allreduce_bench" 2>&1 | grep -v "^\[" | tee -a "$SUMMARY"
+      ((PIPESTATUS[0] == 0)) || status=1
+    else
+      say "bench: allreduce_bench skipped (needs 2+ GPUs)"
+    fi
   fi
   if built gemm_ws_bench && wanted gemm_ws && in_time "gemm_ws_bench"; then
     say "bench: gemm_ws_bench (prompt-sized GEMMs, ours against cuBLASLt):"
