@@ -102,6 +102,7 @@ void bind_config(py::module_& m) {
       .def_readwrite("repetition_penalty", &SamplingParams::repetition_penalty)
       .def_readwrite("presence_penalty", &SamplingParams::presence_penalty)
       .def_readwrite("frequency_penalty", &SamplingParams::frequency_penalty)
+      .def_readwrite("logit_bias", &SamplingParams::logit_bias)
       .def_readwrite("n", &SamplingParams::n)
       .def_readwrite("logprobs", &SamplingParams::logprobs)
       // Without a model the vocabulary is unknown: stop_token_ids are checked at generate.

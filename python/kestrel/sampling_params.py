@@ -64,6 +64,9 @@ class SamplingParams:
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
     repetition_penalty: float = 1.0
+    # OpenAI's and vLLM's: token id -> bias in [-100, 100], added to its logit before the
+    # penalties (ids are checked against the model's vocabulary at generate)
+    logit_bias: Optional[Dict[int, float]] = None
     logprobs: Optional[int] = None  # most likely tokens to return per position, 0..20
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True  # special tokens left out of the text
@@ -76,6 +79,9 @@ class SamplingParams:
             self.stop = [self.stop]
         self.stop = _as_list("stop", self.stop)
         self.stop_token_ids = _as_list("stop_token_ids", self.stop_token_ids)
+        if self.logit_bias is not None and not isinstance(self.logit_bias, dict):
+            raise TypeError("SamplingParams.logit_bias must be a dict of token id to bias, "
+                            f"got {type(self.logit_bias).__name__}")
         if isinstance(self.seed, (int, float)) and not 0 <= self.seed < 2**64:
             raise ValueError(f"seed must be in [0, 2**64), got {self.seed}")
         self._to_cpp().validate()
@@ -103,7 +109,10 @@ class SamplingParams:
         p = _kestrel.SamplingParams()
         for f in fields(self):
             if f.name not in _STRUCTURED_FIELDS:
-                set_field(p, f"SamplingParams.{f.name}", f.name, getattr(self, f.name))
+                value = getattr(self, f.name)
+                if f.name == "logit_bias":  # the engine's list of (id, bias) pairs
+                    value = list(value.items()) if value else []
+                set_field(p, f"SamplingParams.{f.name}", f.name, value)
         structured = self._structured() if engine is not None else None
         if structured is not None:
             engine.constrain(p, *structured)
@@ -111,8 +120,10 @@ class SamplingParams:
 
     @classmethod
     def _from_cpp(cls, p: "_kestrel.SamplingParams") -> "SamplingParams":
-        return cls(**{f.name: getattr(p, f.name) for f in fields(cls)
-                      if f.name not in _STRUCTURED_FIELDS})
+        values = {f.name: getattr(p, f.name) for f in fields(cls)
+                  if f.name not in _STRUCTURED_FIELDS}
+        values["logit_bias"] = dict(values["logit_bias"]) or None
+        return cls(**values)
 
 
 def _as_list(name: str, value) -> list:

@@ -9,7 +9,8 @@ BAD = [
     {"top_k": -2}, {"min_p": -0.1}, {"min_p": 1.1}, {"seed": -1}, {"n": 0}, {"max_tokens": 0},
     {"min_tokens": -1}, {"min_tokens": 10, "max_tokens": 5}, {"presence_penalty": 2.5},
     {"frequency_penalty": -3.0}, {"repetition_penalty": 0.0}, {"logprobs": 21},
-    {"logprobs": -1},
+    {"logprobs": -1}, {"logit_bias": {5: 101.0}}, {"logit_bias": {-1: 1.0}},
+    {"logit_bias": {5: float("nan")}},
 ]
 
 
@@ -32,8 +33,26 @@ def test_good_values_and_normalisation():
 def test_wrong_types_raise_type_error():
     with pytest.raises(TypeError):
         SamplingParams(temperature="hot")
+    with pytest.raises(TypeError, match="logit_bias"):
+        SamplingParams(logit_bias=[(5, 1.0)])
+    with pytest.raises(TypeError, match="logit_bias"):
+        SamplingParams(logit_bias={"5": 1.0})
     with pytest.raises(TypeError):
         SamplingParams(stop_token_ids=["a"])
+
+
+def test_logit_bias_steers_greedy_tokens(tiny_llm):
+    """+100 on a token makes it every greedy pick (the fixture's logits are far smaller);
+    -100 on the unbiased pick keeps it out; ids past the vocabulary are a ValueError."""
+    plain = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True)
+    first = tiny_llm.generate([[1, 2, 3]], plain, use_tqdm=False)[0].outputs[0].token_ids[0]
+    forced = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True, logit_bias={7: 100})
+    assert tiny_llm.generate([[1, 2, 3]], forced, use_tqdm=False)[0].outputs[0].token_ids == [7] * 6
+    banned = SamplingParams(temperature=0, max_tokens=6, ignore_eos=True,
+                            logit_bias={first: -100.0})
+    assert first not in tiny_llm.generate([[1, 2, 3]], banned, use_tqdm=False)[0].outputs[0].token_ids
+    with pytest.raises(ValueError, match="logit_bias"):
+        tiny_llm.generate([[1]], SamplingParams(logit_bias={10**6: 1.0}), use_tqdm=False)
 
 
 def test_request_checks_raise_value_error(tiny_llm, text_llm):
