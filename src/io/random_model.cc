@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -167,6 +168,30 @@ std::string torch_dtype_name(DType t) {
   }
 }
 
+double tensor_bytes(const WeightSpec& w) {
+  return static_cast<double>(w.tensor.shape.numel()) * static_cast<double>(dtype_size(w.tensor.dtype));
+}
+
+// Before anything is written: the weights fit on the disk (an absurd --layers filled it at
+// gigabytes a second), and the largest tensor, made whole in memory, fits in memory.
+void check_weights_fit(const std::vector<WeightSpec>& weights, const fs::path& dir) {
+  double total = 0, largest = 0;
+  for (const WeightSpec& w : weights) {
+    total += tensor_bytes(w);
+    largest = std::max(largest, tensor_bytes(w));
+  }
+  constexpr double kGiB = 1 << 30;
+  std::error_code ec;
+  const fs::space_info space = fs::space(dir, ec);
+  KS_CHECK(ec || total <= static_cast<double>(space.available),
+           "random model: the weights need {:.1f} GiB but {} has {:.1f} GiB free", total / kGiB,
+           dir.string(), static_cast<double>(space.available) / kGiB);
+  KS_CHECK(largest <= host_memory_bytes(),
+           "random model: its largest tensor needs {:.1f} GiB, more than this machine's {:.1f} "
+           "GiB of memory",
+           largest / kGiB, host_memory_bytes() / kGiB);
+}
+
 }  // namespace
 
 RandomModelSpec resolve_random_model_spec(const RandomModelSpec& spec) {
@@ -218,6 +243,8 @@ void write_random_model(const RandomModelSpec& spec, const std::string& out_dir,
   std::error_code ec;
   fs::create_directories(dir, ec);
   KS_CHECK(!ec, "cannot create {}: {}", out_dir, ec.message());
+  const std::vector<WeightSpec> weights = weight_specs(s);
+  check_weights_fit(weights, dir);
 
   // Qwen3's ids when the vocabulary holds them; else the last id stands in for all.
   const bool qwen_ids = s.vocab_size > kQwenImEnd;
@@ -264,7 +291,6 @@ void write_random_model(const RandomModelSpec& spec, const std::string& out_dir,
       {"transformers_version", "4.51.0"}};
   write_json(dir / "generation_config.json", gen);
 
-  const std::vector<WeightSpec> weights = weight_specs(s);
   std::vector<SafetensorsEntry> specs;
   size_t largest = 0;
   for (const auto& w : weights) {

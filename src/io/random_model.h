@@ -53,7 +53,9 @@ RandomModelSpec resolve_random_model_spec(const RandomModelSpec& spec);
 //                          (whatever the thread count), streamed tensor by tensor.
 //   tokenizer.json (required) and tokenizer_config.json (if present) copied from
 //                          tokenizer_dir when it is not empty.
-// Throws kestrel::Error when a file cannot be written or tokenizer_dir lacks tokenizer.json.
+// Throws kestrel::Error when a file cannot be written, tokenizer_dir lacks tokenizer.json, or
+// the weights would not fit on the disk (or their largest tensor in memory); those are
+// checked before anything is written.
 void write_random_model(const RandomModelSpec& spec, const std::string& out_dir,
                         const std::string& tokenizer_dir);
 

@@ -128,6 +128,25 @@ TEST(Cli, BenchRefusesWorkloadsThatCannotRunAndUnwritableJson) {
   EXPECT_EQ(json.output.find("output throughput"), std::string::npos) << "ran before refusing";
 }
 
+// Sizes the disk or memory cannot hold are refused before a byte is written (--layers
+// 100000 of the 32B preset wrote gigabytes a second until the disk was full).
+TEST(Cli, MakeModelRefusesModelsTooLargeForTheDiskOrMemory) {
+  const std::string out = std::string(KESTREL_BINARY_DIR) + "/cli_test_huge_model";
+  const CliRun disk =
+      kestrel_run({"make-model", "--out", out, "--preset", "qwen3-32b", "--layers", "100000"});
+  EXPECT_EQ(disk.code, 1) << disk.output;
+  EXPECT_NE(disk.output.find("GiB free"), std::string::npos) << disk.output;
+  EXPECT_FALSE(fs::exists(out + "/model.safetensors"));
+  // Was "error: std::bad_alloc" after config.json and a stub of the weights were written.
+  const CliRun vocab = kestrel_run(
+      {"make-model", "--out", out, "--vocab-size", "2000000000", "--hidden-size", "4096"});
+  EXPECT_EQ(vocab.code, 1) << vocab.output;
+  EXPECT_NE(vocab.output.find("random model:"), std::string::npos) << vocab.output;
+  EXPECT_EQ(vocab.output.find("bad_alloc"), std::string::npos) << vocab.output;
+  EXPECT_FALSE(fs::exists(out + "/model.safetensors"));
+  fs::remove_all(out);
+}
+
 // Interactive chat: /help and /reset answer without the model, an unknown /command is named,
 // and Ctrl-C stops the reply in progress, not the program.
 TEST(Cli, ChatCommandsAndCtrlC) {
