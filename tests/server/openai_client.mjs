@@ -105,6 +105,21 @@ for (let i = 0; i < l.token_logprobs.length; i++) {
 }
 checkEqual(l.text_offset[0], 0, "text_offset starts at 0");
 
+// --- logit_bias: the client sends {"<id>": bias}; +100 on " the" makes every greedy token
+// " the", -100 on the unbiased first token keeps it out of the first place.
+const the = tokenizer.encode(" the", { add_special_tokens: false });
+checkEqual(the.length, 1, "' the' is one token");
+const forced = await client.completions.create({ ...base, max_tokens: 4, logit_bias: { [the[0]]: 100 } });
+checkEqual(tokenizer.encode(forced.choices[0].text, { add_special_tokens: false }), [the[0], the[0], the[0], the[0]],
+  "logit_bias +100: every token is the biased one");
+const firstId = lp.choices[0].logprobs.tokens.length > 0
+  ? tokenizer.encode(lp.choices[0].logprobs.tokens[0], { add_special_tokens: false }) : [];
+if (firstId.length === 1) {
+  const banned = await client.completions.create({ ...base, max_tokens: 1, logprobs: 1, logit_bias: { [firstId[0]]: -100 } });
+  check(banned.choices[0].logprobs.tokens[0] !== lp.choices[0].logprobs.tokens[0],
+    "logit_bias -100: the unbiased first token is not picked", banned.choices[0].logprobs);
+}
+
 // --- chat: hand-rendered Qwen3 template (enable_thinking = false)
 const messages = [
   { role: "system", content: "You are terse." },
