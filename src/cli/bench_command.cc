@@ -138,7 +138,7 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--fixed-input-len", o->fixed_input_len, "every prompt this long (with --fixed-output-len)")->check(at_least(1));
   cmd->add_option("--fixed-output-len", o->fixed_output_len, "every output this long")->check(at_least(1));
   cmd->add_option("--temperature", o->temperature, "sampling temperature (0 = greedy)")->capture_default_str();
-  cmd->add_option("--seed", o->seed, "Python random seed of the workload")->check(at_least(0))->capture_default_str();
+  cmd->add_option("--seed", o->seed, "Python random seed of the workload")->check(seed_value())->capture_default_str();
   cmd->add_option("--json", o->json_path, "also write the results to this JSON file");
   cmd->add_flag("!--no-ceilings", o->measure_ceilings, "skip measuring the device's copy bandwidth and GEMM rate");
   cmd->add_option("--profile-steps", o->profile_steps,

@@ -306,7 +306,7 @@ Runner add_bench_serve_command(CLI::App& app) {
   cmd->add_option("--vocab-size", o->vocab_size, "prompt token ids are drawn from [0, vocab-size)")
       ->check(at_least(1))
       ->capture_default_str();
-  cmd->add_option("--seed", o->seed)->check(at_least(0))->capture_default_str();
+  cmd->add_option("--seed", o->seed)->check(seed_value())->capture_default_str();
   cmd->add_option("--output-json", o->output_json, "also write the results here");
   return [o] {
     KS_CHECK(o->request_rate > 0, "--request-rate must be > 0 (or inf)");

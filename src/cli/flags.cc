@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <charconv>
 #include <optional>
 
 namespace kestrel::cli {
@@ -25,10 +26,38 @@ CLI::Validator at_least(double min) {
       [min](std::string& text) -> std::string {
         const std::optional<double> v = number(text);
         if (!v) return "must be a number, got '" + text + "'";
-        if (*v < min) return "must be at least " + plain(min) + ", got " + text;
+        if (!(*v >= min)) return "must be at least " + plain(min) + ", got " + text;
         return "";
       },
       ">=" + plain(min));
+}
+
+CLI::Validator between(double min, double max) {
+  return CLI::Validator(
+      [min, max](std::string& text) -> std::string {
+        const std::optional<double> v = number(text);
+        if (!v) return "must be a number, got '" + text + "'";
+        if (!(*v >= min && *v <= max)) {
+          return "must be between " + plain(min) + " and " + plain(max) + ", got " + text;
+        }
+        return "";
+      },
+      plain(min) + ".." + plain(max));
+}
+
+CLI::Validator seed_value() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        if (!text.empty() && text[0] == '-') return "must be at least 0, got " + text;
+        uint64_t v = 0;
+        const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+        if (ec == std::errc::result_out_of_range) return "must be below 2^64, got " + text;
+        if (ec != std::errc() || end != text.data() + text.size()) {
+          return "must be an integer, got '" + text + "'";
+        }
+        return "";
+      },
+      "0..2^64-1");
 }
 
 void add_engine_flags(CLI::App& app, EngineConfig& c) {
@@ -39,7 +68,7 @@ void add_engine_flags(CLI::App& app, EngineConfig& c) {
   app.add_option("--block-size", c.block_size, "tokens per KV block (a power of two)")->check(at_least(1))->capture_default_str();
   app.add_option("--num-kv-blocks", c.num_kv_blocks, "KV blocks; 0 = size from memory")->check(at_least(0));
   app.add_option("--kv-cache-memory", c.kv_cache_memory_bytes, "CPU: KV cache bytes when --num-kv-blocks is 0")->check(at_least(1));
-  app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization, "CUDA: fraction of GPU memory to use")->check(CLI::Range(0.05f, 1.0f))->capture_default_str();
+  app.add_option("--gpu-memory-utilization", c.gpu_memory_utilization, "CUDA: fraction of GPU memory to use")->check(between(0.05, 1.0))->capture_default_str();
   app.add_option("--kv-cache-dtype", c.kv_cache_dtype, "KV cache storage: auto or bf16 (the backend's: bf16 on CUDA, f32 on the CPU), fp8 or fp8_e4m3 (8-bit, scaled per layer and KV head; docs/kv_cache.md)")->capture_default_str();
   app.add_flag("!--no-prefix-caching", c.enable_prefix_caching, "disable prefix caching");
   app.add_flag("!--no-chunked-prefill", c.enable_chunked_prefill, "never split a prompt across steps");
@@ -56,7 +85,7 @@ void add_sampling_flags(CLI::App& app, SamplingFlags& f) {
   app.add_option("--top-k", f.top_k, "-1 or 0 = off");
   app.add_option("--top-p", f.top_p);
   app.add_option("--min-p", f.min_p);
-  app.add_option("--seed", f.seed, "per-request seed (reproducible sampling)")->check(at_least(0));
+  app.add_option("--seed", f.seed, "per-request seed (reproducible sampling)")->check(seed_value());
   app.add_option("--max-tokens", f.max_tokens, "tokens to generate (default 64)");
   app.add_option("--min-tokens", f.min_tokens);
   app.add_flag("--ignore-eos", f.ignore_eos);

@@ -15,6 +15,10 @@ namespace kestrel::cli {
 // NonNegativeNumber print the largest double). Numbers only; the option's own type still
 // decides whether a fraction is accepted.
 CLI::Validator at_least(double min);
+// A number in [min, max] (CLI::Range lets NaN through).
+CLI::Validator between(double min, double max);
+// A seed: an integer in [0, 2^64) (CLI11 would saturate a larger one silently).
+CLI::Validator seed_value();
 
 // Engine sizing flags (--device, --max-num-seqs, ...), written into `config`.
 void add_engine_flags(CLI::App& app, EngineConfig& config);

@@ -34,7 +34,7 @@ Runner add_make_model_command(CLI::App& app) {
   cmd->add_option("--max-position-embeddings", o->spec.max_position_embeddings)->check(at_least(1));
   cmd->add_option("--dtype", o->dtype, "BF16, F16 or F32");
   cmd->add_flag("--untied", o->untied, "separate lm_head.weight");
-  cmd->add_option("--seed", o->spec.seed)->check(at_least(0))->capture_default_str();
+  cmd->add_option("--seed", o->spec.seed)->check(seed_value())->capture_default_str();
   return [o] {
     if (!o->dtype.empty()) o->spec.dtype = parse_safetensors_dtype(o->dtype);
     if (o->untied) o->spec.tie_word_embeddings = false;

@@ -74,6 +74,20 @@ TEST(Cli, OutOfRangeNumbersGetPlainMessages) {
   EXPECT_NE(bench.output.find("must be at least 1, got 0"), std::string::npos) << bench.output;
 }
 
+// NaN passed CLI::Range and at_least; a seed of 2^64 or more was saturated to 2^64 - 1.
+TEST(Cli, NanAndSeedsPast64BitsAreRefused) {
+  const CliRun nan = kestrel_run(generate({"--prompt", "hi", "--gpu-memory-utilization", "nan"}));
+  EXPECT_NE(nan.code, 0) << nan.output;
+  EXPECT_NE(nan.output.find("must be between 0.05 and 1, got nan"), std::string::npos) << nan.output;
+  const CliRun seed = kestrel_run(generate({"--prompt", "hi", "--seed", "18446744073709551616"}));
+  EXPECT_NE(seed.code, 0) << seed.output;
+  EXPECT_NE(seed.output.find("must be below 2^64"), std::string::npos) << seed.output;
+  const CliRun largest = kestrel_run(generate({"--prompt", "hi", "--seed", "18446744073709551615"}));
+  EXPECT_EQ(largest.code, 0) << largest.output;
+  const CliRun bench = kestrel_run({"bench", "--model", model_dir(), "--seed", "1e30"});
+  EXPECT_NE(bench.output.find("--seed: must be an integer"), std::string::npos) << bench.output;
+}
+
 TEST(Cli, MakeModelRefusesZeroSizesAndNegativeSeeds) {
   const std::string out = std::string(KESTREL_BINARY_DIR) + "/cli_test_model";
   const CliRun heads = kestrel_run({"make-model", "--out", out, "--heads", "0"});
