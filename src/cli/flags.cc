@@ -5,6 +5,8 @@
 
 #include <charconv>
 #include <optional>
+#include <string>
+#include <utility>
 
 namespace kestrel::cli {
 namespace {
@@ -60,6 +62,28 @@ CLI::Validator seed_value() {
       "0..2^64-1");
 }
 
+namespace {
+
+// "ID:BIAS" (--logit-bias), or nullopt when `text` is not one. The ranges are
+// SamplingParams::validate's.
+std::optional<std::pair<int, float>> parse_logit_bias(const std::string& text) {
+  const size_t colon = text.find(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == text.size()) return std::nullopt;
+  int id = 0;
+  const char* id_end = text.data() + colon;
+  if (auto [ptr, ec] = std::from_chars(text.data(), id_end, id); ec != std::errc() || ptr != id_end) {
+    return std::nullopt;
+  }
+  float bias = 0.0f;
+  const char* end = text.data() + text.size();
+  if (auto [ptr, ec] = std::from_chars(id_end + 1, end, bias); ec != std::errc() || ptr != end) {
+    return std::nullopt;
+  }
+  return std::pair{id, bias};
+}
+
+}  // namespace
+
 void add_engine_flags(CLI::App& app, EngineConfig& c) {
   app.add_option("--device", c.device, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}))->capture_default_str();
   app.add_option("--max-num-seqs", c.max_num_seqs, "most sequences per step")->check(at_least(1))->capture_default_str();
@@ -96,6 +120,15 @@ void add_sampling_flags(CLI::App& app, SamplingFlags& f) {
   app.add_option("--frequency-penalty", f.frequency_penalty);
   app.add_option("-n,--n", f.n, "samples per prompt");
   app.add_option("--logprobs", f.logprobs, "top log-probabilities per token (0..20)");
+  app.add_option("--logit-bias", f.logit_bias,
+                 "ID:BIAS added to token ID's logit before the penalties, BIAS in [-100, 100] "
+                 "(repeatable, or comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return parse_logit_bias(text) ? "" : "expected ID:BIAS (e.g. 13:-100), got '" + text + "'";
+          },
+          "ID:BIAS"));
 }
 
 SamplingParams SamplingFlags::apply(SamplingParams p) const {
@@ -114,6 +147,7 @@ SamplingParams SamplingFlags::apply(SamplingParams p) const {
   p.ignore_eos = p.ignore_eos || ignore_eos;
   p.stop_token_ids.insert(p.stop_token_ids.end(), stop_token_ids.begin(), stop_token_ids.end());
   p.stop.insert(p.stop.end(), stop.begin(), stop.end());
+  for (const std::string& entry : logit_bias) p.logit_bias.push_back(*parse_logit_bias(entry));
   return p;
 }
 

@@ -32,6 +32,7 @@ struct SamplingFlags {
   bool ignore_eos = false;
   std::vector<int> stop_token_ids;
   std::vector<std::string> stop;
+  std::vector<std::string> logit_bias;  // "ID:BIAS" each (checked when parsed)
   // Flags over `base` (the model's defaults).
   SamplingParams apply(SamplingParams base) const;
 };

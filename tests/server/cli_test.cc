@@ -88,6 +88,25 @@ TEST(Cli, NanAndSeedsPast64BitsAreRefused) {
   EXPECT_NE(bench.output.find("--seed: must be an integer"), std::string::npos) << bench.output;
 }
 
+// --logit-bias ID:BIAS: +100 makes every greedy token that id; a malformed entry or a bias
+// out of range is refused, naming the flag or the field.
+TEST(Cli, LogitBiasSteersAndMalformedEntriesAreRefused) {
+  const CliRun forced =
+      kestrel_run(generate({"--prompt-ids", "1,2,3", "--ignore-eos", "--logit-bias", "7:100"}));
+  EXPECT_EQ(forced.code, 0) << forced.output;
+  EXPECT_NE(forced.output.find("token ids: 7 7 7"), std::string::npos) << forced.output;
+  for (const char* bad : {"7", "x:1", "7:", ":1", "7:1e", "7:100,9x"}) {
+    const CliRun run = kestrel_run(generate({"--prompt-ids", "1,2", "--logit-bias", bad}));
+    EXPECT_NE(run.code, 0) << bad;
+    EXPECT_NE(run.output.find("--logit-bias: expected ID:BIAS"), std::string::npos) << run.output;
+  }
+  const CliRun range = kestrel_run(generate({"--prompt-ids", "1,2", "--logit-bias", "7:1000"}));
+  EXPECT_NE(range.code, 0) << range.output;
+  EXPECT_NE(range.output.find("logit_bias: the bias of token 7 must be in [-100, 100]"),
+            std::string::npos)
+      << range.output;
+}
+
 TEST(Cli, MakeModelRefusesZeroSizesAndNegativeSeeds) {
   const std::string out = std::string(KESTREL_BINARY_DIR) + "/cli_test_model";
   const CliRun heads = kestrel_run({"make-model", "--out", out, "--heads", "0"});
