@@ -47,8 +47,9 @@ void SamplingParams::validate(int vocab_size) const {
   std::vector<int> bias_ids;
   bias_ids.reserve(logit_bias.size());
   for (const auto& [id, bias] : logit_bias) {
-    KS_CHECK(id >= 0 && id < vocab_size, "logit_bias: token id {} is outside the vocabulary [0, {})",
-             id, vocab_size);
+    KS_CHECK(id >= 0, "logit_bias: token id {} is negative", id);
+    KS_CHECK(id < vocab_size, "logit_bias: token id {} is outside the vocabulary [0, {})", id,
+             vocab_size);
     KS_CHECK(std::isfinite(bias) && bias >= -100.0f && bias <= 100.0f,
              "logit_bias: the bias of token {} must be in [-100, 100], got {}", id, bias);
     bias_ids.push_back(id);
@@ -56,8 +57,11 @@ void SamplingParams::validate(int vocab_size) const {
   std::sort(bias_ids.begin(), bias_ids.end());
   const auto dup = std::adjacent_find(bias_ids.begin(), bias_ids.end());
   KS_CHECK(dup == bias_ids.end(), "logit_bias: token id {} is given more than once", *dup);
+  // Python checks without a model (vocab_size INT_MAX): a negative id is named as such rather
+  // than as outside [0, 2147483647).
   for (int id : stop_token_ids) {
-    KS_CHECK(id >= 0 && id < vocab_size, "stop_token_ids: {} is outside the vocabulary [0, {})", id,
+    KS_CHECK(id >= 0, "stop_token_ids: {} is negative", id);
+    KS_CHECK(id < vocab_size, "stop_token_ids: {} is outside the vocabulary [0, {})", id,
              vocab_size);
   }
 }

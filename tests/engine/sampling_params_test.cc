@@ -82,10 +82,10 @@ TEST(SamplingParams, NamesTheFirstBadParameterAndItsRange) {
          p.stop_token_ids = {5, 100};
        },
        "stop_token_ids: 100 is outside the vocabulary [0, 100)"},
-      {[](auto& p) { p.stop_token_ids = {-3}; }, "stop_token_ids: -3"},
+      {[](auto& p) { p.stop_token_ids = {-3}; }, "stop_token_ids: -3 is negative"},
       {[](auto& p) { p.logit_bias = {{3, 1.0f}, {100, 2.0f}}; },
        "logit_bias: token id 100 is outside the vocabulary [0, 100)"},
-      {[](auto& p) { p.logit_bias = {{-1, 2.0f}}; }, "logit_bias: token id -1"},
+      {[](auto& p) { p.logit_bias = {{-1, 2.0f}}; }, "logit_bias: token id -1 is negative"},
       {[](auto& p) { p.logit_bias = {{3, 100.5f}}; },
        "logit_bias: the bias of token 3 must be in [-100, 100], got 100.5"},
       {[](auto& p) { p.logit_bias = {{3, NAN}}; }, "logit_bias: the bias of token 3"},

@@ -162,7 +162,7 @@ TEST(RequestParser, LogitBiasMapsTokenIdsToBiases) {
   expect_400(parse(R"({"5": "up"})"), "logit_bias", "must be a number");
   expect_400(parse(R"({"5": 101})"), "logit_bias", "[-100, 100]");
   expect_400(parse(R"({"1000": 1})"), "logit_bias", "outside the vocabulary");
-  expect_400(parse(R"({"-1": 1})"), "logit_bias", "outside the vocabulary");
+  expect_400(parse(R"({"-1": 1})"), "logit_bias", "is negative");
   expect_400(parse(R"({"5": 1, "05": 2})"), "logit_bias", "more than once");
 }
 
