@@ -19,6 +19,7 @@
 
 #include "core/error.h"
 #include "server/api_error.h"
+#include "server/chunked_body.h"
 #include "server/request_head.h"
 #include "server/socket_stream.h"
 
@@ -41,6 +42,10 @@ const char* reason_phrase(int status) {
       return "URI Too Long";
     case 431:
       return "Request Header Fields Too Large";
+    case 400:
+      return "Bad Request";
+    case 413:
+      return "Content Too Large";
     default:
       return "Service Unavailable";
   }
@@ -69,6 +74,7 @@ struct GateLimits {
   size_t keep_alive_max_count = 1000;  // requests per connection
   std::chrono::milliseconds read_timeout{5000};   // between reads of a body
   std::chrono::milliseconds write_timeout{5000};  // for room to write
+  size_t max_body_bytes = 16 << 20;               // a chunked body's limit (as httplib's)
 };
 
 class ConnectionGate {
@@ -99,6 +105,9 @@ class ConnectionGate {
   void on_readable(int fd);
   void sweep(Clock::time_point now);
   void serve(const ConnPtr& c);
+  // A chunked body read strictly (chunked_body.h) and handed on with a Content-Length; false
+  // when it was refused (answered here; the connection closes).
+  bool dechunk(Conn& c, SocketStream& stream);
   void park(const ConnPtr& c);
   void dispatch(const ConnPtr& c);
   void refuse(Conn& c, HeadState state);
@@ -253,6 +262,11 @@ void ConnectionGate::dispatch(const ConnPtr& c) {
 void ConnectionGate::serve(const ConnPtr& c) {
   SocketStream stream(c->fd, std::move(c->bytes), limits_.read_timeout, limits_.write_timeout);
   for (;;) {
+    if (!dechunk(*c, stream)) {
+      begin_linger(*c);
+      park(c);
+      break;
+    }
     ++c->served;
     const bool last = c->served >= limits_.keep_alive_max_count;
     bool client_closes = false;
@@ -286,6 +300,31 @@ void ConnectionGate::serve(const ConnPtr& c) {
   std::lock_guard lock(mu_);
   --active_;
   idle_.notify_all();
+}
+
+bool ConnectionGate::dechunk(Conn& c, SocketStream& stream) {
+  std::string bytes = stream.take_buffered();
+  const size_t head_bytes = c.head.head_bytes();
+  const std::string_view head = std::string_view(bytes).substr(0, head_bytes);
+  if (!is_plainly_chunked(head)) {
+    stream.set_buffered(std::move(bytes));
+    return true;
+  }
+  std::string request_head(head);
+  stream.set_buffered(bytes.substr(head_bytes));
+  if (expects_continue(request_head)) {
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    if (stream.write(kContinue.data(), kContinue.size()) != ssize_t(kContinue.size())) return false;
+  }
+  ChunkedBody body = read_chunked_body(
+      [&stream](char* ptr, size_t size) { return stream.read(ptr, size); },
+      limits_.max_body_bytes);
+  if (body.status != 0) {
+    send_error_now(c.fd, body.status, body.error);
+    return false;
+  }
+  stream.set_buffered(with_content_length(request_head, body.body.size()) + body.body + body.rest);
+  return true;
 }
 
 void ConnectionGate::park(const ConnPtr& c) {
@@ -374,6 +413,7 @@ GatedServer::GatedServer() {
     limits.keep_alive_max_count = keep_alive_max_count_;
     limits.read_timeout = millis(read_timeout_sec_, read_timeout_usec_);
     limits.write_timeout = millis(write_timeout_sec_, write_timeout_usec_);
+    limits.max_body_bytes = payload_max_length_;
     gate_ = std::make_unique<ConnectionGate>(
         limits, [this](httplib::Stream& stream, bool last, bool& client_closes) {
           return process_request(stream, last, client_closes, nullptr);

@@ -132,12 +132,46 @@ TEST(HttpFraming, AmbiguousBodyFramingIsRefusedAndClosesTheConnection) {
     EXPECT_NE(message_of(e).find(f.message_part), std::string::npos) << f.name << ": " << e.dump();
     EXPECT_EQ(raw_first_response(answer), answer) << f.name << ": a second answer:\n" << answer;
   }
+  // A chunk whose data is not followed by CRLF: httplib took the body as ended there and
+  // answered the bytes after it (here a smuggled GET) as a next request.
+  const std::string bad_chunk = raw_exchange(
+      port, kPost + "Transfer-Encoding: chunked\r\n\r\n" + "5\r\n{\"a\":XX0\r\n\r\n" + smuggled);
+  const json e = raw_error(raw_first_response(bad_chunk), 400, "chunk data without CRLF");
+  EXPECT_NE(message_of(e).find("not followed by CRLF"), std::string::npos) << e.dump();
+  EXPECT_EQ(raw_first_response(bad_chunk), bad_chunk) << "a second answer:\n" << bad_chunk;
+  // A chunk-size line of 100 KB is refused before it is held whole.
+  const std::string long_size =
+      raw_exchange(port, kPost + "Transfer-Encoding: chunked\r\n\r\n5;" + std::string(100000, 'x'));
+  EXPECT_NE(message_of(raw_error(raw_first_response(long_size), 400, "long size line"))
+                .find("too long"),
+            std::string::npos);
   // A GET's body is not read, so the connection closes after its answer instead.
   const std::string get = raw_exchange(
       port, "GET /health HTTP/1.1\r\nHost: localhost\r\nContent-Length: " +
                 std::to_string(smuggled.size()) + "\r\n\r\n" + smuggled);
   EXPECT_EQ(raw_status(get), 200) << get;
   EXPECT_EQ(raw_first_response(get), get) << "the GET's body was answered as a request:\n" << get;
+}
+
+// Chunked bodies framed as RFC 9112 says are read and answered as before, with
+// "Expect: 100-continue" (curl's default for uploads of unknown size) answered first, and a
+// pipelined request after the body still answered.
+TEST(HttpFraming, WellFramedChunkedBodiesAreServed) {
+  ServerProcess server;
+  const std::string body = R"({"prompt": [1, 2, 3], "max_tokens": 2})";
+  char size[16];
+  std::snprintf(size, sizeof(size), "%zX", body.size() - 10);
+  const std::string chunks = std::string(size) + ";ext=1\r\n" + body.substr(0, body.size() - 10) +
+                             "\r\n" + "a\r\n" + body.substr(body.size() - 10) + "\r\n0\r\nX-T: y\r\n\r\n";
+  const std::string health = "GET /health HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n";
+  const std::string answer = raw_exchange(
+      server.port(), kPost + "Transfer-Encoding: chunked\r\nExpect: 100-continue\r\n\r\n" + chunks + health);
+  ASSERT_EQ(answer.rfind("HTTP/1.1 100 Continue\r\n\r\n", 0), 0u) << answer;
+  const std::string rest = answer.substr(std::string("HTTP/1.1 100 Continue\r\n\r\n").size());
+  const std::string first = raw_first_response(rest);
+  EXPECT_EQ(raw_status(first), 200) << answer;
+  EXPECT_NE(raw_body(first).find("\"completion_tokens\":2"), std::string::npos) << first;
+  EXPECT_EQ(raw_status(rest.substr(first.size())), 200) << "the pipelined GET:\n" << answer;
 }
 
 }  // namespace
