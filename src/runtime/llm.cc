@@ -104,6 +104,16 @@ LLM::LLM(const std::string& model_dir, const EngineConfig& config) : impl_(new I
       }
     }
   }
+  // An id the model cannot produce never ends a sequence: say so once, at load, rather than
+  // leave every request to run to max_tokens unexplained.
+  const int vocab = impl_->runner->model_config().vocab_size;
+  for (int id : eos) {
+    if (id < 0 || id >= vocab) {
+      KS_LOG_WARN("EOS token id {} (config.json or generation_config.json) is outside the "
+                  "vocabulary [0, {}): it can never be sampled, so it will not end a sequence",
+                  id, vocab);
+    }
+  }
   impl_->engine = std::make_unique<LLMEngine>(resolve_engine_limits(config, *impl_->runner, eos),
                                               *impl_->executor);
 }

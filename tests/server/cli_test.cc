@@ -107,6 +107,29 @@ TEST(Cli, LogitBiasSteersAndMalformedEntriesAreRefused) {
       << range.output;
 }
 
+// An EOS id the vocabulary lacks can never end a sequence: loading says so (it ran to
+// max_tokens unexplained).
+TEST(Cli, AnEosIdOutsideTheVocabularyIsReported) {
+  const fs::path dir = fs::path(KESTREL_BINARY_DIR) / ("cli_test_eos_model" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::copy(model_dir(), dir, fs::copy_options::recursive);
+  for (const char* file : {"config.json", "generation_config.json"}) {
+    const fs::path path = dir / file;
+    if (!fs::exists(path)) continue;
+    nlohmann::json j = nlohmann::json::parse(std::ifstream(path));
+    // generation_config.json has no vocab_size: an id no tiny model has.
+    j["eos_token_id"] = nlohmann::json::array({j.value("vocab_size", 999994) + 5, 1});
+    std::ofstream(path) << j.dump();
+  }
+  std::vector<std::string> args = generate({"--prompt-ids", "1,2"});
+  args[2] = dir.string();  // --model's value
+  const CliRun run = kestrel_run(args);
+  fs::remove_all(dir);
+  EXPECT_EQ(run.code, 0) << run.output;
+  EXPECT_NE(run.output.find("is outside the vocabulary"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("will not end a sequence"), std::string::npos) << run.output;
+}
+
 TEST(Cli, MakeModelRefusesZeroSizesAndNegativeSeeds) {
   const std::string out = std::string(KESTREL_BINARY_DIR) + "/cli_test_model";
   const CliRun heads = kestrel_run({"make-model", "--out", out, "--heads", "0"});
