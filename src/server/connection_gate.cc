@@ -303,14 +303,11 @@ void ConnectionGate::serve(const ConnPtr& c) {
 }
 
 bool ConnectionGate::dechunk(Conn& c, SocketStream& stream) {
-  std::string bytes = stream.take_buffered();
+  // Every request passes here: look at its head in place, and move bytes only for a chunked one.
   const size_t head_bytes = c.head.head_bytes();
-  const std::string_view head = std::string_view(bytes).substr(0, head_bytes);
-  if (!is_plainly_chunked(head)) {
-    stream.set_buffered(std::move(bytes));
-    return true;
-  }
-  std::string request_head(head);
+  if (!is_plainly_chunked(stream.buffered().substr(0, head_bytes))) return true;
+  const std::string bytes = stream.take_buffered();
+  const std::string request_head = bytes.substr(0, head_bytes);
   stream.set_buffered(bytes.substr(head_bytes));
   if (expects_continue(request_head)) {
     static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";

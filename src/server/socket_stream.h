@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <string>
+#include <string_view>
 
 namespace kestrel::server {
 
@@ -32,6 +33,8 @@ class SocketStream final : public httplib::Stream {
   // The bytes read from the socket and not yet handed out (a pipelined request's); the
   // stream holds none afterwards.
   std::string take_buffered();
+  // The same bytes, left in place.
+  std::string_view buffered() const { return std::string_view(buffered_).substr(offset_); }
   // Bytes to hand out before reading the socket again.
   void set_buffered(std::string bytes);
 
