@@ -29,6 +29,15 @@ using cuda_test::poisoned;
     if (!nccl_available()) GTEST_SKIP() << "this build has no NCCL (KESTREL_NCCL_ROOT)"; \
   } while (0)
 
+// KS_REQUIRE_NCCL and at least two GPUs (the multi-rank tests: one rank per GPU).
+#define KS_REQUIRE_TWO_GPUS()                                                            \
+  do {                                                                                   \
+    KS_REQUIRE_NCCL();                                                                   \
+    int devices_ = 0;                                                                    \
+    ASSERT_EQ(cudaGetDeviceCount(&devices_), cudaSuccess);                               \
+    if (devices_ < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << devices_;        \
+  } while (0)
+
 // Random non-zero values, exact in BF16, as a host tensor of `dtype`.
 Tensor random_host(DType dtype, Shape shape, std::mt19937& rng) {
   Tensor t = Tensor::host(dtype, shape);
@@ -198,16 +207,8 @@ TEST(NcclCommunicator, AbortBreaksEveryLaterCall) {
   expect_aborted([&] { comm->all_reduce_min_host(3); }, "all_reduce_min_host");
 }
 
-std::vector<std::string> run_ranks(int ranks,
-                                   const std::function<void(int, Backend&, Communicator&)>& body) {
-  return run_nccl_ranks(ranks, body);
-}
-
 TEST(NcclCommunicator, TwoRanksInOneProcess) {
-  KS_REQUIRE_NCCL();
-  int devices = 0;
-  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
-  if (devices < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << devices;
+  KS_REQUIRE_TWO_GPUS();
   constexpr int kRanks = 2;
   constexpr int64_t kRows = 3, kCols = 8, kWidth = 13;  // rank 1 keeps 5 of its 8 columns
   std::vector<Tensor> inputs_f32, inputs_bf16, gather_in;
@@ -223,7 +224,7 @@ TEST(NcclCommunicator, TwoRanksInOneProcess) {
   };
   std::vector<Result> results(kRanks);
   const std::vector<std::string> errors =
-      run_ranks(kRanks, [&](int r, Backend& backend, Communicator& comm) {
+      run_nccl_ranks(kRanks, [&](int r, Backend& backend, Communicator& comm) {
         Tensor f32 = backend.upload(inputs_f32[r], DType::kF32);
         Tensor bf16 = backend.upload(inputs_bf16[r], DType::kBF16);
         comm.all_reduce_sum(f32);
@@ -280,10 +281,7 @@ namespace {
 // row (its call numbers and alternating buffers) and replays of a captured graph, each
 // against the exact sum (two bf16 addends: one rounding, whatever the algorithm).
 TEST(NcclCommunicator, PeerAllReduceSumsExactly) {
-  KS_REQUIRE_NCCL();
-  int devices = 0;
-  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
-  if (devices < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << devices;
+  KS_REQUIRE_TWO_GPUS();
   // The one-shot kernel at every size (two ranks default to the low-latency one up to 16 KiB).
   cuda_test::ScopedEnv one_shot("KESTREL_PEER_LL", "0");
   constexpr int kRanks = 2, kRounds = 3, kReplays = 4;
@@ -308,7 +306,7 @@ TEST(NcclCommunicator, PeerAllReduceSumsExactly) {
   }
   std::vector<std::vector<std::vector<double>>> got(kRanks);
   const std::vector<std::string> errors =
-      run_ranks(kRanks, [&](int r, Backend& backend, Communicator& comm) {
+      run_nccl_ranks(kRanks, [&](int r, Backend& backend, Communicator& comm) {
         for (int k = 0; k < kRounds; ++k) {
           for (const Tensor& in : inputs[r][k]) {
             Tensor t = backend.upload(in, in.dtype());
@@ -354,10 +352,7 @@ TEST(NcclCommunicator, PeerAllReduceSumsExactly) {
 // rows), eager and in a captured graph: t is the exact sum (one rounding), and every rank's
 // residual becomes round(residual + t), add_rms_norm's add, the same bits on both ranks.
 TEST(NcclCommunicator, AllReduceAddAddsTheSumIntoTheResidual) {
-  KS_REQUIRE_NCCL();
-  int devices = 0;
-  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
-  if (devices < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << devices;
+  KS_REQUIRE_TWO_GPUS();
   cuda_test::ScopedEnv one_shot("KESTREL_PEER_LL", "0");  // as PeerAllReduceSumsExactly
   constexpr int kRanks = 2, kReplays = 3;
   const std::vector<Shape> shapes = {Shape{1, 8}, Shape{1, 4096}, Shape{7, 4096},
@@ -377,7 +372,7 @@ TEST(NcclCommunicator, AllReduceAddAddsTheSumIntoTheResidual) {
   }
   std::vector<std::vector<std::vector<double>>> sums(kRanks), res(kRanks);
   const std::vector<std::string> errors =
-      run_ranks(kRanks, [&](int r, Backend& backend, Communicator& comm) {
+      run_nccl_ranks(kRanks, [&](int r, Backend& backend, Communicator& comm) {
         EXPECT_TRUE(comm.has_all_reduce_add());
         for (size_t c = 0; c < shapes.size(); ++c) {
           Tensor t = backend.upload(parts[r][c], DType::kBF16);
@@ -435,10 +430,7 @@ TEST(NcclCommunicator, AllReduceAddAddsTheSumIntoTheResidual) {
 // interleave, all_reduce_sum and all_reduce_add, then a captured graph replayed: the exact
 // sums and residuals on both ranks, as without it.
 TEST(NcclCommunicator, LowLatencyPeerAllReduceSumsExactly) {
-  KS_REQUIRE_NCCL();
-  int devices = 0;
-  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
-  if (devices < 2) GTEST_SKIP() << "needs 2 CUDA devices, found " << devices;
+  KS_REQUIRE_TWO_GPUS();
   cuda_test::ScopedEnv low_latency("KESTREL_PEER_LL", "1");
   constexpr int kRanks = 2, kRounds = 40, kReplays = 5;
   const std::vector<std::pair<DType, Shape>> cases = {
@@ -461,7 +453,7 @@ TEST(NcclCommunicator, LowLatencyPeerAllReduceSumsExactly) {
   }
   std::vector<std::vector<std::vector<double>>> got(kRanks);
   const std::vector<std::string> errors =
-      run_ranks(kRanks, [&](int r, Backend& backend, Communicator& comm) {
+      run_nccl_ranks(kRanks, [&](int r, Backend& backend, Communicator& comm) {
         size_t call = 0;
         for (int k = 0; k < kRounds; ++k) {
           for (size_t c = 0; c < cases.size(); ++c) {
