@@ -57,14 +57,13 @@ class PeerAllReduce {
   PeerAllReduce(const PeerAllReduce&) = delete;
   PeerAllReduce& operator=(const PeerAllReduce&) = delete;
 
-  // True when run() takes these bytes at this address: 16-byte multiples, at most
-  // max_bytes() (kCapacity, or less where KESTREL_PEER_MAX_BYTES says so on any rank: the
-  // ranks take the smallest, so that they agree on which all-reduces go to NCCL).
+  // True when run() takes these bytes at this address: 16-byte multiples, at most kCapacity
+  // (or less where KESTREL_PEER_MAX_BYTES says so on any rank: the ranks take the smallest,
+  // so that they agree on which all-reduces go to NCCL).
   bool takes(size_t bytes, const void* data) const {
     return bytes > 0 && bytes <= max_bytes_ && bytes % 16 == 0 &&
            reinterpret_cast<uintptr_t>(data) % 16 == 0;
   }
-  size_t max_bytes() const { return max_bytes_; }
   // With `residual` (n elements of dtype, 16-byte aligned, or null): after the sum, also
   // residual[i] = residual[i] + data[i], the sum rounded to dtype first, in the same kernel.
   void run(void* data, int64_t n, DType dtype, cudaStream_t stream, void* residual = nullptr);
