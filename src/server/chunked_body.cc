@@ -8,13 +8,16 @@
 
 #include <fmt/format.h>
 
+#include "server/request_head.h"
+
 namespace kestrel::server {
 namespace {
 
-constexpr size_t kMaxSizeLineBytes = 4096;     // with its CRLF
-constexpr size_t kMaxTrailerLineBytes = 8192;  // as a header line (request_head.h)
-constexpr size_t kMaxTrailerBytes = 32768;
-constexpr size_t kMaxSizeDigits = 16;          // 64 bits of hex
+constexpr size_t kMaxSizeLineBytes = 4096;  // with its CRLF
+// Trailer lines are header lines: the head's limits (request_head.h).
+constexpr size_t kMaxTrailerLineBytes = kMaxHeaderLineBytes;
+constexpr size_t kMaxTrailerBytes = kMaxHeadBytes;
+constexpr size_t kMaxSizeDigits = 16;  // 64 bits of hex
 constexpr size_t kReadBytes = 16384;
 
 // Bytes from `read`, consumed front to back, with CRLF lines and counted bytes taken off.
