@@ -2,14 +2,18 @@
 // (docs/parallel.md): ranks as threads of one process, one per GPU, each with the CUDA
 // backend and the NCCL communicator, so every path of NcclCommunicator is timed as the model
 // calls it. Per path and size, a CUDA graph of kCalls all-reduces of one tensor is replayed
-// (as the decode steps run them); the time per call is the wall time of the replays over
-// their calls, every rank's stream synchronized, the slowest rank's. The bus bandwidth is
+// (as the decode steps run them) in kRounds rounds, each started on a host barrier; a round's
+// time per call is the wall time of its replays over their calls, every rank's stream
+// synchronized, the slowest rank's. The table gives the median round and the worst (one
+// stalled host thread, whose peers spin while it is late, shows in the worst). The bus bandwidth is
 // 2 (N - 1) / N x bytes / time, NCCL's measure, to set beside the link's.
 //
 // Paths (each a fresh group, since the ranks agree on them at start):
 //   ll        the low-latency peer kernel (tensors <= 16 KiB; the default at two ranks,
 //             KESTREL_PEER_LL=1 here at any size of group)
 //   oneshot   the one-shot peer kernel (KESTREL_PEER_LL=0), up to 4 MiB
+//   twoshot   the two-shot peer kernel (KESTREL_PEER_TWO_SHOT_BYTES), 64 KiB to 4 MiB, on
+//             32 blocks; ts-128 on 128 (KESTREL_PEER_TWO_SHOT_BLOCKS), from 256 KiB
 //   nccl      NCCL's all-reduce (KESTREL_CUSTOM_ALLREDUCE=0)
 // each as all_reduce_sum and as all_reduce_add (the sum added into a residual: the decode
 // path's form). Inputs are random (never zeros); the sums grow over the calls, up to
@@ -37,19 +41,28 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 constexpr int kCalls = 50;    // all-reduces in one graph
-constexpr int kReplays = 20;  // graph replays timed
+constexpr int kReplays = 4;   // graph replays timed in a round
+constexpr int kRounds = 9;
 
 struct Path {
   const char* name;
-  const char* ll;      // KESTREL_PEER_LL
-  const char* custom;  // KESTREL_CUSTOM_ALLREDUCE
-  size_t max_kib;      // larger sizes are not this path's
+  const char* ll;               // KESTREL_PEER_LL
+  const char* custom;           // KESTREL_CUSTOM_ALLREDUCE
+  const char* two_shot_bytes;   // KESTREL_PEER_TWO_SHOT_BYTES
+  const char* two_shot_blocks;  // KESTREL_PEER_TWO_SHOT_BLOCKS
+  size_t min_kib, max_kib;      // other sizes are not this path's
 };
 
-// Seconds per call for each size (-1 where the size is not the path's), the slowest rank's.
-std::vector<double> time_path(int ranks, const std::vector<size_t>& kib,
+struct Timing {
+  double median = -1.0, worst = -1.0;  // seconds per call
+};
+
+// Per size, the median and the worst round's seconds per call, the slowest rank's in each.
+std::vector<Timing> time_path(int ranks, const std::vector<size_t>& kib,
                               const std::vector<std::vector<Tensor>>& inputs, bool add) {
-  std::vector<std::vector<double>> seconds(ranks, std::vector<double>(kib.size(), -1.0));
+  // seconds[r][i][round]
+  std::vector<std::vector<std::vector<double>>> seconds(
+      ranks, std::vector<std::vector<double>>(kib.size(), std::vector<double>(kRounds)));
   const std::vector<std::string> errors =
       run_nccl_ranks(ranks, [&](int r, Backend& backend, Communicator& comm) {
         for (size_t i = 0; i < kib.size(); ++i) {
@@ -70,12 +83,14 @@ std::vector<double> time_path(int ranks, const std::vector<size_t>& kib,
           });
           graph->replay();
           backend.synchronize();
-          comm.barrier();
-          const auto t0 = Clock::now();
-          for (int k = 0; k < kReplays; ++k) graph->replay();
-          backend.synchronize();
-          seconds[r][i] = std::chrono::duration<double>(Clock::now() - t0).count() /
-                          (kReplays * kCalls);
+          for (int round = 0; round < kRounds; ++round) {
+            comm.barrier();
+            const auto t0 = Clock::now();
+            for (int k = 0; k < kReplays; ++k) graph->replay();
+            backend.synchronize();
+            seconds[r][i][round] = std::chrono::duration<double>(Clock::now() - t0).count() /
+                                   (kReplays * kCalls);
+          }
           comm.barrier();
         }
         comm.barrier();  // no rank frees its peer-mapped memory while another still reads it
@@ -83,11 +98,18 @@ std::vector<double> time_path(int ranks, const std::vector<size_t>& kib,
   for (int r = 0; r < ranks; ++r) {
     KS_CHECK(errors[r].empty(), "rank {}: {}", r, errors[r]);
   }
-  std::vector<double> slowest(kib.size(), -1.0);
+  std::vector<Timing> timings(kib.size());
   for (size_t i = 0; i < kib.size(); ++i) {
-    for (int r = 0; r < ranks; ++r) slowest[i] = std::max(slowest[i], seconds[r][i]);
+    std::vector<double> slowest(kRounds, 0.0);
+    for (int round = 0; round < kRounds; ++round) {
+      for (int r = 0; r < ranks; ++r) {
+        slowest[round] = std::max(slowest[round], seconds[r][i][round]);
+      }
+    }
+    std::sort(slowest.begin(), slowest.end());
+    timings[i] = {slowest[kRounds / 2], slowest.back()};
   }
-  return slowest;
+  return timings;
 }
 
 int run(int argc, char** argv) {
@@ -108,28 +130,36 @@ int run(int argc, char** argv) {
       inputs[r].push_back(cuda_bench::random_bf16_host(Shape{int64_t(k) * 512}));
     }
   }
-  const Path paths[] = {{"ll", "1", "1", 16}, {"oneshot", "0", "1", 4096}, {"nccl", "0", "0", ~size_t{0}}};
-  std::printf("%d ranks; us per all-reduce in a CUDA graph of %d, %d replays; busbw = 2 (N-1)/N x bytes / time\n",
-              ranks, kCalls, kReplays);
-  std::printf("%-8s %-4s %9s %10s %12s\n", "path", "op", "KiB", "us/call", "busbw GB/s");
+  const Path paths[] = {{"ll", "1", "1", "0", "32", 0, 16},
+                        {"oneshot", "0", "1", "0", "32", 0, 4096},
+                        {"twoshot", "0", "1", "16", "32", 64, 4096},
+                        {"ts-128", "0", "1", "16", "128", 256, 4096},
+                        {"nccl", "0", "0", "0", "32", 0, ~size_t{0}}};
+  std::printf("%d ranks; us per all-reduce in a CUDA graph of %d, %d replays a round, median and "
+              "worst of %d rounds; busbw = 2 (N-1)/N x bytes / median\n",
+              ranks, kCalls, kReplays, kRounds);
+  std::printf("%-8s %-4s %9s %10s %10s %12s\n", "path", "op", "KiB", "us/call", "worst us",
+              "busbw GB/s");
   for (const Path& p : paths) {
     setenv("KESTREL_PEER_LL", p.ll, 1);
     setenv("KESTREL_CUSTOM_ALLREDUCE", p.custom, 1);
+    setenv("KESTREL_PEER_TWO_SHOT_BYTES", p.two_shot_bytes, 1);
+    setenv("KESTREL_PEER_TWO_SHOT_BLOCKS", p.two_shot_blocks, 1);
     std::vector<size_t> mine;
     std::vector<std::vector<Tensor>> my_inputs(ranks);
     for (size_t i = 0; i < kib.size(); ++i) {
-      if (kib[i] > p.max_kib) continue;
+      if (kib[i] < p.min_kib || kib[i] > p.max_kib) continue;
       mine.push_back(kib[i]);
       for (int r = 0; r < ranks; ++r) my_inputs[r].push_back(inputs[r][i]);
     }
     if (mine.empty()) continue;
     for (bool add : {false, true}) {
-      const std::vector<double> s = time_path(ranks, mine, my_inputs, add);
+      const std::vector<Timing> s = time_path(ranks, mine, my_inputs, add);
       for (size_t i = 0; i < mine.size(); ++i) {
         const double bytes = double(mine[i]) * 1024.0;
-        const double busbw = 2.0 * (ranks - 1) / ranks * bytes / s[i] / 1e9;
-        std::printf("%-8s %-4s %9zu %10.2f %12.1f\n", p.name, add ? "add" : "sum", mine[i],
-                    s[i] * 1e6, busbw);
+        const double busbw = 2.0 * (ranks - 1) / ranks * bytes / s[i].median / 1e9;
+        std::printf("%-8s %-4s %9zu %10.2f %10.2f %12.1f\n", p.name, add ? "add" : "sum",
+                    mine[i], s[i].median * 1e6, s[i].worst * 1e6, busbw);
       }
     }
   }

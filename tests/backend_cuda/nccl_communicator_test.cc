@@ -424,6 +424,123 @@ TEST(NcclCommunicator, AllReduceAddAddsTheSumIntoTheResidual) {
 }
 
 
+// The two-shot kernel (reduce-scatter then all-gather through the peers' memory) on up to
+// four GPUs: sums of the same bits as the one-shot kernel (fp32 in rank order, one rounding),
+// with shards of uneven length (375 vectors over 4 ranks), fewer vectors than ranks, the whole
+// buffer, the residual add, and one-shot calls in between (the kernels keep separate call
+// numbers), eager and in a captured graph.
+TEST(NcclCommunicator, TwoShotPeerAllReduceSumsExactly) {
+  KS_REQUIRE_TWO_GPUS();
+  cuda_test::ScopedEnv one_shot("KESTREL_PEER_LL", "0");
+  cuda_test::ScopedEnv two_shot("KESTREL_PEER_TWO_SHOT_BYTES", "32");  // 16 bytes: one-shot
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  const int ranks = std::min(devices, 4);
+  constexpr int kRounds = 3, kReplays = 4;
+  struct Case {
+    DType dtype;
+    Shape shape;
+    bool add;  // all_reduce_add into a residual (BF16)
+  };
+  const std::vector<Case> cases = {
+      {DType::kBF16, Shape{1, 8}, false},     {DType::kBF16, Shape{1, 16}, false},
+      {DType::kBF16, Shape{3, 1000}, false},  {DType::kF32, Shape{3, 1000}, false},
+      {DType::kBF16, Shape{7, 4096}, false},  {DType::kBF16, Shape{256, 4096}, false},
+      {DType::kBF16, Shape{512, 4096}, false},  // = kCapacity
+      {DType::kBF16, Shape{3, 1000}, true},   {DType::kBF16, Shape{256, 4096}, true}};
+  const std::vector<size_t> graph_cases = {0, 8, 2, 7};  // one-shot and two-shot in turn
+  std::mt19937 rng(23);
+  // in[rank][call], residuals[call] (the same on every rank): the rounds' calls, then the
+  // replays' (graph_cases in order, per replay).
+  std::vector<const Case*> calls;
+  for (int k = 0; k < kRounds; ++k) {
+    for (const Case& c : cases) calls.push_back(&c);
+  }
+  for (int k = 0; k < kReplays; ++k) {
+    for (size_t c : graph_cases) calls.push_back(&cases[c]);
+  }
+  std::vector<std::vector<Tensor>> in(ranks);
+  std::vector<Tensor> residuals;
+  for (const Case* c : calls) {
+    for (int r = 0; r < ranks; ++r) in[r].push_back(random_host(c->dtype, c->shape, rng));
+    residuals.push_back(random_host(DType::kBF16, c->shape, rng));
+  }
+  std::vector<std::vector<std::vector<double>>> got(ranks);
+  const std::vector<std::string> errors =
+      run_nccl_ranks(ranks, [&](int r, Backend& backend, Communicator& comm) {
+        size_t call = 0;
+        for (; call < size_t{kRounds} * cases.size(); ++call) {
+          Tensor t = backend.upload(in[r][call], calls[call]->dtype);
+          if (calls[call]->add) {
+            Tensor residual = backend.upload(residuals[call], DType::kBF16);
+            comm.all_reduce_add(t, residual);
+            got[r].push_back(fetch(t, backend));
+            got[r].push_back(fetch(residual, backend));
+          } else {
+            comm.all_reduce_sum(t);
+            got[r].push_back(fetch(t, backend));
+          }
+        }
+        std::vector<Tensor> t, residual;
+        for (size_t c : graph_cases) {
+          t.push_back(backend.empty(cases[c].dtype, cases[c].shape));
+          residual.push_back(backend.empty(DType::kBF16, cases[c].shape));
+        }
+        auto graph = backend.capture_graph([&] {
+          for (size_t g = 0; g < graph_cases.size(); ++g) {
+            if (cases[graph_cases[g]].add) {
+              comm.all_reduce_add(t[g], residual[g]);
+            } else {
+              comm.all_reduce_sum(t[g]);
+            }
+          }
+        });
+        for (int k = 0; k < kReplays; ++k) {
+          for (size_t g = 0; g < graph_cases.size(); ++g) {
+            backend.copy_from_host(in[r][call + g], t[g]);
+            backend.copy_from_host(residuals[call + g], residual[g]);
+          }
+          graph->replay();
+          for (size_t g = 0; g < graph_cases.size(); ++g) {
+            got[r].push_back(fetch(t[g], backend));
+            if (cases[graph_cases[g]].add) got[r].push_back(fetch(residual[g], backend));
+          }
+          call += graph_cases.size();
+        }
+        comm.barrier();
+      });
+
+  auto round = [](DType dtype, float f) {
+    return dtype == DType::kBF16 ? static_cast<double>(bf16_to_f32(f32_to_bf16(f))) : f;
+  };
+  std::vector<std::vector<double>> want;
+  for (size_t call = 0; call < calls.size(); ++call) {
+    std::vector<std::vector<double>> x;
+    for (int r = 0; r < ranks; ++r) x.push_back(host_values(in[r][call]));
+    std::vector<double> s(x[0].size());
+    for (size_t i = 0; i < s.size(); ++i) {
+      float f = static_cast<float>(x[0][i]);
+      for (int r = 1; r < ranks; ++r) f += static_cast<float>(x[r][i]);
+      s[i] = round(calls[call]->dtype, f);
+    }
+    want.push_back(s);
+    if (calls[call]->add) {
+      const std::vector<double> z = host_values(residuals[call]);
+      std::vector<double> q(z.size());
+      for (size_t i = 0; i < z.size(); ++i) {
+        q[i] = round(DType::kBF16, static_cast<float>(z[i]) + static_cast<float>(s[i]));
+      }
+      want.push_back(q);
+    }
+  }
+  for (int r = 0; r < ranks; ++r) {
+    SCOPED_TRACE("rank " + std::to_string(r) + " of " + std::to_string(ranks));
+    ASSERT_EQ(errors[r], "");
+    ASSERT_EQ(got[r].size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_TRUE(got[r][i] == want[i]) << "result " << i;
+  }
+}
+
 // The low-latency kernel (peer_all_reduce_ll.cu; the default at two ranks) at two ranks: tensors up
 // to its 16 KiB (bf16 and f32, the limit itself) and one above (the one-shot kernel), 40
 // rounds so that both call parities are reused many times and the two kernels' calls

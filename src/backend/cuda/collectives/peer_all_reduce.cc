@@ -44,8 +44,20 @@ bool all_ranks(Communicator& host, bool ok) {
 
 // Flags, the two data buffers, the low-latency region.
 size_t ll_offset() { return kernels::kPeerFlagsBytes + 2 * PeerAllReduce::kCapacity; }
-size_t allocation_bytes() { return ll_offset() + kernels::kPeerLlRegionBytes; }
-constexpr int kCounters = kernels::kPeerBlocks + kernels::kPeerLlBlocks;
+size_t ts_offset() { return ll_offset() + kernels::kPeerLlRegionBytes; }
+size_t allocation_bytes() {
+  return ts_offset() + kernels::kPeerTwoShotRegionBytes(PeerAllReduce::kCapacity);
+}
+// Call numbers: the one-shot kernel's, the low-latency kernel's, the two-shot kernel's.
+constexpr int kCounters = kernels::kPeerBlocks + kernels::kPeerLlBlocks + kernels::kPeerMaxBlocks;
+
+// A size switch read from the environment and agreed by the ranks (the smallest wins, so that
+// every rank sends the same tensors to the same kernel). Unset: `fallback`.
+int64_t agreed_env(Communicator& host, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
+  const char* env = std::getenv(name);
+  const int64_t want = env != nullptr ? std::clamp<int64_t>(std::atoll(env), lo, hi) : fallback;
+  return host.all_reduce_min_host(want);
+}
 
 }  // namespace
 
@@ -127,22 +139,35 @@ std::unique_ptr<PeerAllReduce> PeerAllReduce::create(int device, Communicator& h
                 why.empty() ? "another rank could not map them" : why);
     return nullptr;  // the destructor unmaps what was mapped
   }
-  // The low-latency kernel by default at two ranks, where it has run on GPUs (session 18:
-  // 3.536 -> 3.433 ms a Qwen3-8B token at TP=2); at more ranks only with KESTREL_PEER_LL=1
-  // until it has run there. Every rank must agree: the ranks run the same kernel each call.
+  // The low-latency kernel by default (Qwen3-8B single stream on H200s: 3.536 -> 3.433 ms a
+  // token at TP=2, 442.7 -> 447.1 decode tok/s at TP=4; docs/parallel.md). Every rank must
+  // agree: the ranks run the same kernel each call.
   const char* ll = std::getenv("KESTREL_PEER_LL");
-  const bool want_ll = ll != nullptr ? std::strcmp(ll, "1") == 0 : world == 2;
+  const bool want_ll = ll == nullptr || std::strcmp(ll, "0") != 0;
   self->low_latency_ = all_ranks(host, want_ll);
-  // A smaller cap for measuring the one-shot kernel against NCCL by size (an A/B switch).
-  const char* cap = std::getenv("KESTREL_PEER_MAX_BYTES");
-  const int64_t want_cap = cap != nullptr ? std::max<int64_t>(0, std::atoll(cap))
-                                          : static_cast<int64_t>(kCapacity);
-  self->max_bytes_ = static_cast<size_t>(
-      host.all_reduce_min_host(std::min<int64_t>(want_cap, static_cast<int64_t>(kCapacity))));
-  KS_LOG_INFO("tensor parallelism: one-shot peer all-reduce up to {} KiB{}, NCCL above",
+  // A smaller cap for measuring the peer kernels against NCCL by size (an A/B switch).
+  const auto capacity = static_cast<int64_t>(kCapacity);
+  self->max_bytes_ =
+      static_cast<size_t>(agreed_env(host, "KESTREL_PEER_MAX_BYTES", capacity, 0, capacity));
+  // The two-shot kernel for tensors of at least KESTREL_PEER_TWO_SHOT_BYTES (0: never), on
+  // KESTREL_PEER_TWO_SHOT_BLOCKS blocks. By default from 512 KiB at three ranks and more: on
+  // 4 x H200 it takes 19.8 us where one-shot takes 25.7 at 2 MiB, 13.2 against 14.6 at
+  // 1 MiB, but 9.0 against 6.3 at 256 KiB (allreduce_bench); nano-vLLM's benchmark at TP=4
+  // 20,595 -> 21,136 output tok/s. Two ranks move the same bytes either way and keep one-shot.
+  const int64_t two_shot_default = world >= 3 ? int64_t{512} << 10 : 0;
+  const int64_t two_shot =
+      agreed_env(host, "KESTREL_PEER_TWO_SHOT_BYTES", two_shot_default, 0, capacity);
+  self->two_shot_bytes_ = two_shot > 0 ? static_cast<size_t>(two_shot) : SIZE_MAX;
+  self->two_shot_blocks_ = static_cast<int>(agreed_env(
+      host, "KESTREL_PEER_TWO_SHOT_BLOCKS", kernels::kPeerBlocks, 1, kernels::kPeerMaxBlocks));
+  KS_LOG_INFO("tensor parallelism: peer all-reduce up to {} KiB{}{}, NCCL above",
               self->max_bytes_ >> 10,
               self->low_latency_
                   ? fmt::format(" (low-latency kernel up to {} KiB)", kernels::kPeerLlBytes >> 10)
+                  : std::string(),
+              self->two_shot_bytes_ <= self->max_bytes_
+                  ? fmt::format(" (two-shot kernel on {} blocks from {} KiB)",
+                                self->two_shot_blocks_, self->two_shot_bytes_ >> 10)
                   : std::string());
   return self;
 }
@@ -175,10 +200,15 @@ void PeerAllReduce::run(void* data, int64_t n, DType dtype, cudaStream_t stream,
   a.counter = counter_;
   a.ll_counter = counter_ + kernels::kPeerBlocks;
   a.ll_offset = ll_offset();
+  a.ts_counter = counter_ + kernels::kPeerBlocks + kernels::kPeerLlBlocks;
+  a.ts_offset = ts_offset();
+  a.ts_blocks = two_shot_blocks_;
   a.abort = abort_device_;
   a.rank = rank_;
   if (low_latency_ && bytes <= kernels::kPeerLlBytes) {
     kernels::peer_all_reduce_ll(a, world_size_, dtype == DType::kBF16, stream);
+  } else if (bytes >= two_shot_bytes_) {
+    kernels::peer_all_reduce_two_shot(a, world_size_, dtype == DType::kBF16, stream);
   } else {
     kernels::peer_all_reduce(a, world_size_, dtype == DType::kBF16, stream);
   }

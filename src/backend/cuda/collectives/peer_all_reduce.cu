@@ -63,14 +63,8 @@ __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(const __grid_
     uint4 v[W];
 #pragma unroll
     for (int p = 0; p < W; ++p) v[p] = reinterpret_cast<const uint4*>(a.bases[p] + off)[i];
-    float acc[kN], x[kN];
-    Vec<T>::load(v[0], acc);
-#pragma unroll
-    for (int p = 1; p < W; ++p) {
-      Vec<T>::load(v[p], x);
-#pragma unroll
-      for (int j = 0; j < kN; ++j) acc[j] += x[j];
-    }
+    float acc[kN];
+    sum_in_rank_order<T, W>(v, acc);
     store_sum<Vec<T>>(acc, out, static_cast<uint4*>(a.residual), i);
   }
 }

@@ -21,9 +21,10 @@
 //   Every rank gets an instance, or every rank gets null: when a GPU cannot map a peer's
 //   memory, IPC fails, the world size is 1 or above kMaxRanks, or KESTREL_CUSTOM_ALLREDUCE=0
 //   on any rank. The ranks agree through `host`, so none waits on a kernel the others skip.
-//   Tensors of at most kPeerLlBytes go to the low-latency kernel (peer_all_reduce_ll.cu) by
-//   default at two ranks (run and measured there); KESTREL_PEER_LL=1 on every rank turns it
-//   on at any size of group (not yet run on more than two GPUs), =0 off.
+//   Tensors of at most kPeerLlBytes go to the low-latency kernel (peer_all_reduce_ll.cu)
+//   unless KESTREL_PEER_LL=0 on any rank. Tensors of at least KESTREL_PEER_TWO_SHOT_BYTES
+//   (512 KiB by default at three ranks and more, never at two; 0: never) go to the two-shot
+//   kernel (peer_all_reduce_two_shot.cu) on KESTREL_PEER_TWO_SHOT_BLOCKS blocks (32).
 // - run(): data[0..n) of dtype BF16 or F32, summed over ranks in place (and optionally added
 //   into a residual), enqueued on `stream` and capturable in a CUDA graph. REQUIRES: takes(bytes, data); every rank calls run
 //   with the same n and dtype in the same order (the kernels pair up by call number).
@@ -77,6 +78,10 @@ class PeerAllReduce {
   uint32_t* counter_ = nullptr;  // [kPeerBlocks + kPeerLlBlocks] call numbers, this rank's alone
   bool low_latency_ = false;     // tensors of <= kPeerLlBytes take the low-latency kernel
   size_t max_bytes_ = kCapacity;
+  // Tensors of two_shot_bytes_ and more take the two-shot kernel (reduce-scatter, all-gather:
+  // peer_all_reduce_two_shot.cu) on two_shot_blocks_ blocks; SIZE_MAX: never.
+  size_t two_shot_bytes_ = SIZE_MAX;
+  int two_shot_blocks_ = kernels::kPeerBlocks;
   volatile int* abort_host_ = nullptr;  // mapped pinned memory the kernels poll
   int* abort_device_ = nullptr;
   std::vector<void*> peers_;     // [world_size] every rank's allocation (this rank's too)

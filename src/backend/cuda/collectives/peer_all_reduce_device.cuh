@@ -90,19 +90,37 @@ struct Piece<__nv_bfloat16> {
   }
 };
 
-// Stores the fp32 sum `acc` of element group i, rounded once, into out; with a residual,
-// adds the sum as rounded into it (add_into's add). G: Vec<T> or Piece<T>.
+// acc = the fp32 sum of v[0..W), in that order (the rank order every kernel sums in).
+template <typename T, int W>
+__device__ __forceinline__ void sum_in_rank_order(const uint4 (&v)[W], float* acc) {
+  float x[Vec<T>::kN];
+  Vec<T>::load(v[0], acc);
+#pragma unroll
+  for (int p = 1; p < W; ++p) {
+    Vec<T>::load(v[p], x);
+#pragma unroll
+    for (int j = 0; j < Vec<T>::kN; ++j) acc[j] += x[j];
+  }
+}
+
+// residual[i] = round(residual[i] + sum), `sum` already rounded (add_into's add).
 template <typename G, typename Word>
-__device__ __forceinline__ void store_sum(const float* acc, Word* out, Word* residual, int64_t i) {
-  const Word sum = G::store(acc);
-  out[i] = sum;
-  if (residual == nullptr) return;
+__device__ __forceinline__ void add_into_residual(Word sum, Word* residual, int64_t i) {
   float r[G::kN], x[G::kN];
   G::load(residual[i], r);
   G::load(sum, x);
 #pragma unroll
   for (int j = 0; j < G::kN; ++j) r[j] += x[j];
   residual[i] = G::store(r);
+}
+
+// Stores the fp32 sum `acc` of element group i, rounded once, into out; with a residual,
+// adds the sum as rounded into it. G: Vec<T> or Piece<T>.
+template <typename G, typename Word>
+__device__ __forceinline__ void store_sum(const float* acc, Word* out, Word* residual, int64_t i) {
+  const Word sum = G::store(acc);
+  out[i] = sum;
+  if (residual != nullptr) add_into_residual<G>(sum, residual, i);
 }
 
 }  // namespace kestrel::kernels::peer

@@ -13,6 +13,9 @@ namespace kestrel::kernels {
 
 constexpr int kPeerMaxRanks = 8;
 constexpr int kPeerBlocks = 32;
+// The most blocks the two-shot kernel's flags have room for (its grid is agreed per group).
+constexpr int kPeerMaxBlocks = 128;
+static_assert(kPeerMaxRanks * kPeerMaxBlocks * 4 <= 4096);
 // The flags at the start of each rank's allocation: [kPeerMaxRanks][kPeerBlocks] u32.
 constexpr size_t kPeerFlagsBytes = 4096;
 static_assert(kPeerMaxRanks * kPeerBlocks * 4 <= kPeerFlagsBytes);
@@ -24,6 +27,14 @@ constexpr int kPeerLlThreads = 512;
 constexpr int kPeerLlBlocks = static_cast<int>(kPeerLlBytes / 4) / kPeerLlThreads;
 constexpr size_t kPeerLlRegionBytes = 2 * kPeerMaxRanks * (kPeerLlBytes / 4) * 8;
 
+// The two-shot kernel (large tensors at three or more ranks: peer_all_reduce.h): its region, after the low-latency one, holds flags like the one-shot's, then per
+// call parity a scatter area and a gather area of this many bytes each (W shards of
+// ceil(vecs / W) vectors: up to W - 1 vectors beyond the capacity).
+__host__ __device__ constexpr size_t kPeerTwoShotAreaBytes(size_t capacity) { return capacity + 4096; }
+constexpr size_t kPeerTwoShotRegionBytes(size_t capacity) {
+  return kPeerFlagsBytes + 4 * kPeerTwoShotAreaBytes(capacity);
+}
+
 struct PeerAllReduceArgs {
   char* bases[kPeerMaxRanks];  // every rank's allocation, as this rank addresses it
   void* data;                  // the tensor, summed in place
@@ -33,6 +44,9 @@ struct PeerAllReduceArgs {
   uint32_t* counter;           // [kPeerBlocks] this rank's call numbers, zeroed at start
   uint32_t* ll_counter;        // [kPeerLlBlocks] the same for the low-latency kernel
   size_t ll_offset;            // bytes from an allocation's start to its low-latency region
+  uint32_t* ts_counter;        // [kPeerMaxBlocks] the same for the two-shot kernel
+  size_t ts_offset;            // bytes from an allocation's start to its two-shot region
+  int ts_blocks;               // the two-shot kernel's grid: 1..kPeerMaxBlocks, fixed per group
   const volatile int* abort;   // non-zero: stop waiting for peers
   int rank;
 };
@@ -59,5 +73,9 @@ void peer_all_reduce(const PeerAllReduceArgs& args, int world, bool bf16, cudaSt
 // The same result (bit for bit) through the low-latency region. REQUIRES as above and
 // args.vecs * 16 <= kPeerLlBytes.
 void peer_all_reduce_ll(const PeerAllReduceArgs& args, int world, bool bf16, cudaStream_t stream);
+// The same result (bit for bit) as a reduce-scatter and an all-gather through the two-shot
+// region (peer_all_reduce_two_shot.cu). REQUIRES as peer_all_reduce.
+void peer_all_reduce_two_shot(const PeerAllReduceArgs& args, int world, bool bf16,
+                              cudaStream_t stream);
 
 }  // namespace kestrel::kernels
