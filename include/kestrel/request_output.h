@@ -9,9 +9,9 @@
 
 namespace kestrel {
 
-// Log-probabilities at one generated position.
+// Log-probabilities at one position: a generated token's, or a prompt token's.
 struct TokenLogprobs {
-  int token_id = 0;        // the sampled token
+  int token_id = 0;        // the sampled token (the prompt's token, for prompt logprobs)
   float logprob = 0.0f;    // its log-probability
   int rank = 0;            // 1 = most likely
   // The requested number of most likely tokens, most likely first.
@@ -43,6 +43,11 @@ struct RequestOutput {
   std::vector<int> prompt_token_ids;
   std::vector<CompletionOutput> outputs;
   int num_cached_tokens = 0;  // prompt tokens served from the prefix cache
+  // With SamplingParams::prompt_logprobs: entry i for prompt token i + 1 (the first token has
+  // no context, so none), as log_softmax of the logits at position i (the raw logits, as for
+  // generated tokens). In the first output once the whole prompt is computed, and in every
+  // later one unless the request asked for deltas; empty before.
+  std::vector<TokenLogprobs> prompt_logprobs;
   bool finished = false;
   std::string error;          // set when finish_reason is "error"
 };

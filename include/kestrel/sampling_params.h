@@ -64,6 +64,11 @@ struct SamplingParams {
   // for each generated token. nullopt: none. 0..20.
   std::optional<int> logprobs;
   static constexpr int kMaxLogprobs = 20;  // the most `logprobs` may ask for
+  // vLLM's prompt_logprobs: for each prompt token after the first, its log-probability given
+  // the tokens before it, its rank and this many most likely tokens in its place
+  // (RequestOutput::prompt_logprobs). nullopt: none. 0..20. The prompt is computed whole for
+  // it (no prefix-cache hits for the request's first sample).
+  std::optional<int> prompt_logprobs;
   // Structured outputs: each sample's tokens are constrained to what the factory's
   // constraints allow (kestrel/token_constraint.h; the server builds them from
   // response_format and guided_*). Shared by the samples; not with min_tokens > 0.

@@ -109,6 +109,11 @@ RequestOutput LLMEngine::make_output(const std::string& request_id, Request& req
     request.prompt_reported = true;
   }
   out.num_cached_tokens = first.num_cached_tokens;
+  if (first.computes_prompt_logprobs() && first.prompt_logprobs_done() &&
+      (!delta || !request.prompt_logprobs_reported)) {
+    out.prompt_logprobs = first.prompt_logprobs;
+    request.prompt_logprobs_reported = true;
+  }
   out.finished = true;
   if (delta && request.reported.size() != request.samples.size()) {
     request.reported.assign(request.samples.size(), 0);

@@ -122,6 +122,7 @@ class LLMEngine {
     std::vector<std::unique_ptr<Sequence>> samples;
     std::vector<size_t> reported;  // kDelta: output tokens of each sample already reported
     bool prompt_reported = false;  // kDelta
+    bool prompt_logprobs_reported = false;  // kDelta
   };
   // The request's output under its params' output_kind; records what a delta reported.
   RequestOutput make_output(const std::string& request_id, Request& request) const;

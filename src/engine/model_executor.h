@@ -41,7 +41,10 @@ class ModelExecutor {
   virtual ~ModelExecutor() = default;
   // Runs the model over the batch (writing K/V of the new tokens into the cache) and
   // returns one sampled token for each ScheduledSeq with sample == true, in batch order.
-  // Does not modify the sequences. Every token id is known (no pending_token).
+  // Does not modify the sequences, except that for a sequence that computes_prompt_logprobs()
+  // it appends to Sequence::prompt_logprobs the entries of the prompt positions this step
+  // computes beyond those it holds (before launch() returns, so the next step's batch sees
+  // them). Every token id is known (no pending_token).
   virtual std::vector<SampledToken> execute(const ScheduledBatch& batch) = 0;
 
   // The overlapped form, used only when supports_overlap(): launch() starts the step and may

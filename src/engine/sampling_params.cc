@@ -42,6 +42,10 @@ void SamplingParams::validate(int vocab_size) const {
     KS_CHECK(*logprobs >= 0 && *logprobs <= kMaxLogprobs, "logprobs must be in [0, {}], got {}",
              kMaxLogprobs, *logprobs);
   }
+  if (prompt_logprobs) {
+    KS_CHECK(*prompt_logprobs >= 0 && *prompt_logprobs <= kMaxLogprobs,
+             "prompt_logprobs must be in [0, {}], got {}", kMaxLogprobs, *prompt_logprobs);
+  }
   KS_CHECK(logit_bias.size() <= kMaxLogitBias, "logit_bias: at most {} entries, got {}",
            kMaxLogitBias, logit_bias.size());
   std::vector<int> bias_ids;

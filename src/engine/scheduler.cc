@@ -123,6 +123,7 @@ void Scheduler::preempt(Sequence* seq, ScheduledBatch& batch, int& budget) {
 }
 
 PrefixMatch Scheduler::match_prefix(const Sequence& seq) const {
+  if (seq.computes_prompt_logprobs()) return {};
   if (block_manager_.prefix_caching_enabled()) return block_manager_.find_cached_prefix(seq);
   auto it = share_source_.find(seq.seq_id);
   if (it == share_source_.end()) return {};

@@ -45,6 +45,13 @@ class Sequence {
     return {token_ids.data() + num_prompt_tokens, size_t(num_settled_tokens() - num_prompt_tokens)};
   }
   bool is_finished() const { return status == SequenceStatus::kFinished; }
+  // The request asked for prompt logprobs and this is the sample that computes its prompt
+  // (the others share it). Its prompt gets no prefix-cache hits: a cached position has no
+  // logits.
+  bool computes_prompt_logprobs() const { return params->prompt_logprobs && sample_index == 0; }
+  bool prompt_logprobs_done() const {
+    return static_cast<int>(prompt_logprobs.size()) >= num_prompt_tokens - 1;
+  }
 
   const int64_t seq_id;          // unique per engine, increasing in arrival order
   const std::string request_id;
@@ -66,6 +73,9 @@ class Sequence {
   const uint64_t seed;
   std::string finish_reason;           // set when finished
   std::vector<TokenLogprobs> logprobs; // per generated token, when params->logprobs is set
+  // When computes_prompt_logprobs(): entry i for prompt token i + 1, filled by the executor as
+  // the steps that compute positions 0 .. num_prompt_tokens - 2 run (model_executor.h).
+  std::vector<TokenLogprobs> prompt_logprobs;
   // From params->constraint (structured outputs): told each token as it settles.
   std::unique_ptr<TokenConstraint> constraint;
   int num_preemptions = 0;

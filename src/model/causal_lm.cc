@@ -75,9 +75,9 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
     be.embedding_shard(input_ids, weights_.embed, plan_.vocab_start, residual);
     all_reduce(residual);
   }
-  if (T <= be.fused_linear_max_rows() && (comm_ == nullptr || comm_->has_all_reduce_add())) {
-    return forward_fused(meta, kv, sample_rows, T, S, eps, scale, shape);
-  }
+  last_num_tokens_ = T;
+  last_fused_ = T <= be.fused_linear_max_rows() && (comm_ == nullptr || comm_->has_all_reduce_add());
+  if (last_fused_) return forward_fused(meta, kv, sample_rows, T, S, eps, scale, shape);
   // Without a communicator all_reduce() does nothing: the single-device sequence.
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
@@ -100,6 +100,20 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
   Tensor sampled = ws_.sampled.slice(0, S);
   be.gather_rows(hidden, sample_rows, sampled);
   return lm_head(sampled, S, nullptr, eps);
+}
+
+Tensor CausalLM::row_logits(const Tensor& rows) {
+  KS_CHECK(last_num_tokens_ > 0, "row_logits: no forward before it");
+  KS_CHECK(rows.defined() && rows.ndim() == 1 && rows.dtype() == DType::kI32,
+           "row_logits: rows must be i32 [R]");
+  const int64_t R = rows.dim(0);
+  KS_CHECK(R > 0 && R <= ws_.max_rows, "row_logits: {} rows (1 to {})", R, ws_.max_rows);
+  const float eps = static_cast<float>(config_.rms_norm_eps);
+  // The unfused path leaves the normed final rows in hidden; the fused one the residual.
+  const Tensor& final_rows = last_fused_ ? ws_.residual : ws_.hidden;
+  Tensor sampled = ws_.sampled.slice(0, R);
+  backend_.gather_rows(final_rows.slice(0, last_num_tokens_), rows, sampled);
+  return lm_head(sampled, R, last_fused_ ? &weights_.final_norm : nullptr, eps);
 }
 
 Tensor CausalLM::lm_head(const Tensor& sampled, int64_t S, const Tensor* final_norm, float eps) {

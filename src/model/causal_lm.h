@@ -77,6 +77,12 @@ class CausalLM {
   // kestrel::Error for inconsistent arguments (the backend ops validate the rest).
   Tensor forward(const Tensor& input_ids, const AttentionMetadata& meta,
                  std::vector<LayerKvCache>& kv, const Tensor& sample_rows);
+  // After forward(): logits F32 [R, vocab_size] of `rows` (i32 [R], token rows of that
+  // forward, R <= the workspace's max_rows), as forward() gives its sampled rows', from the
+  // final hidden states it left in the workspace (prompt logprobs). Overwrites the logits
+  // forward() returned; under tensor parallelism a collective, like forward(). Throws
+  // kestrel::Error without a forward before it or for R out of range.
+  Tensor row_logits(const Tensor& rows);
 
   // Makes the workspace hold at least `max_num_tokens` tokens and `max_rows` sampled rows; never
   // shrinks it. Call with the largest step before capturing graphs.
@@ -129,6 +135,10 @@ class CausalLM {
   ModelWeights weights_;
   Tensor cos_sin_;  // F32 [max_positions, head_dim]
   Workspace ws_;
+  // What the last forward() left for row_logits(): its token count (0: none yet) and
+  // whether it ran the fused path (whose final rows are the residual, not yet normed).
+  int64_t last_num_tokens_ = 0;
+  bool last_fused_ = false;
 };
 
 }  // namespace kestrel

@@ -28,7 +28,16 @@ HostBatch build_host_batch(const ScheduledBatch& batch, int block_size) {
               seq.seq_id, begin, end);
     KS_ASSERT(static_cast<int>(seq.block_table.size()) * block_size >= end,
               "seq {}: block table too short for {} tokens", seq.seq_id, end);
+    // Position pos's logits give prompt token pos + 1's logprob.
+    const int prompt_from = seq.computes_prompt_logprobs()
+                                ? std::max(begin, static_cast<int>(seq.prompt_logprobs.size()))
+                                : end;
+    const int prompt_to = std::min(end, seq.num_prompt_tokens - 1);
     for (int pos = begin; pos < end; ++pos) {
+      if (pos >= prompt_from && pos < prompt_to) {
+        b.prompt_rows.push_back(static_cast<int>(b.input_ids.size()));
+        b.prompt_seqs.push_back(i);
+      }
       b.input_ids.push_back(seq.token_ids[pos]);
       b.positions.push_back(pos);
       b.slot_mapping.push_back(seq.block_table[pos / block_size] * block_size + pos % block_size);

@@ -20,6 +20,11 @@ struct HostBatch {
   int max_seq_len = 0;
   std::vector<int> sample_rows;      // token rows whose logits are sampled
   std::vector<int> sample_seqs;      // batch index of each sampled row
+  // Token rows whose logits give prompt logprobs (Sequence::computes_prompt_logprobs(): the
+  // prompt positions up to the second-to-last, past the entries the sequence holds), and
+  // the batch index of each.
+  std::vector<int> prompt_rows;
+  std::vector<int> prompt_seqs;
 };
 
 // REQUIRES: every sequence's block table covers its tokens up to

@@ -19,6 +19,7 @@
 #include "runtime/kv_cache_sizing.h"
 #include "runtime/kv_scales.h"
 #include "runtime/step_inputs.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #if KESTREL_WITH_CUDA
 #include "backend/cuda/collectives/nccl_communicator.h"
@@ -430,7 +431,50 @@ void ModelRunner::launch(const ScheduledBatch& batch) {
     last_tokens_.clear();
     for (const SampledToken& t : l.tokens) last_tokens_.push_back(t.token_id);
   }
+  // After the sampler has its logits (the device sampler's kernels are ahead on the stream):
+  // the prompt rows' logits reuse that buffer.
+  if (!hb.prompt_rows.empty()) fill_prompt_logprobs(batch, hb);
   launched_.push_back(std::move(l));
+}
+
+void ModelRunner::run_prompt_logits(
+    const HostBatch& hb, const std::function<void(size_t first, const Tensor& logits)>& use) {
+  const size_t num_rows = hb.prompt_rows.size();
+  const size_t slice = static_cast<size_t>(max_num_seqs_);
+  for (size_t first = 0; first < num_rows; first += slice) {
+    const size_t count = std::min(slice, num_rows - first);
+    Tensor rows = Tensor::host(DType::kI32, {static_cast<int64_t>(count)});
+    std::copy_n(hb.prompt_rows.begin() + static_cast<ptrdiff_t>(first), count,
+                rows.data_as<int32_t>());
+    const Tensor logits = model_->row_logits(backend_->upload(rows, DType::kI32));
+    if (use) use(first, logits);
+  }
+}
+
+void ModelRunner::fill_prompt_logprobs(const ScheduledBatch& batch, const HostBatch& hb) {
+  const int vocab = model_->config().vocab_size;
+  if (!host_logits_.defined()) host_logits_ = Tensor::host(DType::kF32, {max_num_seqs_, vocab});
+  run_prompt_logits(hb, [&](size_t first, const Tensor& logits) {
+    const int64_t count = logits.dim(0);
+    const float* host = logits.data_as<float>();
+    if (logits.device() != Device::kCpu) {
+      Tensor rows = host_logits_.slice(0, count);
+      backend_->copy_to_host(logits, rows);
+      host = rows.data_as<float>();
+    }
+    for (int64_t r = 0; r < count; ++r) {
+      const size_t i = first + static_cast<size_t>(r);
+      Sequence& seq = *batch.seqs[hb.prompt_seqs[i]].seq;
+      const int pos = hb.positions[hb.prompt_rows[i]];
+      // build_host_batch asks only for the entries after those the sequence holds, in order.
+      KS_ASSERT(pos == static_cast<int>(seq.prompt_logprobs.size()),
+                "seq {}: prompt logprob of position {} after {} entries", seq.seq_id, pos,
+                seq.prompt_logprobs.size());
+      const std::span<const float> row(host + r * vocab, static_cast<size_t>(vocab));
+      seq.prompt_logprobs.push_back(
+          compute_logprobs(row, seq.token_ids[pos + 1], *seq.params->prompt_logprobs));
+    }
+  });
 }
 
 Tensor ModelRunner::run_forward(const HostBatch& hb) {
@@ -439,7 +483,16 @@ Tensor ModelRunner::run_forward(const HostBatch& hb) {
   const int num_tokens = static_cast<int>(hb.input_ids.size());
   const int num_seqs = static_cast<int>(hb.seq_lens.size());
   const int num_rows = static_cast<int>(hb.sample_rows.size());
-  const int graph_size = graphs_ && is_pure_decode(hb) ? graphs_->padded_size(num_seqs) : 0;
+  // Prompt rows read the final hidden states an eager forward leaves in the workspace, which
+  // must hold a slice of them (no growth on a GPU: it is reserved at its largest there).
+  const bool prompt_rows = !hb.prompt_rows.empty();
+  const int graph_size =
+      graphs_ && !prompt_rows && is_pure_decode(hb) ? graphs_->padded_size(num_seqs) : 0;
+  if (prompt_rows) {
+    model_->reserve_workspace(num_tokens, std::min<int64_t>(
+                                              static_cast<int64_t>(hb.prompt_rows.size()),
+                                              max_num_seqs_));
+  }
   Tensor logits;
   if (graph_size > 0) {
     inputs_->upload(hb, graph_shape(graph_size));

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -103,6 +104,12 @@ class ModelRunner : public ModelExecutor {
   // group run for each step rank 0 broadcasts. Returns the logits (valid until the next
   // step): a graph replay for a pure-decode batch within the captured sizes, else op by op.
   Tensor run_forward(const HostBatch& batch);
+  // After run_forward(batch): the logits of batch.prompt_rows (CausalLM::row_logits), in
+  // slices of at most max_num_seqs rows; `use` (rank 0; null on the other ranks, which only
+  // join the collectives) gets each slice's first index into prompt_rows and its logits.
+  // Every rank calls it after each step that has prompt rows.
+  void run_prompt_logits(const HostBatch& batch,
+                         const std::function<void(size_t first, const Tensor& logits)>& use);
   // Rank 0's sampled tokens of the last launch into every rank's token-feedback buffer, so
   // that the next step's pending tokens read the same ids everywhere. Every rank calls it
   // after each step with sampled rows (rank 0 from launch()); a no-op outside a group or
@@ -153,6 +160,8 @@ class ModelRunner : public ModelExecutor {
   void capture_graphs();
   StepShape graph_shape(int size) const;
   Tensor forward(const StepShape& shape, int max_query_len, int max_seq_len);
+  // Rank 0: the prompt logprobs of the step's prompt rows into their sequences, at once.
+  void fill_prompt_logprobs(const ScheduledBatch& batch, const HostBatch& host_batch);
   // Host sampling (no device sampler), at once.
   std::vector<SampledToken> sample_on_host(const Tensor& logits, const ScheduledBatch& batch,
                                            const HostBatch& host_batch);

@@ -44,6 +44,7 @@ OutputProcessor::OutputProcessor(const Tokenizer* tokenizer, const SamplingParam
 OutputProcessor::Result OutputProcessor::process(RequestOutput in) {
   Result result;
   num_cached_tokens_ = in.num_cached_tokens;
+  if (!in.prompt_logprobs.empty()) prompt_logprobs_ = std::move(in.prompt_logprobs);
   RequestOutput delta;
   delta.request_id = std::move(in.request_id);
   for (const CompletionOutput& c : in.outputs) {
@@ -68,6 +69,10 @@ OutputProcessor::Result OutputProcessor::process(RequestOutput in) {
   if (params_.output_kind == OutputKind::kDelta) {
     if (!prompt_sent_) delta.prompt_token_ids = prompt_;
     prompt_sent_ = true;
+    if (!prompt_logprobs_sent_ && !prompt_logprobs_.empty()) {
+      delta.prompt_logprobs = prompt_logprobs_;
+      prompt_logprobs_sent_ = true;
+    }
     delta.num_cached_tokens = num_cached_tokens_;
     delta.finished = done;
     result.output = std::move(delta);
@@ -75,6 +80,7 @@ OutputProcessor::Result OutputProcessor::process(RequestOutput in) {
     RequestOutput out;
     out.request_id = std::move(delta.request_id);
     out.prompt_token_ids = prompt_;
+    out.prompt_logprobs = prompt_logprobs_;
     out.num_cached_tokens = num_cached_tokens_;
     out.finished = done;
     for (const Sample& s : samples_) out.outputs.push_back(s.all);

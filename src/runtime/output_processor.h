@@ -59,6 +59,9 @@ class OutputProcessor {
   size_t num_finished_ = 0;
   int num_cached_tokens_ = 0;
   bool prompt_sent_ = false;
+  // The engine's prompt logprobs (they come once), for cumulative outputs; sent: in a delta.
+  std::vector<TokenLogprobs> prompt_logprobs_;
+  bool prompt_logprobs_sent_ = false;
 };
 
 }  // namespace kestrel

@@ -13,12 +13,13 @@ namespace {
 template <typename Batch>
 auto arrays(Batch& hb) {
   return std::array{&hb.input_ids, &hb.positions, &hb.slot_mapping, &hb.query_start_loc,
-                    &hb.seq_lens, &hb.block_tables, &hb.sample_rows};
+                    &hb.seq_lens, &hb.block_tables, &hb.sample_rows, &hb.prompt_rows};
 }
 
-std::array<size_t, 7> lengths(const StepHeader& h) {
+std::array<size_t, 8> lengths(const StepHeader& h) {
   const size_t T = h.num_tokens, B = h.num_seqs;
-  return {T, T, T, B + 1, B, B * h.max_blocks, static_cast<size_t>(h.num_rows)};
+  return {T, T, T, B + 1, B, B * h.max_blocks, static_cast<size_t>(h.num_rows),
+          static_cast<size_t>(h.num_prompt_rows)};
 }
 
 nlohmann::json to_json(const EngineConfig& c) {
@@ -76,6 +77,7 @@ void send_forward(ProcessGroup& group, const HostBatch& hb) {
   h.num_tokens = static_cast<int32_t>(hb.input_ids.size());
   h.num_seqs = static_cast<int32_t>(hb.seq_lens.size());
   h.num_rows = static_cast<int32_t>(hb.sample_rows.size());
+  h.num_prompt_rows = static_cast<int32_t>(hb.prompt_rows.size());
   h.max_blocks = hb.max_blocks;
   h.max_query_len = hb.max_query_len;
   h.max_seq_len = hb.max_seq_len;
@@ -95,9 +97,10 @@ StepHeader receive_step(ProcessGroup& group, HostBatch& hb) {
   StepHeader h;
   group.broadcast(&h, sizeof(h), 0);
   if (h.kind != StepKind::kForward) return h;
-  KS_CHECK(h.num_tokens > 0 && h.num_seqs > 0 && h.num_rows >= 0 && h.max_blocks >= 0,
-           "tensor-parallel step from rank 0 has impossible sizes (T {}, B {}, S {}, W {})",
-           h.num_tokens, h.num_seqs, h.num_rows, h.max_blocks);
+  KS_CHECK(h.num_tokens > 0 && h.num_seqs > 0 && h.num_rows >= 0 && h.max_blocks >= 0 &&
+               h.num_prompt_rows >= 0 && h.num_prompt_rows <= h.num_tokens,
+           "tensor-parallel step from rank 0 has impossible sizes (T {}, B {}, S {}, W {}, P {})",
+           h.num_tokens, h.num_seqs, h.num_rows, h.max_blocks, h.num_prompt_rows);
   const auto lens = lengths(h);
   size_t total = 0;
   for (size_t n : lens) total += n;
@@ -113,6 +116,7 @@ StepHeader receive_step(ProcessGroup& group, HostBatch& hb) {
   hb.max_query_len = h.max_query_len;
   hb.max_seq_len = h.max_seq_len;
   hb.sample_seqs.clear();
+  hb.prompt_seqs.clear();
   return h;
 }
 

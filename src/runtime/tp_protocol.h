@@ -5,8 +5,8 @@
 //
 // A step travels as two broadcasts: a fixed StepHeader, then (for kForward) the HostBatch
 // arrays the header sizes: input_ids, positions, slot_mapping [T] | query_start_loc [B + 1]
-// | seq_lens [B] | block_tables [B, max_blocks] | sample_rows [S], all i32. Workers never
-// sample, so sample_seqs does not travel.
+// | seq_lens [B] | block_tables [B, max_blocks] | sample_rows [S] | prompt_rows [P], all
+// i32. Workers never sample, so sample_seqs and prompt_seqs do not travel.
 #pragma once
 
 #include <cstdint>
@@ -30,6 +30,7 @@ struct StepHeader {
   int32_t num_tokens = 0, num_seqs = 0, num_rows = 0, max_blocks = 0;
   int32_t max_query_len = 0, max_seq_len = 0;
   int32_t args[3] = {0, 0, 0};
+  int32_t num_prompt_rows = 0;  // P
 };
 
 // Rank 0: sends `hb` (kForward). Other ranks: receive_step() fills the header and, for

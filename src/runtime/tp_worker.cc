@@ -27,6 +27,7 @@ int run_tensor_parallel_worker(const RankInfo& role) {
         case StepKind::kForward:
           runner.run_forward(hb);
           if (!hb.sample_rows.empty()) runner.share_sampled_tokens();
+          if (!hb.prompt_rows.empty()) runner.run_prompt_logits(hb, nullptr);
           break;
         case StepKind::kTimeDecode:
           runner.time_decode_forward(h.args[0], h.args[1], h.args[2]);

@@ -41,6 +41,12 @@ inline int next_token(uint64_t seed, uint64_t last_kv, int vocab_size) {
   return static_cast<int>(mix(seed, last_kv) % uint64_t(vocab_size));
 }
 
+// The fake model's prompt logprob of `token` at a position whose K/V value is `kv`: like
+// the sampled token, a function of every token up to that position.
+inline TokenLogprobs fake_prompt_logprob(uint64_t kv, int token) {
+  return TokenLogprobs{token, -static_cast<float>(kv % 1000) / 100.0f, 1 + static_cast<int>(kv % 7), {}};
+}
+
 // Independent of the engine: XXH3 of the sample index under the request seed, as the
 // engine documents it.
 inline uint64_t expected_sample_seed(uint64_t request_seed, int index) {
@@ -101,6 +107,19 @@ class PagedFakeExecutor : public ModelExecutor {
         const size_t sl = slot(seq, p);
         if (!written.insert(sl).second) error("two writes to one slot in a step", seq);
         cache_[sl] = kv_value(prev, token_at(seq, p));
+      }
+      if (seq.computes_prompt_logprobs()) {
+        // As the model runner: the entries past those the sequence holds, in order, so a
+        // prompt position served from the prefix cache leaves a gap.
+        Sequence& filled = *s.seq;
+        const int to = std::min(end, seq.num_prompt_tokens - 1);
+        for (int p = std::max(begin, int(filled.prompt_logprobs.size())); p < to; ++p) {
+          if (p != int(filled.prompt_logprobs.size())) {
+            error("a prompt position without logits (a prefix-cache hit?)", seq);
+            break;
+          }
+          filled.prompt_logprobs.push_back(fake_prompt_logprob(cache_[slot(seq, p)], seq.token_ids[p + 1]));
+        }
       }
       if (!s.sample) continue;
       uint64_t expected = kKvRoot;

@@ -119,6 +119,39 @@ TEST_F(TensorParallel, GreedyTokensAndLogprobsMatchOneRank) {
   }
 }
 
+// Prompt logprobs at 2 ranks (the prompt rows travel with each step and every rank joins
+// their LM-head gathers), in chunks of 7 tokens read back 4 rows at a time: the one-rank
+// engine's values.
+TEST_F(TensorParallel, PromptLogprobsMatchOneRank) {
+  const Fixture f = load_fixture("qwen3_tiny");
+  SamplingParams p = greedy_params(2);
+  p.prompt_logprobs = 2;
+  EngineConfig c = cpu_config(1);
+  c.max_num_batched_tokens = 7;
+  c.max_num_seqs = 4;
+  LLM one(f.dir, c);
+  const auto want = one.generate(f.prompts, p, false);
+  c.tensor_parallel_size = 2;
+  LLM llm(f.dir, c);
+  const auto got = llm.generate(f.prompts, p, false);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const auto& a = got[i].prompt_logprobs;
+    const auto& b = want[i].prompt_logprobs;
+    ASSERT_EQ(a.size(), f.prompts[i].size() - 1) << "prompt " << i;
+    ASSERT_EQ(b.size(), a.size()) << "prompt " << i;
+    for (size_t t = 0; t < a.size(); ++t) {
+      EXPECT_EQ(a[t].token_id, f.prompts[i][t + 1]);
+      EXPECT_NEAR(a[t].logprob, b[t].logprob, kLogprobTolerance) << "prompt " << i << " position " << t;
+      ASSERT_EQ(a[t].top.size(), 2u);
+      for (size_t k = 0; k < 2; ++k) {
+        EXPECT_NEAR(a[t].top[k].second, b[t].top[k].second, kLogprobTolerance)
+            << "prompt " << i << " position " << t << " top " << k;
+      }
+    }
+  }
+}
+
 // Decode steps of up to 8 tokens on the fused ops (KESTREL_FUSED_MAX_ROWS=8 turns them on in
 // the CPU backends of this process and of the ranks it starts): each rank's o_proj and down
 // partial sums reach the residual through the communicator's all_reduce_add. HF's greedy
