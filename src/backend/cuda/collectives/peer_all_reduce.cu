@@ -51,9 +51,7 @@ __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(const __grid_
     st_release_sys(reinterpret_cast<uint32_t*>(a.bases[p]) + a.rank * kPeerBlocks + b, e);
     const uint32_t* flag = reinterpret_cast<const uint32_t*>(a.bases[a.rank]) + p * kPeerBlocks + b;
     // Call numbers only grow (wrapping): a peer may already have posted the next call.
-    for (int spin = 1; static_cast<int32_t>(ld_acquire_sys(flag) - e) < 0; ++spin) {
-      if (spin % 64 == 0 && *a.abort != 0) break;  // a failing group: return, result garbage
-    }
+    wait_or_abort([&] { return static_cast<int32_t>(ld_acquire_sys(flag) - e) < 0; }, a.abort);
   }
   __syncthreads();
 

@@ -29,6 +29,34 @@ __device__ __forceinline__ uint64_t ld_relaxed_sys(const uint64_t* p) {
   return v;
 }
 
+__device__ __forceinline__ uint64_t globaltimer_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Spins while waiting() (which re-reads what it waits on) or until the group is aborted.
+// The abort flag is mapped host memory: every read of it crosses PCIe, and with hundreds of
+// threads of four GPUs spinning at once each such read takes tens of microseconds, long
+// enough to make the peers wait in turn (session 19's allreduce_bench: calls stuck at ~27,
+// ~57, ~120 or ~245 us, worse with more blocks). So it is read only once a wait has lasted
+// kAbortPollAfterNs, which no healthy call's wait does, and then every kAbortPollSpins spins.
+constexpr uint64_t kAbortPollAfterNs = 200'000;
+constexpr uint32_t kAbortPollSpins = 1024;
+template <typename Waiting>
+__device__ __forceinline__ void wait_or_abort(Waiting waiting, const volatile int* abort) {
+  uint64_t start = 0;
+  for (uint32_t spin = 1; waiting(); ++spin) {
+    if (spin % kAbortPollSpins != 0) continue;
+    const uint64_t now = globaltimer_ns();
+    if (start == 0) {
+      start = now;
+    } else if (now - start > kAbortPollAfterNs && *abort != 0) {
+      return;  // a failing group: the caller's result is garbage
+    }
+  }
+}
+
 // 16 bytes of T as floats, and back.
 template <typename T>
 struct Vec;

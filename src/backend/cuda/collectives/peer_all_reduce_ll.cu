@@ -64,11 +64,13 @@ __global__ void __launch_bounds__(kPeerLlThreads)
   for (int p = 0; p < W; ++p) {
     uint32_t v = own;
     if (p != a.rank) {
-      uint64_t w = ld_relaxed_sys(slots + p * kPieces + i);
-      for (int spin = 1; static_cast<uint32_t>(w >> 32) != e; ++spin) {
-        if (spin % 64 == 0 && *a.abort != 0) break;  // a failing group: result garbage
-        w = ld_relaxed_sys(slots + p * kPieces + i);
-      }
+      uint64_t w = 0;
+      wait_or_abort(
+          [&] {
+            w = ld_relaxed_sys(slots + p * kPieces + i);
+            return static_cast<uint32_t>(w >> 32) != e;
+          },
+          a.abort);
       v = static_cast<uint32_t>(w);
     }
     Piece<T>::load(v, p == 0 ? acc : x);

@@ -56,9 +56,8 @@ __device__ void exchange_flags(const PeerAllReduceArgs& a, int b, uint32_t value
                    value);
     const uint32_t* flag =
         reinterpret_cast<const uint32_t*>(a.bases[a.rank] + a.ts_offset) + p * kPeerMaxBlocks + b;
-    for (int spin = 1; static_cast<int32_t>(ld_acquire_sys(flag) - value) < 0; ++spin) {
-      if (spin % 64 == 0 && *a.abort != 0) break;  // a failing group: return, result garbage
-    }
+    wait_or_abort([&] { return static_cast<int32_t>(ld_acquire_sys(flag) - value) < 0; },
+                  a.abort);
   }
   __syncthreads();
 }
