@@ -4,6 +4,9 @@
 // and the CUDA backend agree likewise. Every test skips without a GPU.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "gpu_test_util.h"
 #include "kestrel/llm.h"
 
@@ -105,6 +108,46 @@ TEST(HfFixturesGpu, CudaAndCpuBackendsAgree) {
           if (it == gpu_top.end()) continue;  // a near tie may swap 5th and 6th
           EXPECT_NEAR(it->second, lp, 2.0 * o.max_abs_error + 0.02)
               << f.name << " prompt " << p << " step " << k << " token " << id;
+        }
+      }
+    }
+  }
+}
+
+// Prompt logprobs on the CUDA backend (rows read back from an eager prefill's workspace) against
+// log_softmax of HF's fp32 logits at every prompt position, whole and in chunks of 7 tokens
+// read 4 rows at a time: within twice the GPU's worst logit error (a logprob is a logit minus
+// a log-sum-exp of logits) plus 0.02.
+TEST(HfFixturesGpu, PromptLogprobsMatchHf) {
+  KS_SKIP_WITHOUT_GPU();
+  for (const FixtureOracle& o : fixture_oracles()) {
+    const HfFixture& f = o.fixture;
+    for (const bool chunked : {false, true}) {
+      EngineConfig c = gpu_config();
+      if (chunked) {
+        c.max_num_batched_tokens = 7;
+        c.max_num_seqs = 4;
+      }
+      LLM llm(f.dir, c);
+      SamplingParams params = greedy(1);
+      params.prompt_logprobs = 2;
+      const auto outs = llm.generate(f.prompts, params, false);
+      for (size_t p = 0; p < f.prompts.size(); ++p) {
+        const std::vector<TokenLogprobs>& got = outs[p].prompt_logprobs;
+        ASSERT_EQ(got.size(), f.prompts[p].size() - 1) << f.name << " prompt " << p;
+        for (size_t i = 0; i < got.size(); ++i) {
+          const std::vector<float>& row = f.logits[p][i];
+          const double m = *std::max_element(row.begin(), row.end());
+          double sum = 0;
+          for (float v : row) sum += std::exp(v - m);
+          const double lse = m + std::log(sum);
+          const int token = f.prompts[p][i + 1];
+          EXPECT_EQ(got[i].token_id, token);
+          EXPECT_NEAR(got[i].logprob, row[token] - lse, 2.0 * o.max_abs_error + 0.02)
+              << f.name << (chunked ? " chunked" : "") << " prompt " << p << " position " << i;
+          ASSERT_EQ(got[i].top.size(), 2u);
+          EXPECT_NEAR(got[i].top[0].second, m - lse, 2.0 * o.max_abs_error + 0.02)
+              << f.name << (chunked ? " chunked" : "") << " prompt " << p << " position " << i;
         }
       }
     }
