@@ -101,7 +101,8 @@ GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const Ser
        "min_tokens", "skip_special_tokens", "include_stop_str_in_output", "chat_template",
        "chat_template_kwargs", "add_generation_prompt", "continue_final_message", "documents",
        "add_special_tokens", "guided_json", "guided_regex", "guided_choice", "guided_grammar",
-       "guided_decoding_backend", "guided_whitespace_pattern", "structured_outputs"});
+       "guided_decoding_backend", "guided_whitespace_pattern", "structured_outputs",
+       "prompt_logprobs"});
   check_model(f, ctx);
   GenerateRequest req;
   req.chat = true;
@@ -117,6 +118,7 @@ GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const Ser
                       SamplingParams::kMaxLogprobs, *top_logprobs);
   }
   if (req.logprobs) req.params.logprobs = top_logprobs.value_or(0);
+  read_prompt_logprobs(f, req);
   req.parallel_tool_calls = f.boolean("parallel_tool_calls").value_or(true);
   (void)f.boolean("store");
   (void)f.string("service_tier");

@@ -1,5 +1,7 @@
 // POST /v1/completions: prompt as a string, a list of strings, a list of token ids or a list
 // of token-id lists.
+#include <algorithm>
+
 #include "core/error.h"
 #include "server/api_error.h"
 #include "server/request_fields.h"
@@ -89,7 +91,7 @@ GenerateRequest parse_completion_request(const nlohmann::ordered_json& body,
                     "min_tokens", "skip_special_tokens", "include_stop_str_in_output",
                     "add_special_tokens", "response_format", "guided_json", "guided_regex",
                     "guided_choice", "guided_grammar", "guided_decoding_backend",
-                    "guided_whitespace_pattern", "structured_outputs"});
+                    "guided_whitespace_pattern", "structured_outputs", "prompt_logprobs"});
   check_model(f, ctx);
   GenerateRequest req;
   const std::optional<int> max_tokens = read_sampling_fields(f, ctx, req);
@@ -101,8 +103,12 @@ GenerateRequest parse_completion_request(const nlohmann::ordered_json& body,
   if (auto suffix = f.string("suffix"); suffix && !suffix->empty()) {
     throw_bad_request("suffix", "'suffix' is not supported");
   }
+  read_prompt_logprobs(f, req);
   if (req.echo && req.logprobs) {
-    throw_bad_request("echo", "'echo' together with 'logprobs' (prompt logprobs) is not supported");
+    // OpenAI's and vLLM's echo with logprobs: each choice's logprobs cover the prompt's
+    // tokens first, with as many alternatives as the generated ones.
+    req.params.prompt_logprobs =
+        std::max(req.params.prompt_logprobs.value_or(0), *req.params.logprobs);
   }
   read_prompts(f, ctx, f.boolean("add_special_tokens").value_or(true), req);
   if (req.echo && ctx.tokenizer) {

@@ -45,7 +45,7 @@ void EngineLoop::add(std::string request_id, std::vector<int> prompt, SamplingPa
   {
     std::lock_guard lock(mu_);
     if (stopping_ || refusing_) {
-      c.queue->push(RequestUpdate{sub, {}, "the server is shutting down"});
+      c.queue->push(RequestUpdate{sub, {}, "the server is shutting down", {}});
       return;
     }
     commands_.push_back(std::move(c));
@@ -126,7 +126,7 @@ void EngineLoop::apply(Command& c) {
       try {
         stream.emplace(llm_.add_request(std::move(c.prompt), std::move(c.params), c.request_id));
       } catch (const Error& e) {
-        c.queue->push(RequestUpdate{c.sub, {}, e.what()});
+        c.queue->push(RequestUpdate{c.sub, {}, e.what(), {}});
         metrics_.count_finished("error");
         return;
       }
@@ -183,6 +183,7 @@ void EngineLoop::dispatch(std::unordered_map<std::string, Entry>::iterator it,
       entry.finish_reasons[i] = c.finish_reason;
       update.samples.push_back(std::move(c));
     }
+    if (!out.prompt_logprobs.empty()) update.prompt_logprobs = std::move(out.prompt_logprobs);
     finished = finished || out.finished;
   }
   if (new_tokens) {
@@ -198,7 +199,7 @@ void EngineLoop::dispatch(std::unordered_map<std::string, Entry>::iterator it,
   }
   std::shared_ptr<UpdateQueue> queue = entry.queue;
   if (finished) retire(it, entry.finish_reasons[0], now);
-  if (!update.samples.empty()) queue->push(std::move(update));
+  if (!update.samples.empty() || !update.prompt_logprobs.empty()) queue->push(std::move(update));
 }
 
 void EngineLoop::retire(std::unordered_map<std::string, Entry>::iterator it, std::string reason,
@@ -234,7 +235,7 @@ void EngineLoop::fail_all(const std::string& message) {
     std::shared_ptr<UpdateQueue> queue = it->second.queue;
     const int sub = it->second.sub;
     retire(it, "error", Clock::now());
-    queue->push(RequestUpdate{sub, {}, message});
+    queue->push(RequestUpdate{sub, {}, message, {}});
   }
 }
 

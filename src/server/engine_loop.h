@@ -30,12 +30,14 @@ namespace kestrel::server {
 using Clock = std::chrono::steady_clock;
 
 // What one engine request got in one step: the samples that changed, each with what the
-// step added (OutputKind::kDelta). `error` is set (and nothing else) when the engine
+// step added (OutputKind::kDelta), and the prompt logprobs once (in the update where the
+// prompt was computed, when asked for). `error` is set (and nothing else) when the engine
 // refused or failed the request; the request is then gone.
 struct RequestUpdate {
   int sub = 0;  // the owner's index for this engine request (its prompt)
   std::vector<CompletionOutput> samples;
   std::string error;
+  std::vector<TokenLogprobs> prompt_logprobs;  // RequestOutput::prompt_logprobs
 };
 
 // Where the engine thread leaves updates for one HTTP request (which may own several

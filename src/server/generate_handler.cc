@@ -38,6 +38,9 @@ ResponseMeta make_meta(const ServerState& state, const GenerateRequest& req, std
   meta.model = state.ctx.served_model_name;
   meta.chat = req.chat;
   meta.logprobs = req.logprobs;
+  meta.top_logprobs = req.params.logprobs.value_or(0);
+  meta.echo = req.echo && !req.chat;
+  meta.prompt_logprobs = req.prompt_logprobs;
   meta.include_usage = req.include_usage;
   meta.continuous_usage = req.continuous_usage;
   meta.reasoning = req.chat && !state.config.reasoning_parser.empty();
@@ -45,6 +48,13 @@ ResponseMeta make_meta(const ServerState& state, const GenerateRequest& req, std
   meta.parallel_tool_calls = req.parallel_tool_calls;
   meta.tokenizer = state.ctx.tokenizer;
   return meta;
+}
+
+// Choice `index`'s prompt: its text, ids and (once computed) prompt logprobs.
+ChoicePrompt choice_prompt(const Generation& gen, int index) {
+  const GenerateRequest& r = gen.request();
+  const int p = index / r.params.n;
+  return {r.prompt_texts[p], r.prompts[p], gen.prompt_logprobs(p)};
 }
 
 // Moves the thinking in d.text into d.reasoning; the held-back rest comes with the last delta.
@@ -88,6 +98,7 @@ struct StreamSession {
         gen(*state.loop, std::move(id), std::move(req), arrival),
         splitters(meta.reasoning ? gen.num_choices() : 0),
         tool_calls_seen(meta.tool_calls ? gen.num_choices() : 0, 0),
+        echoed(meta.echo ? gen.num_choices() : 0, false),
         state(state) {
     for (size_t i = 0; i < tool_calls_seen.size(); ++i) {
       tool_parsers.push_back(make_tool_call_parser(state.config.tool_call_parser));
@@ -100,6 +111,9 @@ struct StreamSession {
   std::vector<ReasoningSplitter> splitters;  // per choice, with a reasoning parser
   std::vector<std::unique_ptr<ToolCallParser>> tool_parsers;  // per choice, when tools may be called
   std::vector<int> tool_calls_seen;
+  // Echo: whether the choice's prompt went out. Without logprobs it goes at once; with them,
+  // in the choice's first delta, after the engine computed the prompt's logprobs.
+  std::vector<bool> echoed;
   ServerState& state;
   bool opened = false;
   int completion_tokens_sent = 0;  // over the choices, in the deltas taken so far
@@ -118,15 +132,15 @@ struct StreamSession {
     std::string out;
     if (!opened) {
       opened = true;
-      const GenerateRequest& req = gen.request();
       for (int i = 0; i < gen.num_choices(); ++i) {
         if (meta.chat) {
           out += event(role_chunk(meta, i));
-        } else if (req.echo) {
+        } else if (meta.echo && !meta.logprobs) {
           ChoiceDelta echo;
           echo.index = i;
-          echo.text = req.prompt_texts[i / req.params.n];
-          out += event(stream_chunk(meta, echo));
+          const ChoicePrompt prompt = choice_prompt(gen, i);
+          out += event(stream_chunk(meta, echo, &prompt, true));
+          echoed[i] = true;
         }
       }
       // Out at once, as vLLM does: the client knows its request is in before it is scheduled.
@@ -155,10 +169,13 @@ struct StreamSession {
         split_tool_calls(state, meta, *tool_parsers[d.index], tool_calls_seen[d.index], d,
                          !d.finish_reason.empty());
       }
+      const bool first = meta.echo && !echoed[d.index];
       if (d.text.empty() && d.reasoning.empty() && d.tool_calls.empty() &&
-          d.finish_reason.empty() && d.logprobs.empty())
+          d.finish_reason.empty() && d.logprobs.empty() && !first)
         continue;
-      out += event(stream_chunk(meta, d));
+      const ChoicePrompt prompt = choice_prompt(gen, d.index);
+      out += event(stream_chunk(meta, d, &prompt, first));
+      if (first) echoed[d.index] = true;
     }
     if (out.empty() && Clock::now() - last_write >= kPingInterval) out = ": ping\n\n";
     if (out.empty()) return true;
@@ -219,13 +236,10 @@ void answer_whole(ServerState& state, GenerateRequest req, std::string id,
     set_json_body(res, error_body(gen.error(), "server_error"), std::move(guard));
     return;
   }
-  std::vector<std::string> echo;
-  const GenerateRequest& r = gen.request();
-  if (r.echo) {
-    for (int i = 0; i < gen.num_choices(); ++i) echo.push_back(r.prompt_texts[i / r.params.n]);
-  }
+  std::vector<ChoicePrompt> prompts;
+  for (int i = 0; i < gen.num_choices(); ++i) prompts.push_back(choice_prompt(gen, i));
   set_json_body(res,
-                full_response(meta, choices, echo, gen.prompt_tokens(), gen.completion_tokens()),
+                full_response(meta, choices, prompts, gen.prompt_tokens(), gen.completion_tokens()),
                 std::move(guard));
 }
 

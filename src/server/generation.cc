@@ -9,6 +9,7 @@ Generation::Generation(EngineLoop& loop, std::string request_id, GenerateRequest
     : loop_(loop), id_(std::move(request_id)), req_(std::move(req)), arrival_(arrival) {
   choices_.resize(req_.prompts.size() * req_.params.n);
   prompt_done_.assign(req_.prompts.size(), 0);
+  prompt_logprobs_.resize(req_.prompts.size());
 }
 
 Generation::~Generation() {
@@ -33,11 +34,11 @@ void Generation::start() {
 std::vector<ChoiceDelta> Generation::poll(std::chrono::milliseconds timeout) {
   std::vector<ChoiceDelta> deltas;
   if (done()) return deltas;
-  for (const RequestUpdate& update : queue_->wait(timeout)) apply(update, deltas);
+  for (RequestUpdate& update : queue_->wait(timeout)) apply(update, deltas);
   return deltas;
 }
 
-void Generation::apply(const RequestUpdate& update, std::vector<ChoiceDelta>& deltas) {
+void Generation::apply(RequestUpdate& update, std::vector<ChoiceDelta>& deltas) {
   const int n = req_.params.n;
   auto delta_for = [&](int index) -> ChoiceDelta& {
     for (ChoiceDelta& d : deltas) {
@@ -54,6 +55,9 @@ void Generation::apply(const RequestUpdate& update, std::vector<ChoiceDelta>& de
     }
     prompt_done_[update.sub] = n;
     return;
+  }
+  if (!update.prompt_logprobs.empty()) {
+    prompt_logprobs_[update.sub] = std::move(update.prompt_logprobs);
   }
   for (const CompletionOutput& s : update.samples) {
     const int index = update.sub * n + s.index;

@@ -62,6 +62,11 @@ class Generation {
   const GenerateRequest& request() const { return req_; }
   const std::string& id() const { return id_; }
   int num_choices() const { return static_cast<int>(choices_.size()); }
+  // Prompt p's RequestOutput::prompt_logprobs, once the engine computed them (with
+  // params.prompt_logprobs); empty before, and when not asked for.
+  const std::vector<TokenLogprobs>& prompt_logprobs(int prompt) const {
+    return prompt_logprobs_[prompt];
+  }
   int prompt_tokens() const;      // over the prompts, counted once each (not per sample)
   int completion_tokens() const;  // over the choices, up to each one's end
 
@@ -71,7 +76,7 @@ class Generation {
     bool done = false;
   };
   std::string engine_id(int prompt) const;
-  void apply(const RequestUpdate& update, std::vector<ChoiceDelta>& deltas);
+  void apply(RequestUpdate& update, std::vector<ChoiceDelta>& deltas);
   void apply_sample(int prompt, const CompletionOutput& s, ChoiceDelta& delta);
   void finish(Choice& c, ChoiceDelta& delta, std::string reason);
 
@@ -82,6 +87,7 @@ class Generation {
   std::shared_ptr<UpdateQueue> queue_ = std::make_shared<UpdateQueue>();
   std::vector<Choice> choices_;
   std::vector<int> prompt_done_;  // finished samples per prompt
+  std::vector<std::vector<TokenLogprobs>> prompt_logprobs_;  // per prompt
   size_t num_done_ = 0;
   bool started_ = false;
   std::string error_;

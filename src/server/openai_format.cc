@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "tokenizer/detokenizer.h"
+
 namespace kestrel::server {
 namespace {
 
@@ -12,33 +14,64 @@ std::string token_string(const ResponseMeta& meta, int id) {
   return meta.tokenizer->decode(std::span<const int>(&id, 1), false);
 }
 
+// vLLM's clamp_prompt_logprobs: -inf (a token the logits rule out) as OpenAI's -9999.
+double clamp_logprob(float logprob) { return std::max(static_cast<double>(logprob), -9999.0); }
+
+size_t count_chars(std::string_view s) {
+  return static_cast<size_t>(std::count_if(
+      s.begin(), s.end(), [](char c) { return (static_cast<unsigned char>(c) & 0xC0) != 0x80; }));
+}
+
+// Where each prompt token's text starts in the prompt's text, in characters, counted as the
+// engine counts generated tokens' text_offsets (an incremental detokenizer: a token that
+// completes a character split over tokens starts where that character does). Zeros without
+// a tokenizer.
+std::vector<size_t> prompt_text_offsets(const ResponseMeta& meta, std::span<const int> ids) {
+  std::vector<size_t> offsets(ids.size(), 0);
+  if (meta.tokenizer == nullptr) return offsets;
+  DetokenizerOptions options;
+  options.skip_special_tokens = false;  // the echoed text holds them
+  Detokenizer detok(*meta.tokenizer, options);
+  size_t chars = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    offsets[i] = chars;
+    chars += count_chars(detok.add_token(ids[i]));
+  }
+  return offsets;
+}
+
+// The prompt's part of a completions logprobs object.
+void append_prompt_logprobs(const ResponseMeta& meta, const ChoicePrompt& prompt, json& tokens,
+                            json& token_logprobs, json& top, json& offsets) {
+  const std::vector<size_t> starts = prompt_text_offsets(meta, prompt.token_ids);
+  for (size_t i = 0; i < prompt.token_ids.size(); ++i) {
+    const int id = prompt.token_ids[i];
+    tokens.push_back(token_string(meta, id));
+    offsets.push_back(starts[i]);
+    if (i == 0 || i > prompt.logprobs.size()) {
+      token_logprobs.push_back(nullptr);
+      top.push_back(nullptr);
+      continue;
+    }
+    const TokenLogprobs& lp = prompt.logprobs[i - 1];
+    token_logprobs.push_back(clamp_logprob(lp.logprob));
+    json entry = json::object();
+    // The engine computed max(logprobs, prompt_logprobs) alternatives: the first ones.
+    const size_t n = std::min(lp.top.size(), static_cast<size_t>(std::max(meta.top_logprobs, 0)));
+    for (size_t k = 0; k < n; ++k) {
+      entry[token_string(meta, lp.top[k].first)] = clamp_logprob(lp.top[k].second);
+    }
+    entry[token_string(meta, id)] = clamp_logprob(lp.logprob);
+    top.push_back(std::move(entry));
+  }
+}
+
 json token_bytes(const ResponseMeta& meta, int id) {
   json bytes = json::array();
   const std::string text =
       meta.tokenizer ? std::string(meta.tokenizer->token_bytes(id)) : token_string(meta, id);
   for (unsigned char c : text) bytes.push_back(int(c));
   return bytes;
-}
-
-// Legacy completions format: parallel lists, top_logprobs as {token: logprob} maps.
-json completion_logprobs(const ResponseMeta& meta, const ChoiceDelta& d, size_t offset_base) {
-  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
-       offsets = json::array();
-  for (size_t i = 0; i < d.logprobs.size(); ++i) {
-    const TokenLogprobs& lp = d.logprobs[i];
-    tokens.push_back(token_string(meta, lp.token_id));
-    token_logprobs.push_back(lp.logprob);
-    json entry = json::object();
-    for (const auto& [id, logprob] : lp.top) entry[token_string(meta, id)] = logprob;
-    // vLLM lists the sampled token too, even when it is not among the top ones.
-    entry[token_string(meta, lp.token_id)] = lp.logprob;
-    top.push_back(std::move(entry));
-    offsets.push_back(offset_base + (i < d.text_offsets.size() ? d.text_offsets[i] : 0));
-  }
-  return {{"tokens", tokens},
-          {"token_logprobs", token_logprobs},
-          {"top_logprobs", top},
-          {"text_offset", offsets}};
 }
 
 json chat_logprobs(const ResponseMeta& meta, const ChoiceDelta& d) {
@@ -81,6 +114,55 @@ json envelope(const ResponseMeta& meta, const char* object) {
 
 }  // namespace
 
+json completion_logprobs(const ResponseMeta& meta, const ChoiceDelta& d, const ChoicePrompt* prompt,
+                         size_t offset_shift) {
+  json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+       offsets = json::array();
+  if (prompt != nullptr) {
+    append_prompt_logprobs(meta, *prompt, tokens, token_logprobs, top, offsets);
+  }
+  for (size_t i = 0; i < d.logprobs.size(); ++i) {
+    const TokenLogprobs& lp = d.logprobs[i];
+    tokens.push_back(token_string(meta, lp.token_id));
+    token_logprobs.push_back(lp.logprob);
+    json entry = json::object();
+    for (const auto& [id, logprob] : lp.top) entry[token_string(meta, id)] = logprob;
+    // vLLM lists the sampled token too, even when it is not among the top ones.
+    entry[token_string(meta, lp.token_id)] = lp.logprob;
+    top.push_back(std::move(entry));
+    offsets.push_back(offset_shift + (i < d.text_offsets.size() ? d.text_offsets[i] : 0));
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", token_logprobs},
+          {"top_logprobs", top},
+          {"text_offset", offsets}};
+}
+
+json prompt_logprobs_json(const ResponseMeta& meta, const ChoicePrompt& prompt, int top) {
+  json list = json::array();
+  for (size_t i = 0; i < prompt.token_ids.size(); ++i) {
+    if (i == 0 || i > prompt.logprobs.size()) {
+      list.push_back(nullptr);
+      continue;
+    }
+    const TokenLogprobs& lp = prompt.logprobs[i - 1];
+    auto candidate = [&](int id, float logprob, int rank) {
+      return json{{"logprob", clamp_logprob(logprob)},
+                  {"rank", rank},
+                  {"decoded_token", token_string(meta, id)}};
+    };
+    json entry = json::object();
+    entry[std::to_string(lp.token_id)] = candidate(lp.token_id, lp.logprob, lp.rank);
+    const size_t n = std::min(lp.top.size(), static_cast<size_t>(std::max(top, 0)));
+    for (size_t k = 0; k < n; ++k) {
+      const auto& [id, logprob] = lp.top[k];
+      entry[std::to_string(id)] = candidate(id, logprob, static_cast<int>(k) + 1);
+    }
+    list.push_back(std::move(entry));
+  }
+  return list;
+}
+
 json usage_json(int prompt_tokens, int completion_tokens) {
   return {{"prompt_tokens", prompt_tokens},
           {"completion_tokens", completion_tokens},
@@ -108,7 +190,8 @@ void keep_first_tool_call(ChoiceDelta& d) {
   }
 }
 
-json stream_chunk(const ResponseMeta& meta, const ChoiceDelta& d) {
+json stream_chunk(const ResponseMeta& meta, const ChoiceDelta& d, const ChoicePrompt* prompt,
+                  bool first) {
   json chunk = envelope(meta, meta.chat ? "chat.completion.chunk" : "text_completion");
   json choice = {{"index", d.index}};
   if (meta.chat) {
@@ -119,8 +202,12 @@ json stream_chunk(const ResponseMeta& meta, const ChoiceDelta& d) {
     choice["delta"] = std::move(delta);
     choice["logprobs"] = meta.logprobs ? chat_logprobs(meta, d) : json(nullptr);
   } else {
-    choice["text"] = d.text;
-    choice["logprobs"] = meta.logprobs ? completion_logprobs(meta, d, 0) : json(nullptr);
+    const bool echo = meta.echo && prompt != nullptr;
+    choice["text"] = echo && first ? std::string(prompt->text) + d.text : d.text;
+    const size_t shift = echo ? count_chars(prompt->text) : 0;
+    choice["logprobs"] = meta.logprobs
+                             ? completion_logprobs(meta, d, echo && first ? prompt : nullptr, shift)
+                             : json(nullptr);
   }
   choice["finish_reason"] = finish_reason(d);
   choice["stop_reason"] = d.stop_reason;
@@ -147,7 +234,7 @@ json usage_chunk(const ResponseMeta& meta, int prompt_tokens, int completion_tok
 }
 
 json full_response(const ResponseMeta& meta, const std::vector<ChoiceDelta>& choices,
-                   const std::vector<std::string>& echo_prefix, int prompt_tokens,
+                   std::span<const ChoicePrompt> prompts, int prompt_tokens,
                    int completion_tokens) {
   json out = envelope(meta, meta.chat ? "chat.completion" : "text_completion");
   json list = json::array();
@@ -168,15 +255,25 @@ json full_response(const ResponseMeta& meta, const std::vector<ChoiceDelta>& cho
       }
       choice["logprobs"] = meta.logprobs ? chat_logprobs(meta, d) : json(nullptr);
     } else {
-      const std::string& prefix = i < echo_prefix.size() ? echo_prefix[i] : std::string();
-      choice["text"] = prefix + d.text;
-      choice["logprobs"] = meta.logprobs ? completion_logprobs(meta, d, 0) : json(nullptr);
+      const ChoicePrompt* prompt = meta.echo && i < prompts.size() ? &prompts[i] : nullptr;
+      choice["text"] = prompt ? std::string(prompt->text) + d.text : d.text;
+      choice["logprobs"] =
+          meta.logprobs
+              ? completion_logprobs(meta, d, prompt, prompt ? count_chars(prompt->text) : 0)
+              : json(nullptr);
     }
     choice["finish_reason"] = finish_reason(d);
     choice["stop_reason"] = d.stop_reason;
+    // vLLM's: per choice for completions, once per response for chat (below).
+    if (!meta.chat && meta.prompt_logprobs && i < prompts.size()) {
+      choice["prompt_logprobs"] = prompt_logprobs_json(meta, prompts[i], *meta.prompt_logprobs);
+    }
     list.push_back(std::move(choice));
   }
   out["choices"] = std::move(list);
+  if (meta.chat && meta.prompt_logprobs && !prompts.empty()) {
+    out["prompt_logprobs"] = prompt_logprobs_json(meta, prompts.front(), *meta.prompt_logprobs);
+  }
   out["usage"] = usage_json(prompt_tokens, completion_tokens);
   return out;
 }

@@ -5,7 +5,10 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "server/generation.h"
@@ -19,6 +22,13 @@ struct ResponseMeta {
   std::string model;
   bool chat = false;
   bool logprobs = false;       // the request asked for logprobs
+  int top_logprobs = 0;        // with logprobs: the most likely tokens listed per position
+  // Completions with echo: the prompt's text comes first, and with logprobs its tokens'
+  // entries (ChoicePrompt).
+  bool echo = false;
+  // vLLM's prompt_logprobs: the prompt's positions with this many most likely tokens each,
+  // per choice (completions) or per response (chat).
+  std::optional<int> prompt_logprobs;
   bool include_usage = false;  // streaming: "usage": null in every chunk, usage chunk at the end
   // streaming with include_usage: every chunk's "usage" is the usage so far (the handler
   // fills it in) instead of null.
@@ -27,6 +37,15 @@ struct ResponseMeta {
   bool tool_calls = false;     // chat with tools and a tool-call parser: message.tool_calls
   bool parallel_tool_calls = true;  // false: only a choice's first call (keep_first_tool_call)
   const Tokenizer* tokenizer = nullptr;  // token strings; null: "token_id:<id>"
+};
+
+// A choice's prompt as echo and prompt logprobs show it. Views into the Generation.
+struct ChoicePrompt {
+  std::string_view text;  // completions' echo: before the choice's text
+  std::span<const int> token_ids;
+  // Entry i for prompt token i + 1 (RequestOutput::prompt_logprobs); positions it does not
+  // cover (the first token's, or all before the engine computed them) are null.
+  std::span<const TokenLogprobs> logprobs;
 };
 
 nlohmann::json usage_json(int prompt_tokens, int completion_tokens);
@@ -40,18 +59,33 @@ void append_delta(ChoiceDelta& into, const ChoiceDelta& delta);
 // streamed delta (first_tool_call says which calls it holds) and on a whole choice.
 void keep_first_tool_call(ChoiceDelta& delta);
 
-// One SSE chunk for one choice's delta.
-nlohmann::json stream_chunk(const ResponseMeta& meta, const ChoiceDelta& delta);
+// One SSE chunk for one choice's delta. Completions with echo pass the choice's prompt:
+// its first chunk (`first`) carries the prompt's text, and with logprobs its tokens'
+// entries, before the delta's (as vLLM's does); every chunk's text offsets count the prompt's
+// text.
+nlohmann::json stream_chunk(const ResponseMeta& meta, const ChoiceDelta& delta,
+                            const ChoicePrompt* prompt = nullptr, bool first = false);
 // Chat's first chunk of a choice: {"delta": {"role": "assistant", "content": ""}}.
 nlohmann::json role_chunk(const ResponseMeta& meta, int index);
 // The final usage chunk ("choices": []).
 nlohmann::json usage_chunk(const ResponseMeta& meta, int prompt_tokens, int completion_tokens);
 
-// The whole response; choices[i] holds choice i's collected deltas. `echo_prefix[i]` is
-// prepended to completions' text (echo).
+// The whole response; choices[i] holds choice i's collected deltas and prompts[i] its
+// prompt (used with echo and prompt_logprobs; may be empty otherwise).
 nlohmann::json full_response(const ResponseMeta& meta, const std::vector<ChoiceDelta>& choices,
-                             const std::vector<std::string>& echo_prefix, int prompt_tokens,
+                             std::span<const ChoicePrompt> prompts, int prompt_tokens,
                              int completion_tokens);
+
+// The legacy completions logprobs object ({tokens, token_logprobs, top_logprobs,
+// text_offset}) of one choice's delta. With `prompt` (echo): the prompt's tokens first (the
+// first one's logprob and top_logprobs null, offsets in the prompt's text from 0), then the
+// delta's, their offsets shifted by `offset_shift` characters.
+nlohmann::json completion_logprobs(const ResponseMeta& meta, const ChoiceDelta& delta,
+                                   const ChoicePrompt* prompt, size_t offset_shift);
+// vLLM's prompt_logprobs list: null for the first prompt token, then per token
+// {"<id>": {"logprob", "rank", "decoded_token"}} for the token itself and the `top` most
+// likely ones.
+nlohmann::json prompt_logprobs_json(const ResponseMeta& meta, const ChoicePrompt& prompt, int top);
 
 // "data: <json>\n\n"
 std::string sse_event(const nlohmann::json& data);

@@ -46,11 +46,17 @@ struct GenerateRequest {
   // stream_options.continuous_usage_stats (vLLM's), only with include_usage: every chunk
   // carries the usage so far.
   bool continuous_usage = false;
-  bool echo = false;           // completions: prepend the prompt text
+  // Completions: prepend the prompt text; with logprobs, the prompt tokens' entries come
+  // first in each choice's logprobs (params.prompt_logprobs asks the engine for them).
+  bool echo = false;
   bool chat = false;
   // Chat asks with logprobs=true (+ top_logprobs); completions with logprobs=<int>.
   // Either way params.logprobs holds the number of top entries.
   bool logprobs = false;
+  // vLLM's prompt_logprobs (0..20): a prompt_logprobs list in each choice (completions) or
+  // in the response (chat), with this many most likely tokens per position. Not with stream
+  // (0 is let through there, and returns nothing, as in vLLM).
+  std::optional<int> prompt_logprobs;
   // Chat with `tools` and tool_choice other than "none": a tool-call parser may read calls
   // out of the answer (tool_calls.h).
   bool tools = false;
@@ -82,6 +88,9 @@ void check_model(const FieldReader& f, const ServingContext& ctx);
 // max_completion_tokens first, then max_tokens), if any.
 std::optional<int> read_sampling_fields(const FieldReader& f, const ServingContext& ctx,
                                         GenerateRequest& req);
+// Reads vLLM's prompt_logprobs into req.prompt_logprobs and req.params.prompt_logprobs
+// (a 400 naming it when out of [0, 20], or above 0 with stream). After read_sampling_fields.
+void read_prompt_logprobs(const FieldReader& f, GenerateRequest& req);
 // Most sequences (prompts x n) one request may ask for.
 constexpr size_t kMaxSequencesPerRequest = 4096;
 // Validates params, checks each prompt against the vocabulary and the context and the

@@ -134,6 +134,7 @@ std::optional<int> read_sampling_fields(const FieldReader& f, const ServingConte
   p.ignore_eos = f.boolean("ignore_eos").value_or(false);
   p.stop_token_ids = read_int_list(f, "stop_token_ids");
   p.logprobs.reset();
+  p.prompt_logprobs.reset();
 
   p.stop = read_stop_strings(f);
   p.skip_special_tokens = f.boolean("skip_special_tokens").value_or(true);
@@ -155,6 +156,23 @@ std::optional<int> read_sampling_fields(const FieldReader& f, const ServingConte
   // Last: compiling is the costly part, and every cheaper mistake is reported first.
   p.constraint = read_structured_output(f, ctx);
   return max_tokens;
+}
+
+void read_prompt_logprobs(const FieldReader& f, GenerateRequest& req) {
+  const std::optional<int> v = f.int32("prompt_logprobs");
+  if (!v) return;
+  if (*v < 0 || *v > SamplingParams::kMaxLogprobs) {
+    throw_bad_request("prompt_logprobs", "'prompt_logprobs' must be in [0, {}], got {}",
+                      SamplingParams::kMaxLogprobs, *v);
+  }
+  if (req.stream) {
+    if (*v > 0) {
+      throw_bad_request("prompt_logprobs", "'prompt_logprobs' is not available with 'stream'");
+    }
+    return;
+  }
+  req.prompt_logprobs = *v;
+  req.params.prompt_logprobs = *v;
 }
 
 void finish_request(const ServingContext& ctx, std::optional<int> max_tokens,

@@ -112,7 +112,6 @@ TEST(RequestParser, RejectsWhatVllmRejects) {
   EXPECT_EQ(status_of(ojson::parse(R"({"prompt": [1], "model": "other"})")), 404);
   EXPECT_EQ(status_of(ojson::parse(R"({"prompt": [1], "best_of": 3})")), 400);
   EXPECT_EQ(status_of(ojson::parse(R"({"prompt": [1], "suffix": "x"})")), 400);
-  EXPECT_EQ(status_of(ojson::parse(R"({"prompt": [1], "echo": true, "logprobs": 1})")), 400);
   // 63 prompt tokens leave 1 of the 64: max_tokens 1 fits, 2 does not; 64 never fits.
   ojson ids = ojson::array();
   for (int i = 0; i < 63; ++i) ids.push_back(1);
@@ -271,6 +270,63 @@ TEST(RequestParser, ChatRendersTheTemplateAndReadsChatFields) {
     EXPECT_EQ(e.status(), 400);
     EXPECT_EQ(e.param(), "top_logprobs") << e.what();
   }
+}
+
+// echo with logprobs asks the engine for the prompt's logprobs (as many alternatives as the
+// generated tokens get); vLLM's prompt_logprobs asks for them on its own, and the larger of
+// the two is computed.
+TEST(RequestParser, EchoWithLogprobsAndPromptLogprobsAskForPromptLogprobs) {
+  auto parse = [](const std::string& fields) {
+    return parse_completion_request(
+        ojson::parse(R"({"prompt": [[1, 2, 3], [4, 5]], )" + fields + "}"), context());
+  };
+  // lm-evaluation-harness's loglikelihood request.
+  const GenerateRequest lm_eval =
+      parse(R"("max_tokens": 1, "temperature": 0, "logprobs": 1, "echo": true, "seed": 1234)");
+  EXPECT_TRUE(lm_eval.echo);
+  EXPECT_TRUE(lm_eval.logprobs);
+  EXPECT_EQ(lm_eval.params.logprobs, 1);
+  EXPECT_EQ(lm_eval.params.prompt_logprobs, 1);
+  EXPECT_FALSE(lm_eval.prompt_logprobs.has_value());  // no prompt_logprobs list in the response
+  EXPECT_EQ(lm_eval.max_tokens, (std::vector<int>{1, 1}));
+
+  EXPECT_FALSE(parse(R"("echo": true)").params.prompt_logprobs.has_value());
+  EXPECT_FALSE(parse(R"("logprobs": 2)").params.prompt_logprobs.has_value());
+  const GenerateRequest own = parse(R"("prompt_logprobs": 3)");
+  EXPECT_EQ(own.prompt_logprobs, 3);
+  EXPECT_EQ(own.params.prompt_logprobs, 3);
+  EXPECT_EQ(parse(R"("prompt_logprobs": 0)").params.prompt_logprobs, 0);
+  EXPECT_EQ(parse(R"("echo": true, "logprobs": 2, "prompt_logprobs": 5)").params.prompt_logprobs,
+            5);
+  EXPECT_EQ(parse(R"("echo": true, "logprobs": 4, "prompt_logprobs": 1)").params.prompt_logprobs,
+            4);
+  // Streamed: echo with logprobs works; prompt_logprobs lists are not streamed (vLLM's rule:
+  // above 0 is a 400, 0 asks for nothing).
+  EXPECT_EQ(parse(R"("echo": true, "logprobs": 1, "stream": true)").params.prompt_logprobs, 1);
+  const GenerateRequest zero = parse(R"("prompt_logprobs": 0, "stream": true)");
+  EXPECT_FALSE(zero.prompt_logprobs.has_value());
+  EXPECT_FALSE(zero.params.prompt_logprobs.has_value());
+
+  expect_400([&] { parse(R"("prompt_logprobs": 21)"); }, "prompt_logprobs", "[0, 20]");
+  expect_400([&] { parse(R"("prompt_logprobs": -1)"); }, "prompt_logprobs", "[0, 20]");
+  expect_400([&] { parse(R"("prompt_logprobs": "2")"); }, "prompt_logprobs", "integer");
+  expect_400([&] { parse(R"("prompt_logprobs": 1, "stream": true)"); }, "prompt_logprobs",
+             "stream");
+  expect_400([&] { parse(R"("echo": true, "logprobs": 21)"); }, "logprobs", "logprobs");
+
+  const ChatContext chat;
+  const GenerateRequest c = parse_chat_request(
+      ojson::parse(R"({"messages": [{"role": "user", "content": "Hi"}], "prompt_logprobs": 2})"),
+      chat.ctx);
+  EXPECT_EQ(c.prompt_logprobs, 2);
+  EXPECT_EQ(c.params.prompt_logprobs, 2);
+  expect_400(
+      [&] {
+        parse_chat_request(ojson::parse(R"({"messages": [{"role": "user", "content": "Hi"}],
+                                            "prompt_logprobs": 30})"),
+                           chat.ctx);
+      },
+      "prompt_logprobs", "[0, 20]");
 }
 
 // best_of null counts as absent on both endpoints, and best_of = n is what sampling does
