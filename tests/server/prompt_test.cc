@@ -49,14 +49,6 @@ std::vector<int> greedy(LLM& llm, const std::vector<int>& prompt, int max_tokens
       .token_ids;
 }
 
-LLM offline_llm() {
-  EngineConfig config;
-  config.device = "cpu";
-  config.num_kv_blocks = 128;
-  config.num_threads = 2;
-  return LLM(model_dir(), config);
-}
-
 TEST(Prompt, ChatWithToolsAndKwargsIsWhatJinja2Renders) {
   const ojson tools = ojson::parse(R"([{"type": "function", "function": {"name": "get_weather",
       "description": "Weather in a city", "parameters": {"type": "object",

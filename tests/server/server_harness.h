@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "io/random_model.h"
+#include "kestrel/llm.h"
 
 namespace kestrel::server_test {
 
@@ -59,6 +60,15 @@ inline std::string model_dir() {
     return final_dir.string();
   }();
   return dir;
+}
+
+// The tiny model in-process (the offline engine the server's answers are checked against).
+inline LLM offline_llm() {
+  EngineConfig config;
+  config.device = "cpu";
+  config.num_kv_blocks = 128;
+  config.num_threads = 2;
+  return LLM(model_dir(), config);
 }
 
 // A child process whose stdout and stderr go to one pipe that the test reads.
