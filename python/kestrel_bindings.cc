@@ -105,6 +105,7 @@ void bind_config(py::module_& m) {
       .def_readwrite("logit_bias", &SamplingParams::logit_bias)
       .def_readwrite("n", &SamplingParams::n)
       .def_readwrite("logprobs", &SamplingParams::logprobs)
+      .def_readwrite("prompt_logprobs", &SamplingParams::prompt_logprobs)
       // Without a model the vocabulary is unknown: stop_token_ids are checked at generate.
       .def("validate", [](const SamplingParams& p, int vocab_size) {
         as_value_error([&] { p.validate(vocab_size); });
@@ -133,6 +134,7 @@ void bind_outputs(py::module_& m) {
       .def_readonly("prompt_token_ids", &RequestOutput::prompt_token_ids)
       .def_readonly("outputs", &RequestOutput::outputs)
       .def_readonly("num_cached_tokens", &RequestOutput::num_cached_tokens)
+      .def_readonly("prompt_logprobs", &RequestOutput::prompt_logprobs)
       .def_readonly("finished", &RequestOutput::finished)
       .def_readonly("error", &RequestOutput::error);
 }

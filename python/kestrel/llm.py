@@ -9,6 +9,7 @@ Not thread-safe, like the C++ LLM: one generate() or stream at a time per LLM (a
 meanwhile raises RuntimeError).
 """
 
+import functools
 import numbers
 import operator
 import os
@@ -128,7 +129,8 @@ class LLM:
                             f"got {type(sampling_params).__name__}")
         params = sampling_params if sampling_params is not None else self.get_default_sampling_params()
         session = self._engine.start_stream(ids, params._to_cpp(self._engine))
-        return TextStream(session, self._wrap, text)
+        wrap = functools.partial(self._wrap, prompt_logprobs=params.prompt_logprobs is not None)
+        return TextStream(session, wrap, text)
 
     def _prompt(self, prompt: Prompt, index: int):
         """(text or None, token ids) of prompt number `index`."""
@@ -186,7 +188,9 @@ class LLM:
         try:
             while not session.done:
                 for index, out in session.step():
-                    results[index] = self._wrap(out, texts[index])
+                    params = sampling_params[index if len(sampling_params) > 1 else 0]
+                    results[index] = self._wrap(out, texts[index],
+                                                prompt_logprobs=params.prompt_logprobs is not None)
                     done += 1
                 bar.update(done, session.prefill_tps, session.decode_tps)
         finally:
@@ -194,16 +198,20 @@ class LLM:
             bar.close()
         return results
 
-    def _wrap(self, out, prompt: Optional[str]) -> RequestOutput:
+    def _wrap(self, out, prompt: Optional[str], prompt_logprobs: bool = False) -> RequestOutput:
+        """`prompt_logprobs`: whether the request asked for them (vLLM's list, else None)."""
         return RequestOutput(
             request_id=out.request_id, prompt=prompt, prompt_token_ids=out.prompt_token_ids,
             outputs=[CompletionOutput(c.index, c.text, c.token_ids, c.finish_reason or None,
                                       self._logprobs(c.logprobs) if c.logprobs else None,
                                       c.stop_reason)
                      for c in out.outputs],
-            finished=out.finished, num_cached_tokens=out.num_cached_tokens)
+            finished=out.finished, num_cached_tokens=out.num_cached_tokens,
+            prompt_logprobs=([None] + self._logprobs(out.prompt_logprobs)) if prompt_logprobs else None)
 
     def _logprobs(self, positions) -> List[Dict[int, Logprob]]:
+        """Per position (generated or prompt): {token_id: Logprob} for the position's token and
+        the most likely ones."""
         def piece(token_id):
             if not self._engine.has_tokenizer:
                 return None

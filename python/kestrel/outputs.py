@@ -10,7 +10,7 @@ from typing import Dict, List, NamedTuple, Optional, Union
 
 
 class Logprob(NamedTuple):
-    """vLLM's Logprob: one candidate token at one generated position."""
+    """vLLM's Logprob: one candidate token at one generated (or prompt) position."""
 
     logprob: float
     rank: int  # 1 = most likely
@@ -55,10 +55,15 @@ class RequestOutput(Mapping):
     _KEYS = ("text", "token_ids")
 
     def __init__(self, request_id: str, prompt: Optional[str], prompt_token_ids: List[int],
-                 outputs: List[CompletionOutput], finished: bool, num_cached_tokens: int):
+                 outputs: List[CompletionOutput], finished: bool, num_cached_tokens: int,
+                 prompt_logprobs: Optional[List[Optional[Dict[int, Logprob]]]] = None):
         self.request_id = request_id
         self.prompt = prompt  # None for token-id prompts
         self.prompt_token_ids = prompt_token_ids
+        # vLLM's, with SamplingParams.prompt_logprobs: one entry per prompt token, None for the
+        # first (nothing comes before it), then {token_id: Logprob} for the prompt token and
+        # the requested most likely ones. None when not asked for.
+        self.prompt_logprobs = prompt_logprobs
         self.outputs = outputs
         self.finished = finished
         self.num_cached_tokens = num_cached_tokens

@@ -68,6 +68,10 @@ class SamplingParams:
     # penalties (ids are checked against the model's vocabulary at generate)
     logit_bias: Optional[Dict[int, float]] = None
     logprobs: Optional[int] = None  # most likely tokens to return per position, 0..20
+    # vLLM's: each prompt token's logprob given the tokens before it, with this many most
+    # likely tokens in its place, 0..20 (RequestOutput.prompt_logprobs). The prompt is
+    # computed whole for it (no prefix-cache hits).
+    prompt_logprobs: Optional[int] = None
     include_stop_str_in_output: bool = False
     skip_special_tokens: bool = True  # special tokens left out of the text
     detokenize: bool = True  # False: token ids only, empty text

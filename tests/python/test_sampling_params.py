@@ -9,7 +9,8 @@ BAD = [
     {"top_k": -2}, {"min_p": -0.1}, {"min_p": 1.1}, {"seed": -1}, {"n": 0}, {"max_tokens": 0},
     {"min_tokens": -1}, {"min_tokens": 10, "max_tokens": 5}, {"presence_penalty": 2.5},
     {"frequency_penalty": -3.0}, {"repetition_penalty": 0.0}, {"logprobs": 21},
-    {"logprobs": -1}, {"logit_bias": {5: 101.0}}, {"logit_bias": {-1: 1.0}},
+    {"logprobs": -1}, {"prompt_logprobs": 21}, {"prompt_logprobs": -1},
+    {"logit_bias": {5: 101.0}}, {"logit_bias": {-1: 1.0}},
     {"logit_bias": {5: float("nan")}},
 ]
 
