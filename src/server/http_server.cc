@@ -17,6 +17,7 @@
 #include "kestrel/version.h"
 #include "server/reasoning.h"
 #include "server/request_framing.h"
+#include "server/responses_handler.h"
 #include "server/tokenize_handler.h"
 #include "server/tool_calls.h"
 #include "tokenizer/tokenizer.h"
@@ -40,8 +41,8 @@ void send_error(httplib::Response& res, int status, const json& body) {
 // The methods a route takes, or null for a path that is no route: another method on a route
 // is a 405, not a 404.
 const char* allowed_methods(const std::string& path) {
-  if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/tokenize" ||
-      path == "/detokenize") {
+  if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/responses" ||
+      path == "/tokenize" || path == "/detokenize") {
     return "POST";
   }
   if (path == "/health" || path == "/metrics" || path == "/version" || path == "/v1/models" ||
@@ -345,6 +346,11 @@ void HttpServer::Impl::install_routes() {
             capped_body(max_body, guarded([&s](const httplib::Request& req,
                                                httplib::Response& res) {
               handle_generate(s, req, res, true);
+            })));
+  http.Post("/v1/responses",
+            capped_body(max_body, guarded([&s](const httplib::Request& req,
+                                               httplib::Response& res) {
+              handle_responses(s, req, res);
             })));
   http.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
     // httplib adds its keep-alive terms to a response that closes the connection.

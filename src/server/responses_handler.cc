@@ -1,0 +1,214 @@
+#include "server/responses_handler.h"
+
+#include <httplib.h>
+
+#include <chrono>
+#include <memory>
+#include <optional>
+
+#include "core/logging.h"
+#include "server/api_error.h"
+#include "server/connections.h"
+#include "server/generation.h"
+#include "server/reasoning.h"
+#include "server/responses_format.h"
+#include "server/responses_request.h"
+#include "server/server_state.h"
+
+namespace kestrel::server {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+using Events = ResponseBuilder::Events;
+
+// As on the chat path (generate_handler.cc): how long a poll waits, and how long a stream
+// may go without writing before it sends an SSE comment (a write is how a client that went
+// away is noticed).
+constexpr std::chrono::milliseconds kPollInterval{500};
+constexpr auto kPingInterval = std::chrono::seconds(2);
+
+int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// One response being generated: the engine request, and the builder its text goes to after
+// the chat path's reasoning and tool-call parsers split it.
+class ResponseRun {
+ public:
+  ResponseRun(ServerState& state, ResponsesRequest request, std::string id,
+              Clock::time_point arrival)
+      : state_(state),
+        builder_(id, unix_seconds(), state.ctx.served_model_name, request.settings,
+                 [&state](const char* prefix) { return state.new_request_id(prefix); }),
+        parallel_tool_calls_(request.generate.parallel_tool_calls),
+        gen_(*state.loop, std::move(id), std::move(request.generate), arrival) {
+    if (!state.config.reasoning_parser.empty()) reasoning_.emplace();
+    if (gen_.request().tools && !state.config.tool_call_parser.empty()) {
+      tool_parser_ = make_tool_call_parser(state.config.tool_call_parser);
+    }
+  }
+
+  Generation& gen() { return gen_; }
+  ResponseBuilder& builder() { return builder_; }
+
+  // Waits up to a poll interval for the model's next text; returns the events it makes
+  // (the last ones, response.completed or response.failed, once the generation is done).
+  Events poll() {
+    Events out;
+    for (ChoiceDelta& d : gen_.poll(kPollInterval)) {
+      const bool last = !d.finish_reason.empty();
+      if (d.finish_reason == "error") {
+        append(out, builder_.fail(gen_.error()));
+        continue;
+      }
+      take(d.text, last, out);
+      if (last) append(out, builder_.finish(d.finish_reason, usage()));
+    }
+    return out;
+  }
+
+ private:
+  static void append(Events& out, Events more) {
+    for (ojson& e : more) out.push_back(std::move(e));
+  }
+
+  // As generate_handler.cc splits a chat choice: thinking first, then calls out of the rest.
+  void take(const std::string& text, bool last, Events& out) {
+    ReasoningPiece piece{std::string(), text};
+    if (reasoning_) {
+      piece = reasoning_->feed(text);
+      if (last) {
+        ReasoningPiece rest = reasoning_->finish();
+        piece.reasoning += rest.reasoning;
+        piece.content += rest.content;
+      }
+      reasoning_text_ += piece.reasoning;
+      append(out, builder_.add_reasoning(piece.reasoning));
+    }
+    if (!tool_parser_) {
+      append(out, builder_.add_text(piece.content));
+      return;
+    }
+    ToolCallPiece calls = tool_parser_->feed(piece.content);
+    if (last) {
+      ToolCallPiece rest = tool_parser_->finish();
+      calls.content += rest.content;
+      for (ToolCall& c : rest.calls) calls.calls.push_back(std::move(c));
+    }
+    append(out, builder_.add_text(calls.content));
+    for (const ToolCall& call : calls.calls) {
+      // parallel_tool_calls false keeps the first call only, as on the chat path.
+      if (parallel_tool_calls_ || calls_seen_ == 0) append(out, builder_.add_function_call(call));
+      ++calls_seen_;
+    }
+  }
+
+  ResponseUsage usage() const {
+    ResponseUsage u;
+    u.input_tokens = gen_.prompt_tokens();
+    u.output_tokens = gen_.completion_tokens();
+    // The engine does not tell which tokens were thinking: the thinking's text, tokenized
+    // again (a model's own text gives back its tokens, but for the tags).
+    if (!reasoning_text_.empty() && state_.ctx.tokenizer != nullptr) {
+      const int n = static_cast<int>(state_.ctx.tokenizer->encode(reasoning_text_, false).size());
+      u.reasoning_tokens = std::min(n, u.output_tokens);
+    }
+    return u;
+  }
+
+  ServerState& state_;
+  ResponseBuilder builder_;
+  const bool parallel_tool_calls_;
+  Generation gen_;
+  std::optional<ReasoningSplitter> reasoning_;
+  std::unique_ptr<ToolCallParser> tool_parser_;
+  std::string reasoning_text_;
+  int calls_seen_ = 0;
+};
+
+void answer_whole(ServerState& state, std::unique_ptr<ResponseRun> run,
+                  const httplib::Request& http_req, httplib::Response& res) {
+  // Held by the body's provider, so that shutdown waits until the response is written.
+  auto guard = std::make_shared<InflightGuard>(state);
+  run->gen().start();
+  const int connection = find_connection(http_req.local_port, http_req.remote_port);
+  while (!run->gen().done()) {
+    (void)run->poll();
+    if (connection >= 0 && !run->gen().done() && !peer_open(connection)) {
+      KS_LOG_DEBUG("{}: the client closed the connection; aborted", run->gen().id());
+      res.status = 499;  // nobody reads it; the run's Generation aborts the engine request
+      return;
+    }
+  }
+  ojson body = run->builder().response();
+  if (!run->gen().error().empty()) {
+    res.status = state.draining ? 503 : 500;
+    body = error_body(run->gen().error(), "server_error");
+  }
+  auto text = std::make_shared<std::string>(
+      body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+  res.set_content_provider(
+      text->size(), "application/json",
+      [text](size_t offset, size_t length, httplib::DataSink& sink) {
+        return sink.write(text->data() + offset, std::min(length, text->size() - offset));
+      },
+      [guard = std::move(guard)](bool) {});
+}
+
+// A streamed response: its events as they come, pings while nothing does.
+struct StreamSession {
+  StreamSession(ServerState& state, std::unique_ptr<ResponseRun> run)
+      : guard(state), run(std::move(run)) {}
+
+  InflightGuard guard;
+  std::unique_ptr<ResponseRun> run;
+  bool opened = false;
+  Clock::time_point last_write = Clock::now();
+
+  // One provider call. False: the client is gone (the run's destructor aborts the request).
+  bool pump(httplib::DataSink& sink) {
+    Events events;
+    if (!opened) {
+      opened = true;
+      events = run->builder().start();  // at once, before the request is scheduled
+    } else if (run->gen().done()) {
+      sink.done();
+      return true;
+    } else {
+      events = run->poll();
+    }
+    std::string out;
+    for (const ojson& e : events) out += responses_sse_event(e);
+    if (out.empty() && Clock::now() - last_write >= kPingInterval) out = ": ping\n\n";
+    if (out.empty()) return true;
+    last_write = Clock::now();
+    return sink.write(out.data(), out.size());
+  }
+};
+
+}  // namespace
+
+void handle_responses(ServerState& state, const httplib::Request& http_req,
+                      httplib::Response& res) {
+  const Clock::time_point arrival = Clock::now();
+  ResponsesRequest request = parse_responses_request(parse_request_body(http_req.body), state.ctx);
+  const bool stream = request.generate.stream;
+  std::string id = state.new_request_id("resp_");
+  KS_LOG_DEBUG("{}: {} prompt tokens, stream={}", id, request.generate.prompts[0].size(), stream);
+  auto run = std::make_unique<ResponseRun>(state, std::move(request), std::move(id), arrival);
+  if (!stream) {
+    answer_whole(state, std::move(run), http_req, res);
+    return;
+  }
+  auto session = std::make_shared<StreamSession>(state, std::move(run));
+  session->run->gen().start();
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [session](size_t, httplib::DataSink& sink) { return session->pump(sink); },
+      [session](bool) {});
+}
+
+}  // namespace kestrel::server

@@ -1,0 +1,15 @@
+// POST /v1/responses (OpenAI's Responses API): parsed by responses_request.h into the chat
+// path's request, run on the engine loop as a Generation, and answered as one response
+// object or as a stream of Responses events (responses_format.h). The answer's text is split
+// into reasoning, message and function calls by the same reasoning and tool-call parsers
+// as chat completions (--reasoning-parser, --tool-call-parser).
+#pragma once
+
+#include "server/server_state.h"
+
+namespace kestrel::server {
+
+// Throws ApiError for a bad request (before anything is queued); the route's guard answers it.
+void handle_responses(ServerState& state, const httplib::Request& req, httplib::Response& res);
+
+}  // namespace kestrel::server

@@ -1,0 +1,203 @@
+// The Responses API (POST /v1/responses) through the official openai client, against a
+// server with --tool-call-parser hermes. The oracle is the chat endpoint: a response's text
+// and usage equal those of the equivalent chat completion (greedy, same max tokens); streams
+// deliver the same text in the documented event order; tool round trips render and forced
+// calls come back as function_call items valid under their schemas (ajv).
+import { createRequire } from "node:module";
+import path from "node:path";
+import { MODEL, check, checkEqual, finish, makeClient, OpenAI } from "./common.mjs";
+
+const require = createRequire(path.join(process.env.NODE_PATH ?? "", "noop.js"));
+const Ajv = require("ajv");
+const ajv = new Ajv({ strict: false });
+const client = makeClient();
+
+// The response's status for the chat completion's finish_reason.
+const statusFor = (finishReason) => (finishReason === "length" ? "incomplete" : "completed");
+
+async function chatOracle(messages, maxTokens, extra = {}) {
+  const c = await client.chat.completions.create({ model: MODEL, messages, temperature: 0, max_tokens: maxTokens, ...extra });
+  return { text: c.choices[0].message.content ?? "", finish: c.choices[0].finish_reason, usage: c.usage };
+}
+
+function checkAgainstChat(r, oracle, what) {
+  checkEqual(r.object, "response", `${what}: object`);
+  check(r.id.startsWith("resp_"), `${what}: id`, r.id);
+  checkEqual(r.output_text, oracle.text, `${what}: text equals the chat completion's`);
+  checkEqual(r.status, statusFor(oracle.finish), `${what}: status`);
+  if (oracle.finish === "length") checkEqual(r.incomplete_details, { reason: "max_output_tokens" }, `${what}: details`);
+  checkEqual(r.usage.input_tokens, oracle.usage.prompt_tokens, `${what}: input_tokens`);
+  checkEqual(r.usage.output_tokens, oracle.usage.completion_tokens, `${what}: output_tokens`);
+  checkEqual(r.usage.total_tokens, oracle.usage.total_tokens, `${what}: total_tokens`);
+  checkEqual(r.error, null, `${what}: error`);
+  const message = r.output.find((o) => o.type === "message");
+  check(message && message.role === "assistant" && message.id.startsWith("msg_"), `${what}: message item`, r.output);
+}
+
+// --- A string input, against the chat completion of the same single user message.
+for (const [i, prompt] of ["Tell me a story about a dragon.", "What is 2 + 2?", "Hi"].entries()) {
+  const r = await client.responses.create({ model: MODEL, input: prompt, temperature: 0, max_output_tokens: 24 });
+  const oracle = await chatOracle([{ role: "user", content: prompt }], 24);
+  checkAgainstChat(r, oracle, `string input ${i}`);
+  check(r.output_text.length > 0, `string input ${i}: non-empty text`);
+  checkEqual(r.max_output_tokens, 24, `string input ${i}: max_output_tokens repeated`);
+  checkEqual(r.temperature, 0, `string input ${i}: temperature repeated`);
+}
+
+// --- A structured output ends where its schema does: status "completed" with EOS.
+const schema = { type: "object", properties: { answer: { enum: ["yes", "no", "maybe"] } }, required: ["answer"], additionalProperties: false };
+{
+  const r = await client.responses.create({
+    model: MODEL, input: "Is the sky blue?", temperature: 0, max_output_tokens: 64,
+    text: { format: { type: "json_schema", name: "answer", schema, strict: true } },
+  });
+  const oracle = await chatOracle([{ role: "user", content: "Is the sky blue?" }], 64, {
+    response_format: { type: "json_schema", json_schema: { name: "answer", schema, strict: true } },
+  });
+  checkAgainstChat(r, oracle, "json_schema");
+  checkEqual(r.status, "completed", "json_schema: completed");
+  check(ajv.validate(schema, JSON.parse(r.output_text)), "json_schema: valid", r.output_text);
+  checkEqual(r.text.format.type, "json_schema", "json_schema: text repeated");
+}
+
+// --- instructions and a list input: a system message first, then the items as messages.
+const conversation = [
+  { role: "user", content: "Hello" },
+  { type: "message", role: "assistant", content: [{ type: "output_text", text: "Hi! How can I help?", annotations: [] }] },
+  { role: "user", content: [{ type: "input_text", text: "Name a colour." }] },
+];
+{
+  const r = await client.responses.create({ model: MODEL, instructions: "Answer in one word.", input: conversation, temperature: 0, max_output_tokens: 20 });
+  const oracle = await chatOracle([
+    { role: "system", content: "Answer in one word." },
+    { role: "user", content: "Hello" },
+    { role: "assistant", content: "Hi! How can I help?" },
+    { role: "user", content: "Name a colour." },
+  ], 20);
+  checkAgainstChat(r, oracle, "instructions + list");
+  checkEqual(r.instructions, "Answer in one word.", "instructions repeated");
+}
+
+// --- Streaming: the same text as unstreamed, events in the documented order.
+const streamed = { model: MODEL, input: "Write a haiku about the sea.", temperature: 0, max_output_tokens: 30 };
+{
+  const whole = await client.responses.create(streamed);
+  const events = [];
+  for await (const e of await client.responses.create({ ...streamed, stream: true })) events.push(e);
+  const types = events.map((e) => e.type);
+  const expected = ["response.created", "response.in_progress", "response.output_item.added", "response.content_part.added"];
+  checkEqual(types.slice(0, 4), expected, "stream: opening events");
+  const deltas = events.filter((e) => e.type === "response.output_text.delta");
+  check(deltas.length > 1, "stream: several deltas", deltas.length);
+  const firstAfter = types.findIndex((t, i) => i >= 4 && t !== "response.output_text.delta");
+  checkEqual(types.slice(4, firstAfter).every((t) => t === "response.output_text.delta"), true, "stream: deltas follow the part");
+  checkEqual(types.slice(firstAfter), ["response.output_text.done", "response.content_part.done", "response.output_item.done",
+    whole.status === "completed" ? "response.completed" : "response.incomplete"], "stream: closing events");
+  checkEqual(events.map((e) => e.sequence_number), events.map((_, i) => i), "stream: sequence numbers 0, 1, ...");
+  checkEqual(deltas.map((d) => d.delta).join(""), whole.output_text, "stream: deltas equal the unstreamed text");
+  const itemId = events[2].item.id;
+  check(deltas.every((d) => d.item_id === itemId && d.output_index === 0 && d.content_index === 0), "stream: delta ids", deltas[0]);
+  const last = events.at(-1).response;
+  checkEqual(last.status, whole.status, "stream: final status");
+  checkEqual(last.output[0].content, whole.output[0].content, "stream: final content");
+  checkEqual(last.usage, whole.usage, "stream: usage");
+  checkEqual(events[0].response.status, "in_progress", "stream: created in progress");
+
+  // The client's stream helper accumulates the same response.
+  const helper = client.responses.stream(streamed);
+  let helperText = "";
+  helper.on("response.output_text.delta", (e) => { helperText += e.delta; });
+  const final = await helper.finalResponse();
+  checkEqual(final.output_text, whole.output_text, "stream(): final output_text");
+  checkEqual(helperText, whole.output_text, "stream(): deltas");
+}
+
+// --- Tools: a round trip (a call and its output in the input) renders and answers; forced
+// calls come back as function_call items.
+const tools = [
+  {
+    type: "function", name: "get_weather", description: "Current weather in a city", strict: true,
+    parameters: { type: "object", properties: { city: { type: "string", minLength: 1, maxLength: 12 }, unit: { enum: ["celsius", "fahrenheit"] } }, required: ["city", "unit"], additionalProperties: false },
+  },
+  {
+    type: "function", name: "get_time",
+    parameters: { type: "object", properties: { zone: { type: "string", maxLength: 8 } }, required: ["zone"], additionalProperties: false },
+  },
+];
+const validators = Object.fromEntries(tools.map((t) => [t.name, ajv.compile(t.parameters)]));
+const roundTrip = [
+  { role: "user", content: "What is the weather in Paris?" },
+  { type: "function_call", call_id: "call_abc", name: "get_weather", arguments: '{"city": "Paris", "unit": "celsius"}' },
+  { type: "function_call_output", call_id: "call_abc", output: '{"temperature": 21}' },
+];
+
+function checkCalls(r, what, only) {
+  checkEqual(r.status, "completed", `${what}: status`);
+  const calls = r.output.filter((o) => o.type === "function_call");
+  check(calls.length >= 1, `${what}: calls`, r.output);
+  if (only) checkEqual(calls.length, 1, `${what}: one call`);
+  for (const c of calls) {
+    check(c.id.startsWith("fc_") && c.call_id.startsWith("call_"), `${what}: ids`, c);
+    checkEqual(c.status, "completed", `${what}: call status`);
+    if (only) checkEqual(c.name, only, `${what}: the named function`);
+    const validate = validators[c.name];
+    check(validate !== undefined, `${what}: a listed tool`, c.name);
+    if (validate) check(validate(JSON.parse(c.arguments)), `${what}: arguments valid`, c.arguments);
+  }
+  return calls;
+}
+
+{
+  const r = await client.responses.create({ model: MODEL, input: roundTrip, tools, temperature: 0, max_output_tokens: 16 });
+  const oracle = await chatOracle([
+    roundTrip[0],
+    { role: "assistant", content: "", tool_calls: [{ id: "call_abc", type: "function", function: { name: "get_weather", arguments: roundTrip[1].arguments } }] },
+    { role: "tool", tool_call_id: "call_abc", content: roundTrip[2].output },
+  ], 16, { tools: tools.map(({ type, ...fn }) => ({ type, function: fn })) });
+  checkEqual(r.output_text, oracle.text, "round trip: text equals the chat completion's");
+  checkEqual(r.usage.input_tokens, oracle.usage.prompt_tokens, "round trip: the same prompt");
+  checkEqual(r.tools.map((t) => t.name), ["get_weather", "get_time"], "round trip: tools repeated");
+
+  // Greedy "required" may write calls until its limit: sampled, as the chat tests do.
+  for (const seed of [1, 2, 3]) {
+    checkCalls(await client.responses.create({ model: MODEL, input: roundTrip, tools, tool_choice: "required", temperature: 1, seed, max_output_tokens: 600 }), `required ${seed}`);
+  }
+  const forced = { model: MODEL, input: roundTrip, tools, tool_choice: "required", parallel_tool_calls: false, temperature: 0, max_output_tokens: 400 };
+  const required = await client.responses.create(forced);
+  const calls = checkCalls(required, "required, one call", undefined);
+  const named = await client.responses.create({ model: MODEL, input: "Time in Tokyo?", tools, tool_choice: { type: "function", name: "get_time" }, temperature: 0, max_output_tokens: 400 });
+  checkCalls(named, "named", "get_time");
+  checkEqual(calls.length, 1, "parallel_tool_calls false: one call");
+
+  // Streamed forced calls equal the unstreamed ones.
+  const events = [];
+  for await (const e of await client.responses.create({ ...forced, stream: true })) events.push(e);
+  const done = events.filter((e) => e.type === "response.function_call_arguments.done");
+  checkEqual(done.map((e) => [e.name, e.arguments]), calls.map((c) => [c.name, c.arguments]), "stream: the same calls");
+  checkEqual(events.at(-1).type, "response.completed", "stream: completed");
+
+  // The client's own output items go back as the next input, with the calls' results.
+  const next = await client.responses.create({
+    model: MODEL, tools, temperature: 0, max_output_tokens: 16,
+    input: [...roundTrip, ...required.output, ...calls.map((c) => ({ type: "function_call_output", call_id: c.call_id, output: "ok" }))],
+  });
+  check(next.status === "completed" || next.status === "incomplete", "second round: answered", next.status);
+}
+
+// --- Errors reach the client as APIErrors naming the field.
+async function expectError(params, param, what) {
+  try {
+    await client.responses.create({ model: MODEL, input: "x", ...params });
+    check(false, `${what}: accepted`);
+  } catch (e) {
+    check(e instanceof OpenAI.APIError, `${what}: APIError`, String(e));
+    checkEqual(e.status, 400, `${what}: status`);
+    checkEqual(e.param, param, `${what}: param`);
+  }
+}
+await expectError({ previous_response_id: "resp_123" }, "previous_response_id", "previous_response_id");
+await expectError({ tools: [{ type: "web_search" }] }, "tools", "built-in tool");
+await expectError({ max_output_tokens: 100000 }, "max_output_tokens", "past the context");
+await expectError({ tool_choice: { type: "function", name: "nope" }, tools }, "tool_choice", "unknown function");
+
+finish();

@@ -1,0 +1,84 @@
+// POST /v1/responses end to end: the official openai client (tests/server/responses.mjs)
+// against `kestrel serve` with --tool-call-parser hermes, and bad input over raw HTTP, each
+// a 400 naming its field while a streamed response runs undisturbed.
+#include <thread>
+
+#include "server_harness.h"
+
+namespace kestrel::server_test {
+namespace {
+
+using json = nlohmann::json;
+
+TEST(Responses, OpenAIClientAgainstTheChatEndpoint) {
+  ServerProcess server({"--tool-call-parser", "hermes"});
+  const NodeResult r = run_node("responses.mjs", server.port(), {}, 300s);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("OK"), std::string::npos) << r.output;
+}
+
+TEST(Responses, BadInputIsA400NamingTheField) {
+  ServerProcess server;
+  // A long stream runs meanwhile; the refusals must not disturb it.
+  std::string streamed;
+  std::thread stream([&] {
+    auto res = client(server.port()).Post(
+        "/v1/responses",
+        json{{"input", "Tell me a long story."}, {"max_output_tokens", 200}, {"stream", true},
+             {"temperature", 0}}.dump(),
+        "application/json");
+    if (res) streamed = res->body;
+  });
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"input": "x", "previous_response_id": "resp_1"})", "previous_response_id"},
+      {R"({"input": "x", "background": true})", "background"},
+      {R"({"input": "x", "include": ["file_search_call.results"]})", "include"},
+      {R"({"input": "x", "tools": [{"type": "web_search_preview"}]})", "tools"},
+      {R"({"input": "x", "tools": [{"type": "function"}]})", "tools"},
+      {R"({"input": "x", "unknown_field": 1})", "unknown_field"},
+      {R"({"instructions": "x"})", "input"},
+      {R"({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]})", "input"},
+      {R"({"input": "x", "max_output_tokens": 0})", "max_output_tokens"},
+      {R"({"input": "x", "max_output_tokens": 5000})", "max_output_tokens"},
+      {R"({"input": "x", "temperature": -1})", "temperature"},
+      {R"({"input": "x", "top_p": "high"})", "top_p"},
+      {R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "s"}}})", "text.format.schema"},
+      {R"({"input": "x", "tool_choice": "required"})", "tool_choice"},
+      {R"({"input": "x", "stream": "yes"})", "stream"},
+  };
+  for (const auto& [body, param] : cases) {
+    auto res = client(server.port()).Post("/v1/responses", body, "application/json");
+    if (!res) {
+      ADD_FAILURE() << "no answer to " << body;
+      continue;
+    }
+    EXPECT_EQ(res->status, 400) << body << " -> " << res->body;
+    const json error = json::parse(res->body)["error"];
+    EXPECT_EQ(error["param"], param) << body << " -> " << res->body;
+    EXPECT_EQ(error["type"], "invalid_request_error") << res->body;
+  }
+  stream.join();
+  auto not_json = client(server.port()).Post("/v1/responses", "{", "application/json");
+  ASSERT_TRUE(not_json);
+  EXPECT_EQ(not_json->status, 400);
+  auto model = client(server.port()).Post("/v1/responses", R"({"input": "x", "model": "gpt-4o"})",
+                                          "application/json");
+  ASSERT_TRUE(model);
+  EXPECT_EQ(model->status, 404);
+  auto get = client(server.port()).Get("/v1/responses");
+  ASSERT_TRUE(get);
+  EXPECT_EQ(get->status, 405);
+  EXPECT_EQ(get->get_header_value("Allow"), "POST");
+  auto no_key = client(server.port(), false).Post("/v1/responses", R"({"input": "x"})", "application/json");
+  ASSERT_TRUE(no_key);
+  EXPECT_EQ(no_key->status, 401);
+
+  EXPECT_NE(streamed.find("event: response.created\n"), std::string::npos) << streamed.substr(0, 2000);
+  const bool ended = streamed.find("event: response.completed\n") != std::string::npos ||
+                     streamed.find("event: response.incomplete\n") != std::string::npos;
+  EXPECT_TRUE(ended) << streamed.substr(streamed.size() > 2000 ? streamed.size() - 2000 : 0);
+  EXPECT_TRUE(wait_engine_idle(server.port(), 10s));
+}
+
+}  // namespace
+}  // namespace kestrel::server_test
