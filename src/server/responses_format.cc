@@ -58,11 +58,17 @@ void ResponseBuilder::open(Open kind, Events& out) {
   const bool reasoning = kind == Open::kReasoning;
   ojson item;
   if (reasoning) {
-    item = {{"id", new_id_("rs_")}, {"type", "reasoning"}, {"summary", ojson::array()},
-            {"content", ojson::array()}, {"status", "in_progress"}};
+    item = {{"id", new_id_("rs_")},
+            {"type", "reasoning"},
+            {"summary", ojson::array()},
+            {"content", ojson::array()},
+            {"status", "in_progress"}};
   } else {
-    item = {{"id", new_id_("msg_")}, {"type", "message"}, {"status", "in_progress"},
-            {"role", "assistant"}, {"content", ojson::array()}};
+    item = {{"id", new_id_("msg_")},
+            {"type", "message"},
+            {"status", "in_progress"},
+            {"role", "assistant"},
+            {"content", ojson::array()}};
   }
   const std::string id = item["id"];
   response_["output"].push_back(item);
@@ -71,9 +77,9 @@ void ResponseBuilder::open(Open kind, Events& out) {
   const int index = open_index();
   out.push_back(event("response.output_item.added", {{"output_index", index}, {"item", item}}));
   out.push_back(event("response.content_part.added", {{"item_id", id},
-                                                       {"output_index", index},
-                                                       {"content_index", 0},
-                                                       {"part", text_part(reasoning, "")}}));
+                                                      {"output_index", index},
+                                                      {"content_index", 0},
+                                                      {"part", text_part(reasoning, "")}}));
 }
 
 void ResponseBuilder::close(const char* status, Events& out) {
@@ -108,17 +114,17 @@ ResponseBuilder::Events ResponseBuilder::add_piece(Open kind, std::string_view t
                   {"content_index", 0},
                   {"delta", std::string(text)}};
   if (kind == Open::kMessage) fields["logprobs"] = ojson::array();
-  out.push_back(event(kind == Open::kMessage ? "response.output_text.delta"
-                                             : "response.reasoning_text.delta",
-                      std::move(fields)));
+  out.push_back(
+      event(kind == Open::kMessage ? "response.output_text.delta" : "response.reasoning_text.delta",
+            std::move(fields)));
   return out;
 }
 
 ResponseBuilder::Events ResponseBuilder::add_function_call(const ToolCall& call) {
   Events out;
   close("completed", out);
-  ojson item = {{"id", new_id_("fc_")}, {"type", "function_call"}, {"status", "in_progress"},
-                {"call_id", new_id_("call_")}, {"name", call.name}, {"arguments", ""}};
+  ojson item = {{"id", new_id_("fc_")},        {"type", "function_call"}, {"status", "in_progress"},
+                {"call_id", new_id_("call_")}, {"name", call.name},       {"arguments", ""}};
   const std::string id = item["id"];
   response_["output"].push_back(item);
   const int index = open_index();
@@ -126,9 +132,9 @@ ResponseBuilder::Events ResponseBuilder::add_function_call(const ToolCall& call)
   out.push_back(event("response.function_call_arguments.delta",
                       {{"item_id", id}, {"output_index", index}, {"delta", call.arguments}}));
   out.push_back(event("response.function_call_arguments.done", {{"item_id", id},
-                                                                 {"output_index", index},
-                                                                 {"name", call.name},
-                                                                 {"arguments", call.arguments}}));
+                                                                {"output_index", index},
+                                                                {"name", call.name},
+                                                                {"arguments", call.arguments}}));
   ojson& stored = response_["output"][index];
   stored["arguments"] = call.arguments;
   stored["status"] = "completed";
@@ -143,10 +149,11 @@ ResponseBuilder::Events ResponseBuilder::finish(const std::string& finish_reason
   if (response_["output"].empty()) open(Open::kMessage, out);
   close(complete ? "completed" : "incomplete", out);
   response_["status"] = complete ? "completed" : "incomplete";
-  if (finish_reason == "length") response_["incomplete_details"] = {{"reason", "max_output_tokens"}};
+  if (finish_reason == "length")
+    response_["incomplete_details"] = {{"reason", "max_output_tokens"}};
   response_["usage"] = usage_json(usage);
-  out.push_back(event(complete ? "response.completed" : "response.incomplete",
-                      {{"response", response_}}));
+  out.push_back(
+      event(complete ? "response.completed" : "response.incomplete", {{"response", response_}}));
   return out;
 }
 
@@ -160,8 +167,8 @@ ResponseBuilder::Events ResponseBuilder::fail(const std::string& message) {
 }
 
 std::string responses_sse_event(const ojson& event) {
-  return "event: " + event.value("type", "") + "\ndata: " +
-         event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
+  return "event: " + event.value("type", "") +
+         "\ndata: " + event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n\n";
 }
 
 }  // namespace kestrel::server

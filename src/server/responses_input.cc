@@ -36,8 +36,10 @@ ojson message_content(const ojson& content, const std::string& where) {
     const std::string type = part.is_object() ? part.value("type", "") : "";
     const char* key = type == "refusal" ? "refusal" : "text";
     if (type != "input_text" && type != "output_text" && type != "text" && type != "refusal") {
-      bad_item(where, "content part {} of type '{}' is not supported (only input_text, "
-               "output_text and refusal)", k, type);
+      bad_item(where,
+               "content part {} of type '{}' is not supported (only input_text, "
+               "output_text and refusal)",
+               k, type);
     }
     parts.push_back({{"type", "text"}, {"text", required_string(part, key, where)}});
   }
@@ -105,8 +107,7 @@ void append_message(const ojson& item, const std::string& where, ojson& messages
   }
   // Text after reasoning of the same turn joins it; text after calls starts a new turn.
   const bool joins = !messages.empty() && messages.back().value("role", "") == "assistant" &&
-                     !messages.back().contains("tool_calls") &&
-                     messages.back()["content"] == "";
+                     !messages.back().contains("tool_calls") && messages.back()["content"] == "";
   if (!joins) messages.push_back({{"role", "assistant"}});
   messages.back()["content"] = std::move(converted);
 }
@@ -146,8 +147,9 @@ void append_input_messages(const ojson& input, ojson& messages) {
                           {"tool_call_id", required_string(item, "call_id", where)},
                           {"content", call_output(item, where)}});
     } else if (type == "reasoning") {
-      messages.push_back(
-          {{"role", "assistant"}, {"content", ""}, {"reasoning_content", reasoning_text(item, where)}});
+      messages.push_back({{"role", "assistant"},
+                          {"content", ""},
+                          {"reasoning_content", reasoning_text(item, where)}});
     } else if (type == "item_reference") {
       bad_item(where, "item references are not supported: this server stores no responses");
     } else {

@@ -23,7 +23,8 @@ void reject_unsupported(const FieldReader& f) {
     if (f.find(key)) not_supported(key, fmt::format("'{}'", key));
   }
   if (f.boolean("background").value_or(false)) not_supported("background", "'background': true");
-  if (const ojson* include = f.find("include"); include && !(include->is_array() && include->empty())) {
+  if (const ojson* include = f.find("include");
+      include && !(include->is_array() && include->empty())) {
     not_supported("include", "'include'");
   }
   if (f.int32("top_logprobs").value_or(0) != 0) not_supported("top_logprobs", "'top_logprobs'");
@@ -34,7 +35,8 @@ void reject_unsupported(const FieldReader& f) {
 
 // Flat function tools ({"type": "function", "name", ...}) in the chat form.
 ojson chat_tools(const ojson& tools) {
-  if (!tools.is_array()) throw_bad_request("tools", "'tools' must be a list, got {}", json_type_name(tools));
+  if (!tools.is_array())
+    throw_bad_request("tools", "'tools' must be a list, got {}", json_type_name(tools));
   ojson out = ojson::array();
   for (size_t i = 0; i < tools.size(); ++i) {
     const std::string where = fmt::format("tools[{}]", i);
@@ -45,7 +47,8 @@ ojson chat_tools(const ojson& tools) {
                         where, type);
     }
     t.reject_unknown({"type", "name", "description", "parameters", "strict"});
-    if (t.string("name").value_or("").empty()) throw_bad_request("tools", "{} needs a 'name'", where);
+    if (t.string("name").value_or("").empty())
+      throw_bad_request("tools", "{} needs a 'name'", where);
     (void)t.string("description");
     (void)t.boolean("strict");
     if (const ojson* p = t.find("parameters"); p && !p->is_object()) {
@@ -72,7 +75,8 @@ ojson chat_tool_choice(const ojson& choice) {
   }
   throw_bad_request("tool_choice",
                     "'tool_choice' must be 'auto', 'none', 'required' or {{\"type\": \"function\", "
-                    "\"name\": ...}}, got {}", choice.dump());
+                    "\"name\": ...}}, got {}",
+                    choice.dump());
 }
 
 // text.format as a chat response_format (null for plain text).
@@ -88,7 +92,8 @@ ojson chat_response_format(const ojson& text) {
   if (type == "json_object") return {{"type", "json_object"}};
   if (type != "json_schema") {
     throw_bad_request("text.format.type",
-                      "'text.format.type' must be 'text', 'json_object' or 'json_schema', got '{}'", type);
+                      "'text.format.type' must be 'text', 'json_object' or 'json_schema', got '{}'",
+                      type);
   }
   f.reject_unknown({"type", "name", "schema", "strict", "description"});
   ojson schema = {{"name", f.string("name").value_or("")}};
@@ -126,19 +131,19 @@ ApiError renamed(const ApiError& e) {
 ojson responses_to_chat_body(const ojson& body) {
   const FieldReader f(body);
   f.reject_unknown({// OpenAI's
-                    "model", "input", "instructions", "tools", "tool_choice",
-                    "parallel_tool_calls", "max_output_tokens", "temperature", "top_p", "stream",
-                    "stream_options", "metadata", "user", "store", "text", "reasoning",
-                    "service_tier", "truncation", "safety_identifier", "prompt_cache_key",
-                    "prompt_cache_retention", "previous_response_id", "background", "include",
-                    "conversation", "prompt", "max_tool_calls", "top_logprobs",
+                    "model", "input", "instructions", "tools", "tool_choice", "parallel_tool_calls",
+                    "max_output_tokens", "temperature", "top_p", "stream", "stream_options",
+                    "metadata", "user", "store", "text", "reasoning", "service_tier", "truncation",
+                    "safety_identifier", "prompt_cache_key", "prompt_cache_retention",
+                    "previous_response_id", "background", "include", "conversation", "prompt",
+                    "max_tool_calls", "top_logprobs",
                     // vLLM's extensions, as on the chat endpoint
                     "top_k", "min_p", "repetition_penalty", "seed", "chat_template_kwargs"});
   reject_unsupported(f);
   ojson chat = ojson::object();
-  for (const char* key : {"model", "temperature", "top_p", "stream", "parallel_tool_calls", "user",
-                          "store", "service_tier", "top_k", "min_p", "repetition_penalty", "seed",
-                          "chat_template_kwargs"}) {
+  for (const char* key :
+       {"model", "temperature", "top_p", "stream", "parallel_tool_calls", "user", "store",
+        "service_tier", "top_k", "min_p", "repetition_penalty", "seed", "chat_template_kwargs"}) {
     if (const ojson* v = f.find(key)) chat[key] = *v;
   }
   ojson messages = ojson::array();
@@ -152,11 +157,13 @@ ojson responses_to_chat_body(const ojson& body) {
   if (const ojson* tools = f.find("tools")) chat["tools"] = chat_tools(*tools);
   if (const ojson* choice = f.find("tool_choice")) chat["tool_choice"] = chat_tool_choice(*choice);
   if (auto max = f.int32("max_output_tokens")) {
-    if (*max < 1) throw_bad_request("max_output_tokens", "'max_output_tokens' must be >= 1, got {}", *max);
+    if (*max < 1)
+      throw_bad_request("max_output_tokens", "'max_output_tokens' must be >= 1, got {}", *max);
     chat["max_completion_tokens"] = *max;
   }
   if (const ojson* text = f.find("text")) {
-    if (ojson format = chat_response_format(*text); !format.is_null()) chat["response_format"] = format;
+    if (ojson format = chat_response_format(*text); !format.is_null())
+      chat["response_format"] = format;
   }
   if (const ojson* options = f.find("stream_options")) {
     if (!f.boolean("stream").value_or(false)) {

@@ -40,19 +40,27 @@ TEST(ResponsesFormat, ReasoningTextAndCallsStreamInTheDocumentedOrder) {
   usage.output_tokens = 20;
   usage.reasoning_tokens = 3;
   append(all, b.finish("stop", usage));
-  EXPECT_EQ(types(all), (std::vector<std::string>{
-                            "response.created", "response.in_progress",
-                            "response.output_item.added", "response.content_part.added",
-                            "response.reasoning_text.delta", "response.reasoning_text.delta",
-                            "response.reasoning_text.done", "response.content_part.done",
-                            "response.output_item.done",
-                            "response.output_item.added", "response.content_part.added",
-                            "response.output_text.delta", "response.output_text.delta",
-                            "response.output_text.done", "response.content_part.done",
-                            "response.output_item.done",
-                            "response.output_item.added", "response.function_call_arguments.delta",
-                            "response.function_call_arguments.done", "response.output_item.done",
-                            "response.completed"}));
+  EXPECT_EQ(types(all), (std::vector<std::string>{"response.created",
+                                                  "response.in_progress",
+                                                  "response.output_item.added",
+                                                  "response.content_part.added",
+                                                  "response.reasoning_text.delta",
+                                                  "response.reasoning_text.delta",
+                                                  "response.reasoning_text.done",
+                                                  "response.content_part.done",
+                                                  "response.output_item.done",
+                                                  "response.output_item.added",
+                                                  "response.content_part.added",
+                                                  "response.output_text.delta",
+                                                  "response.output_text.delta",
+                                                  "response.output_text.done",
+                                                  "response.content_part.done",
+                                                  "response.output_item.done",
+                                                  "response.output_item.added",
+                                                  "response.function_call_arguments.delta",
+                                                  "response.function_call_arguments.done",
+                                                  "response.output_item.done",
+                                                  "response.completed"}));
   for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i]["sequence_number"], i);
 
   EXPECT_EQ(all[0]["response"]["status"], "in_progress");
@@ -106,10 +114,10 @@ TEST(ResponsesFormat, AnEmptyOutputIsAnEmptyMessage) {
   ResponseBuilder b = builder();
   (void)b.start();
   const Events end = b.finish("stop", {});
-  EXPECT_EQ(types(end), (std::vector<std::string>{
-                            "response.output_item.added", "response.content_part.added",
-                            "response.output_text.done", "response.content_part.done",
-                            "response.output_item.done", "response.completed"}));
+  EXPECT_EQ(types(end),
+            (std::vector<std::string>{"response.output_item.added", "response.content_part.added",
+                                      "response.output_text.done", "response.content_part.done",
+                                      "response.output_item.done", "response.completed"}));
   EXPECT_EQ(b.response()["output"][0]["content"][0]["text"], "");
 }
 
@@ -120,14 +128,16 @@ TEST(ResponsesFormat, FailureEndsWithResponseFailed) {
   const Events end = b.fail("engine fault");
   EXPECT_EQ(end.back()["type"], "response.failed");
   EXPECT_EQ(b.response()["status"], "failed");
-  EXPECT_EQ(b.response()["error"], ojson::parse(R"({"code": "server_error", "message": "engine fault"})"));
+  EXPECT_EQ(b.response()["error"],
+            ojson::parse(R"({"code": "server_error", "message": "engine fault"})"));
 }
 
 TEST(ResponsesFormat, SseEventsNameTheirType) {
   const ojson e = {{"type", "response.output_text.delta"}, {"sequence_number", 4}, {"delta", "é"}};
-  EXPECT_EQ(responses_sse_event(e),
-            "event: response.output_text.delta\n"
-            "data: {\"type\":\"response.output_text.delta\",\"sequence_number\":4,\"delta\":\"é\"}\n\n");
+  EXPECT_EQ(
+      responses_sse_event(e),
+      "event: response.output_text.delta\n"
+      "data: {\"type\":\"response.output_text.delta\",\"sequence_number\":4,\"delta\":\"é\"}\n\n");
 }
 
 }  // namespace

@@ -57,7 +57,8 @@ void expect_400(const ojson& body, const std::string& param, const std::string& 
 }
 
 TEST(ResponsesRequest, StringInputIsOneUserMessageAfterTheInstructions) {
-  EXPECT_EQ(messages_of(R"({"input": "Hi"})"), ojson::parse(R"([{"role": "user", "content": "Hi"}])"));
+  EXPECT_EQ(messages_of(R"({"input": "Hi"})"),
+            ojson::parse(R"([{"role": "user", "content": "Hi"}])"));
   EXPECT_EQ(messages_of(R"({"input": "Hi", "instructions": "Be brief."})"),
             ojson::parse(R"([{"role": "system", "content": "Be brief."},
                              {"role": "user", "content": "Hi"}])"));
@@ -123,7 +124,8 @@ TEST(ResponsesRequest, ToolsToolChoiceTextFormatAndLimitsMapOntoTheChatFields) {
                           "strict": true}}})"));
   EXPECT_EQ(chat["tools"], ojson::parse(R"([{"type": "function", "function": {"name": "f",
       "description": "d", "parameters": {"type": "object"}, "strict": true}}])"));
-  EXPECT_EQ(chat["tool_choice"], ojson::parse(R"({"type": "function", "function": {"name": "f"}})"));
+  EXPECT_EQ(chat["tool_choice"],
+            ojson::parse(R"({"type": "function", "function": {"name": "f"}})"));
   EXPECT_EQ(chat["response_format"], ojson::parse(R"({"type": "json_schema", "json_schema":
       {"name": "s", "schema": {"type": "object"}, "strict": true}})"));
   EXPECT_EQ(chat["max_completion_tokens"], 9);
@@ -133,7 +135,8 @@ TEST(ResponsesRequest, ToolsToolChoiceTextFormatAndLimitsMapOntoTheChatFields) {
   EXPECT_EQ(chat["parallel_tool_calls"], false);
   EXPECT_FALSE(chat.contains("metadata"));
   EXPECT_FALSE(responses_to_chat_body(ojson::parse(R"({"input": "x",
-      "text": {"format": {"type": "text"}}})")).contains("response_format"));
+      "text": {"format": {"type": "text"}}})"))
+                   .contains("response_format"));
 }
 
 // The prompt is the chat endpoint's for the equivalent chat request, to the byte.
@@ -154,13 +157,15 @@ TEST(ResponsesRequest, PromptEqualsTheEquivalentChatRequests) {
                     "type": "function", "function": {"name": "w", "arguments": "{\"a\": 1}"}}]},
                    {"role": "tool", "tool_call_id": "c1", "content": "sunny"}],
       "tools": [{"type": "function", "function": {"name": "w", "parameters": {"type": "object"}}}]})"),
-                                               q.ctx);
+                                                  q.ctx);
   EXPECT_EQ(r.generate.prompt_texts, chat.prompt_texts);
   EXPECT_EQ(r.generate.prompts, chat.prompts);
   EXPECT_EQ(r.generate.max_tokens, (std::vector<int>{7}));
   EXPECT_TRUE(r.generate.tools);
   const std::string& text = r.generate.prompt_texts.at(0);
-  EXPECT_NE(text.find("<tool_call>\n{\"name\": \"w\", \"arguments\": {\"a\": 1}}"), std::string::npos) << text;
+  EXPECT_NE(text.find("<tool_call>\n{\"name\": \"w\", \"arguments\": {\"a\": 1}}"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("<tool_response>\nsunny\n</tool_response>"), std::string::npos) << text;
   // The settings the response repeats: the values sampling uses.
   EXPECT_EQ(r.settings["temperature"], 0.6);
@@ -178,31 +183,39 @@ TEST(ResponsesRequest, UnsupportedFieldsAreRejectedByName) {
              "include", "not supported");
   expect_400(ojson::parse(R"({"input": "x", "conversation": "conv_1"})"), "conversation",
              "not supported");
-  expect_400(ojson::parse(R"({"input": "x", "truncation": "auto"})"), "truncation", "not supported");
+  expect_400(ojson::parse(R"({"input": "x", "truncation": "auto"})"), "truncation",
+             "not supported");
   expect_400(ojson::parse(R"({"input": "x", "tools": [{"type": "web_search"}]})"), "tools",
              "'web_search' are not supported");
-  expect_400(ojson::parse(R"({"input": "x", "tools": [{"type": "file_search", "vector_store_ids": []}]})"),
-             "tools", "not supported");
+  expect_400(
+      ojson::parse(R"({"input": "x", "tools": [{"type": "file_search", "vector_store_ids": []}]})"),
+      "tools", "not supported");
   expect_400(ojson::parse(R"({"input": "x", "frobnicate": 1})"), "frobnicate", "Unrecognized");
-  expect_400(ojson::parse(R"({"input": "x", "max_output_tokens": 0})"), "max_output_tokens", ">= 1");
+  expect_400(ojson::parse(R"({"input": "x", "max_output_tokens": 0})"), "max_output_tokens",
+             ">= 1");
   expect_400(ojson::parse(R"({"input": "x", "metadata": {"k": 1}})"), "metadata", "string");
-  expect_400(ojson::parse(R"({"input": "x", "tool_choice": "sometimes"})"), "tool_choice", "must be");
+  expect_400(ojson::parse(R"({"input": "x", "tool_choice": "sometimes"})"), "tool_choice",
+             "must be");
   expect_400(ojson::parse(R"({"input": "x", "text": {"format": {"type": "yaml"}}})"),
              "text.format.type", "'yaml'");
   expect_400(ojson::parse(R"({"input": "x", "stream_options": {}})"), "stream_options", "stream");
-  expect_400(ojson::parse(R"({"input": "x", "reasoning": {"effort": 3}})"), "reasoning.effort", "string");
+  expect_400(ojson::parse(R"({"input": "x", "reasoning": {"effort": 3}})"), "reasoning.effort",
+             "string");
 }
 
 TEST(ResponsesRequest, MalformedInputIsRejectedNamingInput) {
   expect_400(ojson::parse(R"({})"), "input", "required");
   expect_400(ojson::parse(R"({"input": 5})"), "input", "string or a list");
   expect_400(ojson::parse(R"({"input": []})"), "input", "empty");
-  expect_400(ojson::parse(R"({"input": [{"role": "robot", "content": "x"}]})"), "input", "input[0]");
+  expect_400(ojson::parse(R"({"input": [{"role": "robot", "content": "x"}]})"), "input",
+             "input[0]");
   expect_400(ojson::parse(R"({"input": [{"role": "user"}]})"), "input", "'content'");
   expect_400(ojson::parse(R"({"input": [{"role": "user", "content": [{"type": "input_image",
-      "image_url": "http://x"}]}]})"), "input", "input_image");
-  expect_400(ojson::parse(R"({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]})"),
-             "input", "call_id");
+      "image_url": "http://x"}]}]})"),
+             "input", "input_image");
+  expect_400(
+      ojson::parse(R"({"input": [{"type": "function_call", "name": "f", "arguments": "{}"}]})"),
+      "input", "call_id");
   expect_400(ojson::parse(R"({"input": [{"type": "function_call_output", "call_id": "c"}]})"),
              "input", "output");
   expect_400(ojson::parse(R"({"input": [{"type": "item_reference", "id": "msg_1"}]})"), "input",
@@ -216,8 +229,10 @@ TEST(ResponsesRequest, ChatParserErrorsNameTheResponsesFields) {
   expect_400(ojson::parse(R"({"input": "x", "max_output_tokens": 5000})"), "max_output_tokens",
              "maximum context length", &q.ctx);
   expect_400(ojson::parse(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "s",
-      "schema": {"type": "string", "format": "date"}}}})"), "text.format", "'format'", &q.ctx);
-  expect_400(ojson::parse(R"({"input": "x", "temperature": "hot"})"), "temperature", "number", &q.ctx);
+      "schema": {"type": "string", "format": "date"}}}})"),
+             "text.format", "'format'", &q.ctx);
+  expect_400(ojson::parse(R"({"input": "x", "temperature": "hot"})"), "temperature", "number",
+             &q.ctx);
   expect_400(ojson::parse(R"({"input": "x", "temperature": -1})"), "temperature", "temperature",
              &q.ctx);
   expect_400(ojson::parse(R"({"input": "x", "tool_choice": "required"})"), "tool_choice", "tools",

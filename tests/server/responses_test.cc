@@ -22,11 +22,14 @@ TEST(Responses, BadInputIsA400NamingTheField) {
   // A long stream runs meanwhile; the refusals must not disturb it.
   std::string streamed;
   std::thread stream([&] {
-    auto res = client(server.port()).Post(
-        "/v1/responses",
-        json{{"input", "Tell me a long story."}, {"max_output_tokens", 200}, {"stream", true},
-             {"temperature", 0}}.dump(),
-        "application/json");
+    auto res = client(server.port())
+                   .Post("/v1/responses",
+                         json{{"input", "Tell me a long story."},
+                              {"max_output_tokens", 200},
+                              {"stream", true},
+                              {"temperature", 0}}
+                             .dump(),
+                         "application/json");
     if (res) streamed = res->body;
   });
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -37,12 +40,14 @@ TEST(Responses, BadInputIsA400NamingTheField) {
       {R"({"input": "x", "tools": [{"type": "function"}]})", "tools"},
       {R"({"input": "x", "unknown_field": 1})", "unknown_field"},
       {R"({"instructions": "x"})", "input"},
-      {R"({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]})", "input"},
+      {R"({"input": [{"role": "user", "content": [{"type": "input_file", "file_id": "f"}]}]})",
+       "input"},
       {R"({"input": "x", "max_output_tokens": 0})", "max_output_tokens"},
       {R"({"input": "x", "max_output_tokens": 5000})", "max_output_tokens"},
       {R"({"input": "x", "temperature": -1})", "temperature"},
       {R"({"input": "x", "top_p": "high"})", "top_p"},
-      {R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "s"}}})", "text.format.schema"},
+      {R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "s"}}})",
+       "text.format.schema"},
       {R"({"input": "x", "tool_choice": "required"})", "tool_choice"},
       {R"({"input": "x", "stream": "yes"})", "stream"},
   };
@@ -61,19 +66,22 @@ TEST(Responses, BadInputIsA400NamingTheField) {
   auto not_json = client(server.port()).Post("/v1/responses", "{", "application/json");
   ASSERT_TRUE(not_json);
   EXPECT_EQ(not_json->status, 400);
-  auto model = client(server.port()).Post("/v1/responses", R"({"input": "x", "model": "gpt-4o"})",
-                                          "application/json");
+  auto model =
+      client(server.port())
+          .Post("/v1/responses", R"({"input": "x", "model": "gpt-4o"})", "application/json");
   ASSERT_TRUE(model);
   EXPECT_EQ(model->status, 404);
   auto get = client(server.port()).Get("/v1/responses");
   ASSERT_TRUE(get);
   EXPECT_EQ(get->status, 405);
   EXPECT_EQ(get->get_header_value("Allow"), "POST");
-  auto no_key = client(server.port(), false).Post("/v1/responses", R"({"input": "x"})", "application/json");
+  auto no_key =
+      client(server.port(), false).Post("/v1/responses", R"({"input": "x"})", "application/json");
   ASSERT_TRUE(no_key);
   EXPECT_EQ(no_key->status, 401);
 
-  EXPECT_NE(streamed.find("event: response.created\n"), std::string::npos) << streamed.substr(0, 2000);
+  EXPECT_NE(streamed.find("event: response.created\n"), std::string::npos)
+      << streamed.substr(0, 2000);
   const bool ended = streamed.find("event: response.completed\n") != std::string::npos ||
                      streamed.find("event: response.incomplete\n") != std::string::npos;
   EXPECT_TRUE(ended) << streamed.substr(streamed.size() > 2000 ? streamed.size() - 2000 : 0);
