@@ -29,7 +29,8 @@ nlohmann::json read_json_file(const std::string& path) {
 
 namespace {
 
-// Defaults of transformers' config classes (Qwen3Config, Qwen2Config, LlamaConfig) for the
+// Defaults of transformers' config classes (Qwen3Config, Qwen2Config, LlamaConfig,
+// MistralConfig) for the
 // fields this engine reads, used when config.json leaves a field out.
 struct ArchDefaults {
   const char* name;
@@ -42,6 +43,10 @@ struct ArchDefaults {
   bool qk_norm;
   std::optional<int> bos_token_id;
   std::optional<int> eos_token_id;
+  // Mistral: "sliding_window" is the attention window (null: none), this when absent. Unset:
+  // the architecture does not read the field (Qwen2/Qwen3 window only under
+  // use_sliding_window, refused below).
+  std::optional<int> sliding_window = std::nullopt;
 };
 
 constexpr int kDerived = -1;
@@ -64,6 +69,8 @@ const ArchDefaults kArchs[] = {
      {}},
     {"LlamaForCausalLM", 32000, 4096, 11008, 32, 32, kDerived, kDerived, 2048, false, false, false,
      1, 2},
+    {"MistralForCausalLM", 32000, 4096, 14336, 32, 32, 8, kDerived, 4096 * 32, false, false, false,
+     1, 2, 4096},
 };
 
 std::string supported_architectures() {
@@ -209,6 +216,12 @@ ModelConfig parse_model_config(const nlohmann::json& j) {
 
   parse_rope(j, &c);
 
+  if (d->sliding_window) {
+    c.sliding_window =
+        j.contains("sliding_window") ? get_int(j, "sliding_window", 0) : *d->sliding_window;
+    KS_CHECK(c.sliding_window >= 0, "\"sliding_window\" must be >= 0 or null, got {}",
+             c.sliding_window);
+  }
   c.eos_token_ids = get_id_list(j, "eos_token_id");
   if (!j.contains("eos_token_id") && d->eos_token_id) c.eos_token_ids = {*d->eos_token_id};
   if (j.contains("bos_token_id")) {

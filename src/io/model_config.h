@@ -36,7 +36,8 @@ struct RopeScaling {
 };
 
 struct ModelConfig {
-  std::string architecture;  // "Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM"
+  std::string architecture;  // "Qwen3ForCausalLM", "Qwen2ForCausalLM", "LlamaForCausalLM",
+                             // "MistralForCausalLM"
   int vocab_size = 0;
   int hidden_size = 0;
   int intermediate_size = 0;
@@ -56,6 +57,10 @@ struct ModelConfig {
   DType dtype = DType::kBF16;      // torch_dtype / dtype
   std::vector<int> eos_token_ids;  // from config.json (int or list); may be empty
   std::optional<int> bos_token_id;
+  // Mistral's sliding_window: each query attends to the last this many positions; 0: all.
+  // Not implemented: the runner serves at most this many tokens a sequence, where the window
+  // changes nothing (model_runner.cc).
+  int sliding_window = 0;
 };
 
 // Parses <model_dir>/config.json. Throws kestrel::Error for a missing file, malformed JSON,

@@ -9,6 +9,7 @@ constexpr ArchitectureSpec kArchitectures[] = {
     {"Qwen3ForCausalLM", "model.", true},
     {"Qwen2ForCausalLM", "model.", false},
     {"LlamaForCausalLM", "model.", true},
+    {"MistralForCausalLM", "model.", true},  // Llama's layers; its window: ModelConfig
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-// The decoder architectures the model implements, and how they differ. All three are the
+// The decoder architectures the model implements, and how they differ. All four are the
 // same pre-norm decoder (RMSNorm, GQA attention with RoPE, SwiGLU MLP); what varies is
 // read from config.json by io (ModelConfig::qk_norm, ::attention_bias) plus the few facts
 // below. Adding a Llama-like architecture is one row in architecture.cc.

@@ -109,6 +109,18 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
   max_model_len_ =
       config.max_model_len > 0 ? config.max_model_len : model_config.max_position_embeddings;
   KS_CHECK(max_model_len_ > 0, "max_model_len must be positive, got {}", max_model_len_);
+  // Sliding-window attention is not implemented. Up to the window every query sees its whole
+  // context either way, so sequences stop there (vLLM's --disable-sliding-window).
+  if (const int window = model_config.sliding_window; window > 0 && max_model_len_ > window) {
+    KS_CHECK(config.max_model_len <= 0,
+             "max_model_len {} exceeds the model's sliding_window of {} tokens: sliding-window "
+             "attention is not implemented, so sequences are limited to the window",
+             config.max_model_len, window);
+    KS_LOG_WARN("the model attends through a sliding window of {} tokens, which is not "
+                "implemented: max_model_len is {} instead of {}",
+                window, window, max_model_len_);
+    max_model_len_ = window;
+  }
   // Before the buffers are sized by it (a block table of 2^31 tokens overflows an int).
   KS_CHECK(max_model_len_ <= model_config.max_position_embeddings,
            "max_model_len {} exceeds the model's max_position_embeddings {}", max_model_len_,

@@ -137,6 +137,32 @@ TEST(ModelConfigDefaults, PerArchitecture) {
   EXPECT_EQ(parse_model_config(j).dtype, DType::kF16);
 }
 
+// MistralConfig's defaults, and its sliding_window: absent means transformers' 4096, null
+// none; Qwen's field is not a window unless use_sliding_window (refused), so it is not read.
+TEST(ModelConfigDefaults, MistralAndItsSlidingWindow) {
+  json j = minimal("MistralForCausalLM");
+  j["num_attention_heads"] = 8;
+  ModelConfig m = parse_model_config(j);
+  EXPECT_EQ(m.num_key_value_heads, 8);  // MistralConfig.num_key_value_heads = 8
+  EXPECT_EQ(m.max_position_embeddings, 131072);
+  EXPECT_EQ(m.sliding_window, 4096);
+  EXPECT_EQ(m.bos_token_id, 1);
+  EXPECT_EQ(m.eos_token_ids, std::vector<int>{2});
+  EXPECT_FALSE(m.qk_norm);
+  j["sliding_window"] = nullptr;
+  EXPECT_EQ(parse_model_config(j).sliding_window, 0);
+  j["sliding_window"] = 32;
+  EXPECT_EQ(parse_model_config(j).sliding_window, 32);
+  j["sliding_window"] = -1;
+  EXPECT_THROW(parse_model_config(j), Error);
+
+  json q = minimal("Qwen2ForCausalLM");
+  q["num_key_value_heads"] = 2;
+  q["sliding_window"] = 4096;
+  q["use_sliding_window"] = false;
+  EXPECT_EQ(parse_model_config(q).sliding_window, 0);
+}
+
 TEST(ModelConfigRope, Transformers4Form) {
   json j = minimal("LlamaForCausalLM");
   j["rope_theta"] = 500000.0;
@@ -179,8 +205,9 @@ TEST(ModelConfigRope, Transformers5Form) {
 
 TEST(ModelConfigErrors, UnsupportedArchitecture) {
   expect_error(
-      [] { parse_model_config(minimal("MistralForCausalLM")); },
-      {"unsupported architecture 'MistralForCausalLM'", "Qwen3ForCausalLM", "LlamaForCausalLM"});
+      [] { parse_model_config(minimal("GemmaForCausalLM")); },
+      {"unsupported architecture 'GemmaForCausalLM'", "Qwen3ForCausalLM", "LlamaForCausalLM",
+       "MistralForCausalLM"});
   json j = minimal("Qwen3ForCausalLM");
   j.erase("architectures");
   expect_error([&] { parse_model_config(j); }, {"architectures"});

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "cpu_config.h"
 #include "kestrel/llm.h"
 
 namespace kestrel {
@@ -46,13 +47,7 @@ SamplingParams greedy_params(int max_tokens) {
   return p;
 }
 
-EngineConfig cpu_config() {
-  EngineConfig c;
-  c.device = "cpu";
-  c.num_kv_blocks = 256;
-  c.num_threads = 2;
-  return c;
-}
+using test::cpu_config;
 
 std::vector<std::vector<int>> tokens_of(const std::vector<RequestOutput>& outs) {
   std::vector<std::vector<int>> t;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "../model/hf_fixtures.h"
+#include "cpu_config.h"
 #include "kestrel/llm.h"
 
 namespace kestrel {
@@ -96,13 +97,7 @@ void expect_matches_hf(const HfPrompts& f, const EngineConfig& config, const std
   }
 }
 
-EngineConfig cpu_config() {
-  EngineConfig c;
-  c.device = "cpu";
-  c.num_kv_blocks = 256;
-  c.num_threads = 2;
-  return c;
-}
+using test::cpu_config;
 
 TEST(PromptLogprobsHf, WholePromptsMatchTransformers) {
   for (const HfPrompts& f : load()) expect_matches_hf(f, cpu_config(), "whole prompts");

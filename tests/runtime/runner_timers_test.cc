@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "cpu_config.h"
 #include "kestrel/llm.h"
 
 namespace kestrel {
@@ -18,13 +19,7 @@ std::string tiny_fixture() {
   return "";
 }
 
-EngineConfig cpu_config() {
-  EngineConfig c;
-  c.device = "cpu";
-  c.num_kv_blocks = 64;
-  c.num_threads = 2;
-  return c;
-}
+EngineConfig cpu_config() { return test::cpu_config(64); }
 
 TEST(RunnerTimers, PhasesAccumulateAndForwardTimingWritesNoKv) {
   const std::string dir = tiny_fixture();
