@@ -23,9 +23,19 @@ void reject_unsupported(const FieldReader& f) {
     if (f.find(key)) not_supported(key, fmt::format("'{}'", key));
   }
   if (f.boolean("background").value_or(false)) not_supported("background", "'background': true");
-  if (const ojson* include = f.find("include");
-      include && !(include->is_array() && include->empty())) {
-    not_supported("include", "'include'");
+  // include: "reasoning.encrypted_content" asks for reasoning that can go back as input
+  // without the server storing it (Codex-style clients, with store: false). Reasoning items
+  // here carry their text in the clear and are accepted back as input, so there is nothing
+  // to add. Anything else it may ask for is not produced.
+  if (const ojson* include = f.find("include"); include && !include->is_null()) {
+    if (!include->is_array()) {
+      throw_bad_request("include", "'include' must be a list, got {}", json_type_name(*include));
+    }
+    for (const ojson& item : *include) {
+      if (!(item.is_string() && item.get<std::string>() == "reasoning.encrypted_content")) {
+        not_supported("include", fmt::format("'include' of {}", item.dump()));
+      }
+    }
   }
   if (f.int32("top_logprobs").value_or(0) != 0) not_supported("top_logprobs", "'top_logprobs'");
   if (const auto truncation = f.string("truncation"); truncation && *truncation != "disabled") {

@@ -116,7 +116,8 @@ TEST(ResponsesRequest, ToolsToolChoiceTextFormatAndLimitsMapOntoTheChatFields) {
       "model": "m", "input": "x", "max_output_tokens": 9, "temperature": 0, "top_p": 0.5,
       "stream": true, "parallel_tool_calls": false, "user": "u", "store": false,
       "metadata": {"k": "v"}, "reasoning": {"effort": "low"}, "truncation": "disabled",
-      "include": [], "background": false, "stream_options": {"include_obfuscation": false},
+      "include": ["reasoning.encrypted_content"], "background": false,
+      "stream_options": {"include_obfuscation": false},
       "tools": [{"type": "function", "name": "f", "description": "d",
                  "parameters": {"type": "object"}, "strict": true}],
       "tool_choice": {"type": "function", "name": "f"},
@@ -179,8 +180,10 @@ TEST(ResponsesRequest, UnsupportedFieldsAreRejectedByName) {
   expect_400(ojson::parse(R"({"input": "x", "previous_response_id": "resp_1"})"),
              "previous_response_id", "not supported");
   expect_400(ojson::parse(R"({"input": "x", "background": true})"), "background", "not supported");
-  expect_400(ojson::parse(R"({"input": "x", "include": ["reasoning.encrypted_content"]})"),
+  expect_400(ojson::parse(R"({"input": "x", "include": ["message.output_text.logprobs"]})"),
              "include", "not supported");
+  expect_400(ojson::parse(R"({"input": "x", "include": "reasoning.encrypted_content"})"),
+             "include", "must be a list");
   expect_400(ojson::parse(R"({"input": "x", "conversation": "conv_1"})"), "conversation",
              "not supported");
   expect_400(ojson::parse(R"({"input": "x", "truncation": "auto"})"), "truncation",
