@@ -7,7 +7,6 @@
 
 #include "core/error.h"
 #include "tokenizer/byte_level.h"
-#include "tokenizer/utf8.h"
 #include "tokenizer/word_cache.h"
 
 namespace kestrel {
@@ -118,6 +117,12 @@ BpeModel BpeModel::from_json(const nlohmann::json& m,
 
   bpe.ignore_merges_ = m.value("ignore_merges", false);
   bpe.byte_fallback_ = m.value("byte_fallback", false);
+  if (bpe.byte_fallback_) {
+    for (int b = 0; b < 256; ++b) {
+      auto it = bpe.vocab_.find(fmt::format("<0x{:02X}>", b));
+      bpe.fallback_ids_[b] = it == bpe.vocab_.end() ? -1 : it->second;
+    }
+  }
   bpe.fuse_unk_ = m.value("fuse_unk", false);
   if (!empty_or_null(m, "unk_token")) {
     const std::string unk = m.at("unk_token").get<std::string>();
@@ -190,13 +195,16 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int>& symbols)
     for (char c : word) symbols.push_back(byte_ids_[static_cast<uint8_t>(c)]);
     return;
   }
-  const std::string spelled = byte_level_ ? byte_level::encode(word) : std::string(word);
+  std::string buffer;
+  if (byte_level_) buffer = byte_level::encode(word);
+  const std::string_view spelled = byte_level_ ? std::string_view(buffer) : word;
   bool pending_unk = false;
   size_t pos = 0;
   while (pos < spelled.size()) {
     const size_t begin = pos;
-    utf8::decode(spelled, pos);
-    const std::string_view ch(spelled.data() + begin, pos - begin);
+    const auto lead = static_cast<unsigned char>(spelled[pos]);
+    pos += lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    const std::string_view ch = spelled.substr(begin, pos - begin);
     if (auto it = vocab_.find(ch); it != vocab_.end()) {
       if (pending_unk) symbols.push_back(unk_id_);
       pending_unk = false;
@@ -204,16 +212,12 @@ void BpeModel::initial_symbols(std::string_view word, std::vector<int>& symbols)
       continue;
     }
     if (byte_fallback_) {
-      std::vector<int> bytes;
-      for (char c : ch) {
-        auto it = vocab_.find(fmt::format("<0x{:02X}>", static_cast<uint8_t>(c)));
-        if (it == vocab_.end()) break;
-        bytes.push_back(it->second);
-      }
-      if (bytes.size() == ch.size()) {
-        if (pending_unk) symbols.push_back(unk_id_);
-        pending_unk = false;
-        symbols.insert(symbols.end(), bytes.begin(), bytes.end());
+      bool all = true;
+      for (char c : ch) all = all && fallback_ids_[static_cast<uint8_t>(c)] >= 0;
+      if (all) {
+        // As HF: the byte tokens go in at once and an unknown run before them stays pending
+        // (it is emitted after them, at the next known character or the end of the word).
+        for (char c : ch) symbols.push_back(fallback_ids_[static_cast<uint8_t>(c)]);
         continue;
       }
     }

@@ -99,6 +99,7 @@ class BpeModel {
   StringMap<int> bytes_vocab_;       // raw bytes -> id, for ignore_merges
   bool ignore_merges_ = false;
   bool byte_fallback_ = false;
+  std::array<int, 256> fallback_ids_{};  // byte -> id of "<0xNN>" or -1 (byte_fallback_ only)
   bool fuse_unk_ = false;
   int unk_id_ = -1;
   std::unique_ptr<WordCache> cache_;

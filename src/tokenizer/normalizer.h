@@ -1,27 +1,43 @@
-// The `normalizer` of a tokenizer.json: null, a Unicode normalization form (NFC, NFD, NFKC,
-// NFKD, through utf8proc) or a Sequence of them. Other types fail at load.
+// The `normalizer` of a tokenizer.json: null, a Sequence of steps, or one step. Steps: the
+// Unicode normalization forms NFC, NFD, NFKC, NFKD (utf8proc), Prepend, Replace (String or
+// Regex pattern), Strip (left / right, Unicode White_Space) and Lowercase. Other types fail
+// at load naming themselves. Each step behaves as HF `tokenizers`' normalizer of that name:
+// Prepend leaves empty text empty; Replace replaces every non-overlapping match, leftmost
+// first; Lowercase maps each character on its own (Rust's char::to_lowercase: no final-sigma
+// rule; U+0130 becomes "i" + U+0307).
 //
 // Thread safety: immutable after construction.
 #pragma once
 
+#include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "tokenizer/regex.h"
+
 namespace kestrel {
 
 class Normalizer {
  public:
-  enum class Form { kNFC, kNFD, kNFKC, kNFKD };
+  enum class Kind { kNFC, kNFD, kNFKC, kNFKD, kPrepend, kReplace, kStrip, kLowercase };
+
+  struct Step {
+    Kind kind = Kind::kNFC;
+    std::string text;                    // Prepend: the prefix; Replace: the content
+    std::string literal;                 // Replace with a String pattern
+    std::shared_ptr<const Regex> regex;  // Replace with a Regex pattern
+    bool left = false, right = false;    // Strip
+  };
 
   Normalizer() = default;
-  explicit Normalizer(std::vector<Form> forms) : forms_(std::move(forms)) {}
+  explicit Normalizer(std::vector<Step> steps) : steps_(std::move(steps)) {}
 
   // Parses the "normalizer" value; throws kestrel::Error naming an unsupported type.
   static Normalizer from_json(const nlohmann::json& j);
 
-  bool empty() const { return forms_.empty(); }
+  bool empty() const { return steps_.empty(); }
 
   // Returns `text` normalized. The result is either `text` itself (when nothing changes, the
   // common case, detected without calling utf8proc) or a view of `scratch`.
@@ -29,7 +45,7 @@ class Normalizer {
   std::string_view normalize(std::string_view text, std::string& scratch) const;
 
  private:
-  std::vector<Form> forms_;
+  std::vector<Step> steps_;
 };
 
 }  // namespace kestrel

@@ -4,6 +4,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "tokenizer/utf8.h"
 
 namespace kestrel {
 namespace {
@@ -27,6 +28,24 @@ bool flag(const nlohmann::json& j, const char* key, bool fallback) {
   return it == j.end() || it->is_null() ? fallback : it->get<bool>();
 }
 
+}  // namespace
+
+// "prepend_scheme", or for files written before it existed, "add_prefix_space" (true:
+// always). Shared with the Metaspace decoder.
+PreTokenizer::PrependScheme parse_prepend_scheme(const nlohmann::json& j) {
+  using P = PreTokenizer::PrependScheme;
+  auto it = j.find("prepend_scheme");
+  if (it == j.end() || it->is_null())
+    return flag(j, "add_prefix_space", true) ? P::kAlways : P::kNever;
+  const std::string scheme = it->get<std::string>();
+  if (scheme == "always") return P::kAlways;
+  if (scheme == "first") return P::kFirst;
+  if (scheme == "never") return P::kNever;
+  throw_error("unknown Metaspace prepend_scheme \"{}\"", scheme);
+}
+
+namespace {
+
 void parse_into(const nlohmann::json& j, std::vector<PreTokenizer::Step>& steps) {
   if (j.is_null()) return;
   KS_CHECK(j.is_object() && j.contains("type"), "pre_tokenizer must be an object with a \"type\"");
@@ -48,12 +67,22 @@ void parse_into(const nlohmann::json& j, std::vector<PreTokenizer::Step>& steps)
     step.behavior = parse_behavior(j.at("behavior").get<std::string>());
     step.invert = flag(j, "invert", false);
   } else if (type == "ByteLevel") {
-    step.is_split = false;
+    step.type = PreTokenizer::Type::kByteLevel;
     step.add_prefix_space = flag(j, "add_prefix_space", true);
     if (flag(j, "use_regex", true)) step.regex = std::make_shared<const Regex>(kGpt2Pattern);
+  } else if (type == "Metaspace") {
+    step.type = PreTokenizer::Type::kMetaspace;
+    step.replacement = j.at("replacement").get<std::string>();
+    size_t one = 0;
+    KS_CHECK(!step.replacement.empty() &&
+                 (utf8::decode(step.replacement, one), one) == step.replacement.size(),
+             "Metaspace replacement must be one character");
+    step.split = flag(j, "split", true);
+    step.prepend_scheme = parse_prepend_scheme(j);
   } else {
     throw_error(
-        "unsupported pre_tokenizer type \"{}\" (supported: Split, ByteLevel, Sequence, null)",
+        "unsupported pre_tokenizer type \"{}\" (supported: Split, ByteLevel, Metaspace, "
+        "Sequence, null)",
         type);
   }
   steps.push_back(std::move(step));
@@ -129,7 +158,7 @@ PreTokenizer PreTokenizer::from_json(const nlohmann::json& j) {
   PreTokenizer pre;
   parse_into(j, pre.steps_);
   for (size_t i = 0; i < pre.steps_.size(); ++i) {
-    if (pre.steps_[i].is_split) continue;
+    if (pre.steps_[i].type != Type::kByteLevel) continue;
     // Words stay raw bytes here (the byte-to-character spelling happens inside BPE), which is
     // only the same as HF when nothing after ByteLevel looks at the characters.
     KS_CHECK(i + 1 == pre.steps_.size(),

@@ -8,14 +8,17 @@ namespace kestrel {
 namespace {
 
 // Normalizes plain text, cuts out normalized added tokens, pre-tokenizes and runs BPE.
-void encode_plain(const TokenizerImpl& t, std::string_view text, std::vector<int>& out) {
+// at_start: `text` begins at offset 0 of the input.
+void encode_plain(const TokenizerImpl& t, std::string_view text, bool at_start,
+                  std::vector<int>& out) {
   std::string scratch;
   const std::string_view normalized = t.normalizer.normalize(text, scratch);
-  auto bpe = [&](std::string_view piece) {
-    t.pre_tokenizer.run(piece, [&](std::string_view word) { t.model.encode_word(word, out); });
+  auto bpe = [&](std::string_view piece, bool first) {
+    t.pre_tokenizer.run(piece, first,
+                        [&](std::string_view word) { t.model.encode_word(word, out); });
   };
   if (t.norm_matcher.empty()) {
-    bpe(normalized);
+    bpe(normalized, at_start);
     return;
   }
   std::vector<Segment> segments;
@@ -24,7 +27,7 @@ void encode_plain(const TokenizerImpl& t, std::string_view text, std::vector<int
     if (s.id >= 0) {
       out.push_back(s.id);
     } else {
-      bpe(normalized.substr(s.begin, s.end - s.begin));
+      bpe(normalized.substr(s.begin, s.end - s.begin), at_start && s.begin == 0);
     }
   }
 }
@@ -47,7 +50,7 @@ void Tokenizer::encode_into(std::string_view text, bool add_special_tokens,
            static_cast<unsigned char>(text[bad]), bad, text.size());
   if (add_special_tokens) out.insert(out.end(), t.prefix.begin(), t.prefix.end());
   if (t.raw_matcher.empty()) {
-    encode_plain(t, text, out);
+    encode_plain(t, text, true, out);
   } else {
     std::vector<Segment> segments;
     t.raw_matcher.split(text, segments);
@@ -55,7 +58,7 @@ void Tokenizer::encode_into(std::string_view text, bool add_special_tokens,
       if (s.id >= 0) {
         out.push_back(s.id);
       } else {
-        encode_plain(t, text.substr(s.begin, s.end - s.begin), out);
+        encode_plain(t, text.substr(s.begin, s.end - s.begin), s.begin == 0, out);
       }
     }
   }
@@ -63,6 +66,15 @@ void Tokenizer::encode_into(std::string_view text, bool add_special_tokens,
 }
 
 std::string Tokenizer::decode(std::span<const int> ids, bool skip_special_tokens) const {
+  if (!impl_->decoder.byte_level()) {
+    std::vector<std::string_view> tokens;
+    tokens.reserve(ids.size());
+    for (const int id : ids) {
+      if (!is_known(id) || (skip_special_tokens && is_special(id))) continue;
+      tokens.push_back(token_text(id));
+    }
+    return impl_->decoder.decode(tokens);
+  }
   std::string raw;
   raw.reserve(ids.size() * 4);
   for (const int id : ids) {
@@ -80,6 +92,15 @@ std::string_view Tokenizer::token_bytes(int id) const {
   if (!is_known(id)) return {};
   return std::string_view(t.bytes).substr(t.offsets[id], t.offsets[id + 1] - t.offsets[id]);
 }
+
+std::string_view Tokenizer::token_text(int id) const {
+  const TokenizerImpl& t = *impl_;
+  if (!is_known(id)) return {};
+  if (t.added_index[id] >= 0) return t.added[t.added_index[id]].content;
+  return *t.model.token_of(id);
+}
+
+const Decoder& Tokenizer::decoder() const { return impl_->decoder; }
 
 std::optional<int> Tokenizer::token_to_id(std::string_view token) const {
   auto it = impl_->added_by_content.find(token);

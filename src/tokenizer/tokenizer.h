@@ -1,13 +1,17 @@
-// Byte-level BPE tokenizer that loads a Hugging Face tokenizer.json and gives the same ids
-// and text as HF `tokenizers` (Tokenizer.encode(text, add_special_tokens).ids and
-// Tokenizer.decode(ids, skip_special_tokens)). Checked against HF on the Qwen3 and Llama 3
-// tokenizers over tests/data/tokenizer/corpus.jsonl; see docs/tokenizer.md.
+// BPE tokenizer (byte-level, as Qwen and Llama 3, or SentencePiece-converted with byte
+// fallback, as Llama 2, Mistral and Gemma) that loads a Hugging Face tokenizer.json and gives
+// the same ids and text as HF `tokenizers` (Tokenizer.encode(text, add_special_tokens).ids
+// and Tokenizer.decode(ids, skip_special_tokens)). Checked over
+// tests/data/tokenizer/corpus.jsonl against HF on the Qwen3 and Llama 3 tokenizers and
+// against Tokenizers.js on Mistral 7B's and Gemma 3's; see docs/tokenizer.md.
 //
 // Supported tokenizer.json components (anything else fails at load with a kestrel::Error
-// naming it): model BPE; normalizer null / NFC / NFD / NFKC / NFKD / Sequence; pre_tokenizer
-// null / Split / ByteLevel / Sequence; decoder ByteLevel; post_processor null / ByteLevel /
-// TemplateProcessing / BertProcessing / RobertaProcessing / Sequence; added_tokens with all
-// flags. `truncation` and `padding` are ignored: encode() never truncates or pads.
+// naming it): model BPE; normalizer null / NFC / NFD / NFKC / NFKD / Prepend / Replace /
+// Strip / Lowercase / Sequence; pre_tokenizer null / Split / ByteLevel / Metaspace /
+// Sequence; decoder ByteLevel / Replace / ByteFallback / Fuse / Strip / Metaspace / Sequence
+// (decoder.h); post_processor null / ByteLevel / TemplateProcessing / BertProcessing /
+// RobertaProcessing / Sequence; added_tokens with all flags. `truncation` and `padding` are
+// ignored: encode() never truncates or pads.
 //
 // Text is UTF-8. encode() throws kestrel::Error on input that is not valid UTF-8 (this
 // includes encoded surrogates, overlong forms and truncated sequences): HF cannot take such
@@ -28,6 +32,7 @@
 #include <vector>
 
 #include "tokenizer/added_vocabulary.h"
+#include "tokenizer/decoder.h"
 
 namespace kestrel {
 
@@ -57,8 +62,17 @@ class Tokenizer {
   std::string decode(std::span<const int> ids, bool skip_special_tokens = false) const;
 
   // The raw bytes that `id` contributes to decode() (possibly a fragment of a UTF-8
-  // character); empty for an unknown id.
+  // character); empty for an unknown id. For a SentencePiece-style decoder these are the
+  // bytes the token adds in the middle of a text ("▁Hello" -> " Hello", "<0x0A>" -> "\n");
+  // decode() may differ at the start (Llama 2's decoder strips the first space) and shows a
+  // run of byte tokens that is not UTF-8 as one U+FFFD per byte.
   std::string_view token_bytes(int id) const;
+
+  // The string the decoder receives for `id`: the added token's content or the vocabulary
+  // string ("▁Hello", "<0x0A>", "<|im_end|>"); empty for an unknown id.
+  std::string_view token_text(int id) const;
+  // The decoder pipeline (the streaming detokenizer runs it token by token).
+  const Decoder& decoder() const;
 
   // Added tokens first, then the BPE vocabulary (as HF).
   std::optional<int> token_to_id(std::string_view token) const;

@@ -9,6 +9,7 @@
 
 #include "tokenizer/added_vocabulary.h"
 #include "tokenizer/bpe.h"
+#include "tokenizer/decoder.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/string_map.h"
@@ -24,6 +25,7 @@ struct TokenizerImpl {
   Normalizer normalizer;
   PreTokenizer pre_tokenizer;
   BpeModel model;
+  Decoder decoder;
 
   std::vector<AddedToken> added;    // file order
   StringMap<int> added_by_content;  // content -> id
@@ -35,7 +37,7 @@ struct TokenizerImpl {
   std::vector<int> prefix;
   std::vector<int> suffix;
 
-  // Decoded bytes of every id, concatenated: id's bytes are
+  // Decoder::token_bytes of every id, concatenated: id's bytes are
   // bytes[offsets[id], offsets[id + 1]). known[id] is false for holes in the id space.
   std::string bytes;
   std::vector<uint32_t> offsets;

@@ -6,7 +6,6 @@
 #include <sstream>
 
 #include "core/error.h"
-#include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/tokenizer_impl.h"
 #include "tokenizer/tokenizer_json.h"
@@ -90,16 +89,6 @@ void parse_post_processor(const json& j, std::vector<int>& prefix, std::vector<i
   }
 }
 
-void check_decoder(const json& j) {
-  KS_CHECK(!j.is_null(), "no decoder; kestrel needs a ByteLevel decoder");
-  const std::string type = j.at("type").get<std::string>();
-  if (type == "Sequence") {
-    for (const auto& d : j.at("decoders")) check_decoder(d);
-    return;
-  }
-  KS_CHECK(type == "ByteLevel", "unsupported decoder type \"{}\" (supported: ByteLevel)", type);
-}
-
 std::shared_ptr<TokenizerImpl> build(TokenizerJson doc) {
   const json& root = doc.root;
   KS_CHECK(root.is_object(), "top level must be an object");
@@ -108,7 +97,7 @@ std::shared_ptr<TokenizerImpl> build(TokenizerJson doc) {
   TokenizerImpl& t = *impl;
   t.normalizer = Normalizer::from_json(root.value("normalizer", json()));
   t.pre_tokenizer = PreTokenizer::from_json(root.value("pre_tokenizer", json()));
-  check_decoder(root.value("decoder", json()));
+  t.decoder = Decoder::from_json(root.value("decoder", json()));
   t.model = BpeModel::from_json(root.at("model"), std::move(doc.vocab), doc.merges,
                                 t.pre_tokenizer.byte_level());
   parse_post_processor(root.value("post_processor", json()), t.prefix, t.suffix);
@@ -152,7 +141,7 @@ std::shared_ptr<TokenizerImpl> build(TokenizerJson doc) {
   t.raw_matcher = AddedTokenMatcher(std::move(raw), std::move(raw_patterns));
   t.norm_matcher = AddedTokenMatcher(std::move(norm), std::move(norm_patterns));
 
-  // What each id decodes to, through the ByteLevel decoder; added tokens win over the vocab.
+  // What each id contributes to a text; added tokens win over the vocab.
   t.offsets.assign(t.vocab_size + 1, 0);
   t.known.assign(t.vocab_size, false);
   t.bytes.reserve(static_cast<size_t>(t.vocab_size) * 6);
@@ -162,7 +151,7 @@ std::shared_ptr<TokenizerImpl> build(TokenizerJson doc) {
         t.added_index[id] >= 0 ? &t.added[t.added_index[id]].content : t.model.token_of(id);
     if (token != nullptr) {
       t.known[id] = true;
-      t.bytes += byte_level::decode(*token);
+      t.bytes += t.decoder.token_bytes(*token);
     }
   }
   t.offsets[t.vocab_size] = static_cast<uint32_t>(t.bytes.size());
@@ -180,7 +169,7 @@ std::shared_ptr<TokenizerImpl> parse_and_build(std::string_view text, const std:
 }
 
 // tokenizer_config.json names special tokens either as strings or as AddedToken objects.
-std::string token_text(const json& config, const char* key) {
+std::string config_token(const json& config, const char* key) {
   auto it = config.find(key);
   if (it == config.end() || it->is_null()) return "";
   if (it->is_string()) return it->get<std::string>();
@@ -214,7 +203,7 @@ Tokenizer Tokenizer::from_dir(const std::string& model_dir) {
                                {"eos_token", &impl->eos},
                                {"pad_token", &impl->pad},
                                {"unk_token", &impl->unk}}) {
-        slot->text = token_text(config, key);
+        slot->text = config_token(config, key);
         if (!slot->text.empty()) slot->id = probe.token_to_id(slot->text);
       }
       if (auto it = config.find("chat_template"); it != config.end() && !it->is_null()) {

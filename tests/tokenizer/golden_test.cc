@@ -1,8 +1,9 @@
-// Golden equality with Hugging Face `tokenizers` 0.23.2 (tests/data/tokenizer/golden_*.jsonl,
-// written by tools/tokenizer_golden.py on a machine where HF is installed) for every corpus
-// string, on the real Qwen3 and Llama 3.1 tokenizer.json files: encode with and without
-// special tokens, decode with and without skipping special tokens, decode of random id
-// lists (broken UTF-8, added tokens, ids past the vocabulary) and id_to_token.
+// Golden equality for every corpus string: encode with and without special tokens, decode
+// with and without skipping special tokens, decode of random id lists (broken UTF-8, added
+// tokens, ids past the vocabulary) and id_to_token. Qwen3 and Llama 3.1: against Hugging Face
+// `tokenizers` 0.23.2 (tools/tokenizer_golden.py, run where HF is installed). Mistral 7B and
+// Gemma 3 (SentencePiece-converted): against Tokenizers.js, with transformers.js agreeing
+// (tools/tokenizer_golden_sp.mjs); their files add "extra" rows that carry their own text.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -55,13 +56,20 @@ void check_golden(const Tokenizer& tok, const std::string& name) {
   const Golden g = load_golden(name);
   const auto& corpus = testing::corpus();
   ASSERT_GE(corpus.size(), 2000u);
-  ASSERT_EQ(g.strings.size(), corpus.size()) << "golden file is stale: rerun the golden script";
+  size_t extra = 0, left_out = 0;
+  for (const auto& row : g.strings) extra += row.contains("text");
+  for (const auto& row : g.meta.value("left_out", nlohmann::json::array())) {
+    left_out += row.contains("id");
+  }
+  ASSERT_EQ(g.strings.size() - extra + left_out, corpus.size())
+      << "golden file is stale: rerun the golden script";
   ASSERT_EQ(g.meta.at("vocab_size").get<int>(), tok.vocab_size());
 
   int bad_plain = 0, bad_special = 0, bad_decode = 0, bad_skip = 0;
   for (const auto& row : g.strings) {
-    const size_t i = row.at("id").get<size_t>();
-    const std::string& text = corpus.at(i);
+    const bool is_extra = row.contains("text");
+    const size_t i = is_extra ? 0 : row.at("id").get<size_t>();
+    const std::string text = is_extra ? row.at("text").get<std::string>() : corpus.at(i);
     const std::vector<int> want_plain = ids_of(row.at("ids"));
     std::vector<int> want_special;
     if (row.contains("ids_special")) {
@@ -129,6 +137,10 @@ void check_golden(const Tokenizer& tok, const std::string& name) {
 TEST(TokenizerGolden, Qwen3MatchesHuggingFace) { check_golden(testing::qwen3(), "qwen3"); }
 
 TEST(TokenizerGolden, Llama3MatchesHuggingFace) { check_golden(testing::llama3(), "llama3"); }
+
+TEST(TokenizerGolden, MistralMatchesTokenizersJs) { check_golden(testing::mistral(), "mistral"); }
+
+TEST(TokenizerGolden, Gemma3MatchesTokenizersJs) { check_golden(testing::gemma3(), "gemma3"); }
 
 }  // namespace
 }  // namespace kestrel

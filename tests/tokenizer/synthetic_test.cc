@@ -182,7 +182,7 @@ TEST(SyntheticTokenizer, ByteFallbackAndUnknownCharacters) {
 
 std::vector<std::string> pre_tokenize(const json& j, std::string_view text) {
   std::vector<std::string> words;
-  PreTokenizer::from_json(j).run(text, [&](std::string_view w) { words.emplace_back(w); });
+  PreTokenizer::from_json(j).run(text, true, [&](std::string_view w) { words.emplace_back(w); });
   return words;
 }
 
@@ -258,14 +258,22 @@ TEST(SyntheticTokenizer, UnsupportedOrBrokenFilesFailAtLoad) {
   doc["model"]["type"] = "WordPiece";
   expect_load_error(doc.dump(), "WordPiece");
   doc = byte_level_doc();
-  doc["normalizer"] = {{"type", "Lowercase"}};
-  expect_load_error(doc.dump(), "Lowercase");
+  doc["normalizer"] = {{"type", "BertNormalizer"}};
+  expect_load_error(doc.dump(), "BertNormalizer");
   doc = byte_level_doc();
   doc["pre_tokenizer"] = {{"type", "Whitespace"}};
   expect_load_error(doc.dump(), "Whitespace");
   doc = byte_level_doc();
-  doc["decoder"] = {{"type", "Metaspace"}};
-  expect_load_error(doc.dump(), "Metaspace");
+  doc["decoder"] = {{"type", "WordPiece"}};
+  expect_load_error(doc.dump(), "WordPiece");
+  doc["decoder"] = nullptr;
+  expect_load_error(doc.dump(), "no decoder");
+  doc["decoder"] = {{"type", "Sequence"},
+                    {"decoders", {{{"type", "Fuse"}}, {{"type", "ByteFallback"}}}}};
+  expect_load_error(doc.dump(), "ByteFallback");
+  doc = byte_level_doc();
+  doc["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "ab"}};
+  expect_load_error(doc.dump(), "one character");
   doc = byte_level_doc();
   doc["post_processor"] = {{"type", "Mystery"}};
   expect_load_error(doc.dump(), "Mystery");

