@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -175,6 +176,15 @@ class Backend {
     throw_error("{} backend: no device sampler", name());
   }
   virtual void discard_samples() {}
+  // Log-probabilities of given tokens, one per row of logits F32 [R, V]: row r's entry for
+  // tokens[r] as compute_logprobs (src/sampling/logprobs.h) gives it (log_softmax of the raw
+  // row, its rank, the num_top most likely). Prompt logprobs, computed where the logits are;
+  // only called when supports_sampling() (else the runner computes them on the host). Waits
+  // for the results; throws kestrel::Error for a row without a finite logit.
+  virtual std::vector<TokenLogprobs> token_logprobs(const Tensor& logits,
+                                                    std::span<const int> tokens, int num_top) {
+    throw_error("{} backend: no device sampler", name());
+  }
   // Token feedback, for steps launched before their inputs are known (the engine's overlap,
   // llm_engine.h): from now on the device sampler also writes row r's token to a device
   // buffer of max_rows slots, and embedding() and embedding_shard() read an id

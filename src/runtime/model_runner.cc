@@ -465,41 +465,59 @@ void ModelRunner::run_prompt_logits(
 
 void ModelRunner::fill_prompt_logprobs(const ScheduledBatch& batch, const HostBatch& hb) {
   const int vocab = model_->config().vocab_size;
-  if (!host_logits_.defined()) host_logits_ = Tensor::host(DType::kF32, {max_num_seqs_, vocab});
   run_prompt_logits(hb, [&](size_t first, const Tensor& logits) {
     const int64_t count = logits.dim(0);
-    const float* host = logits.data_as<float>();
-    if (logits.device() != Device::kCpu) {
-      Tensor rows = host_logits_.slice(0, count);
-      backend_->copy_to_host(logits, rows);
-      host = rows.data_as<float>();
-    }
-    // A row is ~1 ms of host work at Qwen3's vocabulary (four passes over 152k logits): the
-    // rows go to every core, the step waiting for them (not for small work, where starting
-    // the threads costs more).
+    auto seq_of = [&](int64_t r) -> Sequence& {
+      return *batch.seqs[hb.prompt_seqs[first + static_cast<size_t>(r)]].seq;
+    };
+    auto pos_of = [&](int64_t r) { return hb.positions[hb.prompt_rows[first + static_cast<size_t>(r)]]; };
     std::vector<TokenLogprobs> entries(static_cast<size_t>(count));
-    std::vector<std::string> errors(static_cast<size_t>(count));
+    if (backend_->supports_sampling()) {
+      // Where the logits are (the device sampler's logprobs): only the entries come back.
+      // One call for the slice at its largest num_top; each row keeps its own.
+      std::vector<int> tokens(static_cast<size_t>(count));
+      int num_top = 0;
+      for (int64_t r = 0; r < count; ++r) {
+        tokens[r] = seq_of(r).token_ids[pos_of(r) + 1];
+        num_top = std::max(num_top, *seq_of(r).params->prompt_logprobs);
+      }
+      entries = backend_->token_logprobs(logits, tokens, num_top);
+      for (int64_t r = 0; r < count; ++r) {
+        const auto own = static_cast<size_t>(*seq_of(r).params->prompt_logprobs);
+        if (entries[r].top.size() > own) entries[r].top.resize(own);
+      }
+    } else {
+      const float* host = logits.data_as<float>();
+      if (logits.device() != Device::kCpu) {
+        if (!host_logits_.defined()) host_logits_ = Tensor::host(DType::kF32, {max_num_seqs_, vocab});
+        Tensor rows = host_logits_.slice(0, count);
+        backend_->copy_to_host(logits, rows);
+        host = rows.data_as<float>();
+      }
+      // A row is ~1 ms of host work at Qwen3's vocabulary (four passes over 152k logits):
+      // the rows go to every core, the step waiting for them (not for small work, where
+      // starting the threads costs more).
+      std::vector<std::string> errors(static_cast<size_t>(count));
 #pragma omp parallel for schedule(dynamic, 4) if (count * vocab >= (int64_t{1} << 21))
-    for (int64_t r = 0; r < count; ++r) {
-      const size_t i = first + static_cast<size_t>(r);
-      const Sequence& seq = *batch.seqs[hb.prompt_seqs[i]].seq;
-      const int pos = hb.positions[hb.prompt_rows[i]];
-      const std::span<const float> row(host + r * vocab, static_cast<size_t>(vocab));
-      try {  // nothing may leave an OpenMP loop
-        entries[r] = compute_logprobs(row, seq.token_ids[pos + 1], *seq.params->prompt_logprobs);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
+      for (int64_t r = 0; r < count; ++r) {
+        const Sequence& seq = seq_of(r);
+        const std::span<const float> row(host + r * vocab, static_cast<size_t>(vocab));
+        try {  // nothing may leave an OpenMP loop
+          entries[r] = compute_logprobs(row, seq.token_ids[pos_of(r) + 1], *seq.params->prompt_logprobs);
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+      }
+      for (int64_t r = 0; r < count; ++r) {
+        KS_CHECK(errors[r].empty(), "seq {}: prompt logprob of position {}: {}", seq_of(r).seq_id,
+                 pos_of(r), errors[r]);
       }
     }
     for (int64_t r = 0; r < count; ++r) {
-      const size_t i = first + static_cast<size_t>(r);
-      Sequence& seq = *batch.seqs[hb.prompt_seqs[i]].seq;
-      const int pos = hb.positions[hb.prompt_rows[i]];
-      KS_CHECK(errors[r].empty(), "seq {}: prompt logprob of position {}: {}", seq.seq_id, pos,
-               errors[r]);
+      Sequence& seq = seq_of(r);
       // build_host_batch asks only for the entries after those the sequence holds, in order.
-      KS_ASSERT(pos == static_cast<int>(seq.prompt_logprobs.size()),
-                "seq {}: prompt logprob of position {} after {} entries", seq.seq_id, pos,
+      KS_ASSERT(pos_of(r) == static_cast<int>(seq.prompt_logprobs.size()),
+                "seq {}: prompt logprob of position {} after {} entries", seq.seq_id, pos_of(r),
                 seq.prompt_logprobs.size());
       seq.prompt_logprobs.push_back(std::move(entries[r]));
     }

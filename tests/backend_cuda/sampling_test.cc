@@ -310,6 +310,70 @@ TEST(CudaSampling, LogprobsByHand) {
   EXPECT_EQ(lp.top[2].second, -kInf);
 }
 
+// Prompt logprobs on the device (Backend::token_logprobs): for every row kind (spread, peaked,
+// ties, -inf holes, all equal, wide), given tokens (the row's best, a random one, one at
+// -inf where the row has them) and top counts 0..20, the CPU's compute_logprobs: the same
+// rank and top ids, values within 1e-4.
+TEST(CudaSampling, TokenLogprobsMatchTheCpu) {
+  KS_REQUIRE_GPU();
+  std::mt19937 rng(41);
+  for (const int vocab : {7, 1000, 151936}) {
+    for (const int num_top : {0, 1, 5, 20}) {
+      const int rows = 12;
+      std::vector<float> logits(static_cast<size_t>(rows) * vocab);
+      std::vector<int> tokens(rows);
+      for (int r = 0; r < rows; ++r) {
+        float* row = logits.data() + static_cast<size_t>(r) * vocab;
+        fill_row(row, vocab, r % 6, rng);
+        const int best = static_cast<int>(std::max_element(row, row + vocab) - row);
+        tokens[r] = r % 3 == 0 ? best : static_cast<int>(rng() % vocab);
+        if (r % 3 == 2) {  // a token at -inf, where the row has one
+          for (int j = 0; j < vocab; ++j) {
+            if (std::isinf(row[j])) tokens[r] = j;
+          }
+        }
+      }
+      Tensor host = Tensor::host(DType::kF32, Shape{rows, vocab});
+      std::copy(logits.begin(), logits.end(), host.data_as<float>());
+      const std::vector<TokenLogprobs> got =
+          gpu().token_logprobs(gpu().upload(host, DType::kF32), tokens, num_top);
+      ASSERT_EQ(got.size(), static_cast<size_t>(rows));
+      for (int r = 0; r < rows; ++r) {
+        SCOPED_TRACE("vocab " + std::to_string(vocab) + ", top " + std::to_string(num_top) +
+                     ", row " + std::to_string(r));
+        const std::span<const float> row(logits.data() + static_cast<size_t>(r) * vocab,
+                                         static_cast<size_t>(vocab));
+        const TokenLogprobs want = compute_logprobs(row, tokens[r], num_top);
+        EXPECT_EQ(got[r].token_id, tokens[r]);
+        if (std::isinf(want.logprob)) {
+          EXPECT_EQ(got[r].logprob, want.logprob);
+        } else {
+          EXPECT_NEAR(got[r].logprob, want.logprob, 1e-4);
+        }
+        EXPECT_EQ(got[r].rank, want.rank);
+        ASSERT_EQ(got[r].top.size(), want.top.size());
+        for (size_t i = 0; i < want.top.size(); ++i) {
+          EXPECT_EQ(got[r].top[i].first, want.top[i].first) << "top " << i;
+          if (std::isinf(want.top[i].second)) {
+            EXPECT_EQ(got[r].top[i].second, want.top[i].second) << "top " << i;
+          } else {
+            EXPECT_NEAR(got[r].top[i].second, want.top[i].second, 1e-4) << "top " << i;
+          }
+        }
+      }
+    }
+  }
+  // Bad input: a token outside the vocabulary, rows and tokens that disagree, a row with no
+  // finite logit.
+  Tensor host = Tensor::host(DType::kF32, Shape{1, 3});
+  std::fill_n(host.data_as<float>(), 3, 0.5f);
+  const Tensor dev = gpu().upload(host, DType::kF32);
+  EXPECT_THROW(gpu().token_logprobs(dev, std::vector<int>{3}, 1), Error);
+  EXPECT_THROW(gpu().token_logprobs(dev, std::vector<int>{0, 1}, 1), Error);
+  std::fill_n(host.data_as<float>(), 3, -kInf);
+  EXPECT_THROW(gpu().token_logprobs(gpu().upload(host, DType::kF32), std::vector<int>{0}, 1), Error);
+}
+
 TEST(CudaSampling, RejectsBadInput) {
   KS_REQUIRE_GPU();
   const std::vector<float> ok{0.0f, 1.0f};

@@ -86,6 +86,8 @@ class CudaBackend final : public Backend {
   void launch_sample(const Tensor& logits, const SamplingBatch& batch) override;
   std::vector<SampledToken> collect_sample() override;
   void discard_samples() override;
+  std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, std::span<const int> tokens,
+                                            int num_top) override;  // sampling/token_logprobs.cc
   bool enable_token_feedback(int max_rows) override;
   // The token feedback buffer, i32 [max_rows]; undefined while feedback is off.
   const Tensor& token_feedback() const { return feedback_; }

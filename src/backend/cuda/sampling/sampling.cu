@@ -332,7 +332,43 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(SampleArgs args, bo
   }
 }
 
+// One row per block: the raw max, then logprobs() for the given token.
+__global__ void __launch_bounds__(kThreads, 2) token_logprobs_kernel(TokenLogprobsArgs args) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  Smem& s = *reinterpret_cast<Smem*>(smem_raw);
+  const int row = blockIdx.x;
+  const float* raw = args.logits + static_cast<int64_t>(row) * args.vocab;
+  const int token = args.tokens[row];
+  float raw_max = kNegInf;
+  for_each(RowValues{raw, args.vocab}, [&](int, float v) { raw_max = fmaxf(raw_max, v); });
+  __syncthreads();
+  raw_max = block_max(raw_max, s);
+  RowResult* res = &args.results[row];
+  const bool finite = raw_max > kNegInf;
+  if (finite) {
+    logprobs(raw, args.vocab, token, raw_max, args.num_top, res,
+             args.top + static_cast<int64_t>(row) * args.top_stride, s);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    res->token = token;
+    res->status = finite ? kRowOk : kRowNoFiniteRawLogit;
+    if (!finite) {
+      res->logprob = 0.0f;
+      res->rank = 0;
+      res->num_top = 0;
+    }
+  }
+}
+
 }  // namespace
+
+void token_logprobs(const TokenLogprobsArgs& args, cudaStream_t stream) {
+  if (args.num_rows == 0) return;
+  kernels::allow_dynamic_smem<token_logprobs_kernel>(static_cast<int>(sizeof(Smem)));
+  token_logprobs_kernel<<<args.num_rows, kThreads, sizeof(Smem), stream>>>(args);
+  KS_CUDA_CHECK_LAUNCH("token_logprobs_kernel");
+}
 
 void sample_rows(const SampleArgs& args, cudaStream_t stream) {
   if (args.num_rows == 0) return;

@@ -107,6 +107,21 @@ struct SampleArgs {
   int32_t* feedback = nullptr;
 };
 
+// Logprobs of given tokens (prompt logprobs): per row, step 4 of the sampler alone, with the
+// row's "sampled" token set to tokens[row]. results[row].token = tokens[row]; status
+// kRowNoFiniteRawLogit for a row without a finite logit.
+struct TokenLogprobsArgs {
+  const float* logits = nullptr;    // [num_rows, vocab] raw logits
+  const int32_t* tokens = nullptr;  // [num_rows], each in [0, vocab)
+  RowResult* results = nullptr;     // [num_rows]
+  TopLogprob* top = nullptr;        // [num_rows, top_stride]
+  int num_rows = 0;
+  int vocab = 0;
+  int num_top = 0;     // 0 .. kMaxTopLogprobs
+  int top_stride = 0;  // >= min(num_top, vocab)
+};
+void token_logprobs(const TokenLogprobsArgs& args, cudaStream_t stream);
+
 // Device scratch the split path of the plain rows needs (per-chunk statistics).
 size_t plain_scratch_bytes(int num_rows, int vocab);
 
