@@ -13,6 +13,22 @@ Detokenizer::Detokenizer(Tokenizer tokenizer, DetokenizerOptions options,
     KS_CHECK(utf8::find_invalid(s) == std::string::npos,
              "detokenizer: stop string is not valid UTF-8");
   }
+  if (!tokenizer_.decoder().byte_level()) {
+    stream_.emplace(tokenizer_.decoder());
+    // Enough context to mark the start as passed and to see an unfinished character (at
+    // most 3 byte tokens); its text is the prompt's, not ours.
+    std::vector<int> context;
+    for (size_t i = prompt_ids.size(); i-- > 0 && context.size() < 4;) {
+      const int id = prompt_ids[i];
+      if (!tokenizer_.is_known(id) || (options_.skip_special_tokens && tokenizer_.is_special(id)))
+        continue;
+      context.insert(context.begin(), id);
+    }
+    std::string discarded;
+    for (const int id : context) stream_->push(tokenizer_.token_text(id), discarded);
+    stream_->end_context();
+    return;
+  }
   // An unfinished character is at most 3 bytes; 4 bytes of context are enough to see it.
   std::string context;
   for (size_t i = prompt_ids.size(); i-- > 0 && context.size() < 4;) {
@@ -28,11 +44,16 @@ std::string Detokenizer::add_token(int id) {
   ++num_tokens_;
   if (stopped() || finished_) return "";
   if (options_.skip_special_tokens && tokenizer_.is_special(id)) return "";
-  const std::string_view bytes = tokenizer_.token_bytes(id);
-  if (bytes.empty()) return "";
-  pending_.append(bytes);
   const size_t old_size = text_.size();
-  drain_pending(false);
+  if (stream_) {
+    if (!tokenizer_.is_known(id)) return "";
+    stream_->push(tokenizer_.token_text(id), text_);
+  } else {
+    const std::string_view bytes = tokenizer_.token_bytes(id);
+    if (bytes.empty()) return "";
+    pending_.append(bytes);
+    drain_pending(false);
+  }
   if (text_.size() > old_size && looks_for_stop()) check_stop(old_size);
   return release(stopped());
 }
@@ -52,7 +73,11 @@ std::string Detokenizer::finish() {
   if (stopped() || finished_) return "";
   finished_ = true;
   const size_t old_size = text_.size();
-  drain_pending(true);
+  if (stream_) {
+    stream_->finish(text_);
+  } else {
+    drain_pending(true);
+  }
   if (text_.size() > old_size && looks_for_stop()) check_stop(old_size);
   return release(true);
 }
