@@ -184,6 +184,7 @@ void EngineLoop::dispatch(std::unordered_map<std::string, Entry>::iterator it,
       update.samples.push_back(std::move(c));
     }
     if (!out.prompt_logprobs.empty()) update.prompt_logprobs = std::move(out.prompt_logprobs);
+    update.num_cached_tokens = out.num_cached_tokens;
     finished = finished || out.finished;
   }
   if (new_tokens) {

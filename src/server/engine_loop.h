@@ -38,6 +38,9 @@ struct RequestUpdate {
   std::vector<CompletionOutput> samples;
   std::string error;
   std::vector<TokenLogprobs> prompt_logprobs;  // RequestOutput::prompt_logprobs
+  // RequestOutput::num_cached_tokens (prompt tokens served from the prefix cache) as of
+  // this step; -1 when the engine sent no output (errors, aborts).
+  int num_cached_tokens = -1;
 };
 
 // Where the engine thread leaves updates for one HTTP request (which may own several

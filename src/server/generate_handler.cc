@@ -57,6 +57,10 @@ ChoicePrompt choice_prompt(const Generation& gen, int index) {
   return {r.prompt_texts[p], r.prompts[p], gen.prompt_logprobs(p)};
 }
 
+Usage usage(const Generation& gen) {
+  return {gen.prompt_tokens(), gen.completion_tokens(), gen.cached_tokens()};
+}
+
 // Moves the thinking in d.text into d.reasoning; the held-back rest comes with the last delta.
 void split_reasoning(ReasoningSplitter& splitter, ChoiceDelta& d, bool last) {
   ReasoningPiece piece = splitter.feed(d.text);
@@ -122,7 +126,8 @@ struct StreamSession {
   // A chunk as an SSE event; with continuous usage stats it carries the usage so far.
   std::string event(nlohmann::json chunk) const {
     if (meta.continuous_usage) {
-      chunk["usage"] = usage_json(gen.prompt_tokens(), completion_tokens_sent);
+      chunk["usage"] =
+          usage_json({gen.prompt_tokens(), completion_tokens_sent, gen.cached_tokens()});
     }
     return sse_event(chunk);
   }
@@ -151,7 +156,7 @@ struct StreamSession {
     }
     if (gen.done()) {
       if (meta.include_usage) {
-        out += sse_event(usage_chunk(meta, gen.prompt_tokens(), gen.completion_tokens()));
+        out += sse_event(usage_chunk(meta, usage(gen)));
       }
       out += "data: [DONE]\n\n";
       if (!sink.write(out.data(), out.size())) return false;
@@ -238,9 +243,7 @@ void answer_whole(ServerState& state, GenerateRequest req, std::string id,
   }
   std::vector<ChoicePrompt> prompts;
   for (int i = 0; i < gen.num_choices(); ++i) prompts.push_back(choice_prompt(gen, i));
-  set_json_body(res,
-                full_response(meta, choices, prompts, gen.prompt_tokens(), gen.completion_tokens()),
-                std::move(guard));
+  set_json_body(res, full_response(meta, choices, prompts, usage(gen)), std::move(guard));
 }
 
 void answer_stream(ServerState& state, GenerateRequest req, std::string id,

@@ -1,5 +1,6 @@
 #include "server/generation.h"
 
+#include <algorithm>
 #include <variant>
 
 namespace kestrel::server {
@@ -10,6 +11,7 @@ Generation::Generation(EngineLoop& loop, std::string request_id, GenerateRequest
   choices_.resize(req_.prompts.size() * req_.params.n);
   prompt_done_.assign(req_.prompts.size(), 0);
   prompt_logprobs_.resize(req_.prompts.size());
+  cached_tokens_.assign(req_.prompts.size(), -1);
 }
 
 Generation::~Generation() {
@@ -56,6 +58,7 @@ void Generation::apply(RequestUpdate& update, std::vector<ChoiceDelta>& deltas) 
     prompt_done_[update.sub] = n;
     return;
   }
+  if (cached_tokens_[update.sub] < 0) cached_tokens_[update.sub] = update.num_cached_tokens;
   if (!update.prompt_logprobs.empty()) {
     prompt_logprobs_[update.sub] = std::move(update.prompt_logprobs);
   }
@@ -89,6 +92,12 @@ void Generation::finish(Choice& c, ChoiceDelta& delta, std::string reason) {
 int Generation::prompt_tokens() const {
   int total = 0;
   for (const auto& p : req_.prompts) total += static_cast<int>(p.size());
+  return total;
+}
+
+int Generation::cached_tokens() const {
+  int total = 0;
+  for (int n : cached_tokens_) total += std::max(n, 0);
   return total;
 }
 

@@ -69,6 +69,11 @@ class Generation {
   }
   int prompt_tokens() const;      // over the prompts, counted once each (not per sample)
   int completion_tokens() const;  // over the choices, up to each one's end
+  // Prompt tokens served from the prefix cache, over the prompts, counted once each: each
+  // prompt's RequestOutput::num_cached_tokens as its first output reported it (so the count
+  // never changes once known: a later preemption recomputes, but the usage stays). 0 for a
+  // prompt that has had no output yet.
+  int cached_tokens() const;
 
  private:
   struct Choice {
@@ -88,6 +93,7 @@ class Generation {
   std::vector<Choice> choices_;
   std::vector<int> prompt_done_;  // finished samples per prompt
   std::vector<std::vector<TokenLogprobs>> prompt_logprobs_;  // per prompt
+  std::vector<int> cached_tokens_;  // per prompt; -1 until its first output
   size_t num_done_ = 0;
   bool started_ = false;
   std::string error_;

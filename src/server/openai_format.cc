@@ -163,10 +163,11 @@ json prompt_logprobs_json(const ResponseMeta& meta, const ChoicePrompt& prompt, 
   return list;
 }
 
-json usage_json(int prompt_tokens, int completion_tokens) {
-  return {{"prompt_tokens", prompt_tokens},
-          {"completion_tokens", completion_tokens},
-          {"total_tokens", prompt_tokens + completion_tokens}};
+json usage_json(const Usage& u) {
+  return {{"prompt_tokens", u.prompt_tokens},
+          {"completion_tokens", u.completion_tokens},
+          {"total_tokens", u.prompt_tokens + u.completion_tokens},
+          {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
 void append_delta(ChoiceDelta& into, const ChoiceDelta& d) {
@@ -226,16 +227,15 @@ json role_chunk(const ResponseMeta& meta, int index) {
   return chunk;
 }
 
-json usage_chunk(const ResponseMeta& meta, int prompt_tokens, int completion_tokens) {
+json usage_chunk(const ResponseMeta& meta, const Usage& usage) {
   json chunk = envelope(meta, meta.chat ? "chat.completion.chunk" : "text_completion");
   chunk["choices"] = json::array();
-  chunk["usage"] = usage_json(prompt_tokens, completion_tokens);
+  chunk["usage"] = usage_json(usage);
   return chunk;
 }
 
 json full_response(const ResponseMeta& meta, const std::vector<ChoiceDelta>& choices,
-                   std::span<const ChoicePrompt> prompts, int prompt_tokens,
-                   int completion_tokens) {
+                   std::span<const ChoicePrompt> prompts, const Usage& usage) {
   json out = envelope(meta, meta.chat ? "chat.completion" : "text_completion");
   json list = json::array();
   for (size_t i = 0; i < choices.size(); ++i) {
@@ -274,7 +274,7 @@ json full_response(const ResponseMeta& meta, const std::vector<ChoiceDelta>& cho
   if (meta.chat && meta.prompt_logprobs && !prompts.empty()) {
     out["prompt_logprobs"] = prompt_logprobs_json(meta, prompts.front(), *meta.prompt_logprobs);
   }
-  out["usage"] = usage_json(prompt_tokens, completion_tokens);
+  out["usage"] = usage_json(usage);
   return out;
 }
 

@@ -48,7 +48,17 @@ struct ChoicePrompt {
   std::span<const TokenLogprobs> logprobs;
 };
 
-nlohmann::json usage_json(int prompt_tokens, int completion_tokens);
+// A request's usage, as its handler counts it (Generation).
+struct Usage {
+  int prompt_tokens = 0;      // over the prompts, once each
+  int completion_tokens = 0;  // over the choices
+  int cached_tokens = 0;      // of prompt_tokens: served from the prefix cache
+};
+
+// {"prompt_tokens", "completion_tokens", "total_tokens", "prompt_tokens_details":
+// {"cached_tokens"}}: OpenAI's shape, details always present (vLLM sends them only with
+// --enable-prompt-tokens-details, and only when some tokens were cached).
+nlohmann::json usage_json(const Usage& usage);
 
 // Appends a later delta of the same choice to `into` (non-streaming responses collect the
 // deltas of a choice into one).
@@ -68,13 +78,12 @@ nlohmann::json stream_chunk(const ResponseMeta& meta, const ChoiceDelta& delta,
 // Chat's first chunk of a choice: {"delta": {"role": "assistant", "content": ""}}.
 nlohmann::json role_chunk(const ResponseMeta& meta, int index);
 // The final usage chunk ("choices": []).
-nlohmann::json usage_chunk(const ResponseMeta& meta, int prompt_tokens, int completion_tokens);
+nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage);
 
 // The whole response; choices[i] holds choice i's collected deltas and prompts[i] its
 // prompt (used with echo and prompt_logprobs; may be empty otherwise).
 nlohmann::json full_response(const ResponseMeta& meta, const std::vector<ChoiceDelta>& choices,
-                             std::span<const ChoicePrompt> prompts, int prompt_tokens,
-                             int completion_tokens);
+                             std::span<const ChoicePrompt> prompts, const Usage& usage);
 
 // The legacy completions logprobs object ({tokens, token_logprobs, top_logprobs,
 // text_offset}) of one choice's delta. With `prompt` (echo): the prompt's tokens first (the

@@ -32,7 +32,7 @@ struct ResponseUsage {
   int input_tokens = 0;
   int output_tokens = 0;
   int reasoning_tokens = 0;  // of output_tokens
-  int cached_tokens = 0;     // of input_tokens
+  int cached_tokens = 0;     // of input_tokens: served from the prefix cache
 };
 
 class ResponseBuilder {

@@ -109,6 +109,7 @@ class ResponseRun {
     ResponseUsage u;
     u.input_tokens = gen_.prompt_tokens();
     u.output_tokens = gen_.completion_tokens();
+    u.cached_tokens = gen_.cached_tokens();
     // The engine does not tell which tokens were thinking: the thinking's text, tokenized
     // again (a model's own text gives back its tokens, but for the tags).
     if (!reasoning_text_.empty() && state_.ctx.tokenizer != nullptr) {

@@ -45,6 +45,14 @@ export function finish() {
   process.exit(0);
 }
 
+// A usage object without its prefix-cache count: two requests for the same prompt use the
+// same tokens, but the later one may find the earlier one's blocks cached.
+export function withoutCached(usage) {
+  if (!usage) return usage;
+  const { prompt_tokens_details, ...counts } = usage;
+  return counts;
+}
+
 // Collects a streamed completion or chat completion: text per choice index, finish
 // reasons, logprob entries, the usage chunk, and whether every chunk had the same id.
 export async function collect(stream, chat) {

@@ -1,8 +1,8 @@
 // Prompt logprobs in the OpenAI formats (server/openai_format.h), from hand-built outputs:
 // completions' echo with logprobs (the prompt's tokens first, the first one null, offsets in
 // the prompt's text, the completion's shifted past it), streamed and whole, and vLLM's
-// prompt_logprobs lists. Token strings come from the real Qwen3 tokenizer; where each one
-// must sit in the echoed text is checked against the text itself.
+// prompt_logprobs lists; usage with prefix-cache hits. Token strings come from the real Qwen3
+// tokenizer; where each one must sit in the echoed text is checked against the text itself.
 #include "server/openai_format.h"
 
 #include <gtest/gtest.h>
@@ -110,7 +110,7 @@ void expect_prompt_part(const Fixture& f, const json& lp) {
 TEST(OpenAIFormat, EchoWithLogprobsPutsThePromptFirst) {
   const Fixture f;
   const ChoicePrompt prompt = f.prompt();
-  const json out = full_response(f.meta, {f.delta}, {&prompt, 1}, 10, 2);
+  const json out = full_response(f.meta, {f.delta}, {&prompt, 1}, {10, 2});
   const json& choice = out["choices"][0];
   EXPECT_EQ(choice["text"], f.text + " ok!");
   expect_prompt_part(f, choice["logprobs"]);
@@ -168,7 +168,7 @@ TEST(OpenAIFormat, PromptLogprobsListIsVllms) {
   f.meta.logprobs = false;
   f.meta.prompt_logprobs = 2;
   const ChoicePrompt prompt = f.prompt();
-  const json out = full_response(f.meta, {f.delta}, {&prompt, 1}, 10, 2);
+  const json out = full_response(f.meta, {f.delta}, {&prompt, 1}, {10, 2});
   const json& choice = out["choices"][0];
   EXPECT_EQ(choice["text"], " ok!");  // no echo
   EXPECT_TRUE(choice["logprobs"].is_null());
@@ -188,7 +188,7 @@ TEST(OpenAIFormat, PromptLogprobsListIsVllms) {
   }
   // prompt_logprobs 0: the prompt tokens alone.
   f.meta.prompt_logprobs = 0;
-  const json zero = full_response(f.meta, {f.delta}, {&prompt, 1}, 10, 2);
+  const json zero = full_response(f.meta, {f.delta}, {&prompt, 1}, {10, 2});
   EXPECT_EQ(zero["choices"][0]["prompt_logprobs"][1].size(), 1u);
 }
 
@@ -201,11 +201,31 @@ TEST(OpenAIFormat, ChatPromptLogprobsAreOnTheResponse) {
   const std::vector<ChoicePrompt> prompts(2, f.prompt());
   ChoiceDelta other = f.delta;
   other.index = 1;
-  const json out = full_response(f.meta, {f.delta, other}, prompts, 10, 4);
+  const json out = full_response(f.meta, {f.delta, other}, prompts, {10, 4});
   EXPECT_EQ(out["prompt_logprobs"].size(), f.ids.size());
   EXPECT_TRUE(out["prompt_logprobs"][0].is_null());
   EXPECT_EQ(out["prompt_logprobs"][1].size(), 2u);
   for (const json& c : out["choices"]) EXPECT_FALSE(c.contains("prompt_logprobs"));
+}
+
+// Usage in OpenAI's shape, prompt_tokens_details always there: in the whole response, the
+// streamed usage chunk, and with continuous usage stats each chunk's (usage_json).
+TEST(OpenAIFormat, UsageCarriesCachedPromptTokens) {
+  Fixture f;
+  f.meta.logprobs = false;
+  f.meta.echo = false;
+  f.meta.include_usage = true;
+  const json expected = json::parse(R"({"prompt_tokens": 40, "completion_tokens": 2,
+      "total_tokens": 42, "prompt_tokens_details": {"cached_tokens": 32}})");
+  for (const bool chat : {false, true}) {
+    f.meta.chat = chat;
+    EXPECT_EQ(full_response(f.meta, {f.delta}, {}, {40, 2, 32})["usage"], expected);
+    const json chunk = usage_chunk(f.meta, {40, 2, 32});
+    EXPECT_EQ(chunk["usage"], expected);
+    EXPECT_EQ(chunk["choices"], json::array());
+    EXPECT_EQ(chunk["object"], chat ? "chat.completion.chunk" : "text_completion");
+  }
+  EXPECT_EQ(usage_json({7, 0, 0})["prompt_tokens_details"], json::parse(R"({"cached_tokens": 0})"));
 }
 
 }  // namespace

@@ -80,15 +80,15 @@ TEST(ReasoningFormat, ChunksAndMessages) {
   d.reasoning = "thinking";
   EXPECT_EQ(stream_chunk(meta, d)["choices"][0]["delta"], (nlohmann::json{{"reasoning_content", "thinking"}}));
   d.text = "answer";
-  const nlohmann::json message = full_response(meta, {d}, {}, 1, 2)["choices"][0]["message"];
+  const nlohmann::json message = full_response(meta, {d}, {}, {1, 2})["choices"][0]["message"];
   EXPECT_EQ(message["reasoning_content"], "thinking");
   EXPECT_EQ(message["content"], "answer");
   ChoiceDelta plain;
   plain.text = "just text";
-  const nlohmann::json m2 = full_response(meta, {plain}, {}, 1, 2)["choices"][0]["message"];
+  const nlohmann::json m2 = full_response(meta, {plain}, {}, {1, 2})["choices"][0]["message"];
   EXPECT_TRUE(m2["reasoning_content"].is_null());
   meta.reasoning = false;
-  EXPECT_FALSE(full_response(meta, {plain}, {}, 1, 2)["choices"][0]["message"].contains("reasoning_content"));
+  EXPECT_FALSE(full_response(meta, {plain}, {}, {1, 2})["choices"][0]["message"].contains("reasoning_content"));
 }
 
 }  // namespace

@@ -39,6 +39,7 @@ TEST(ResponsesFormat, ReasoningTextAndCallsStreamInTheDocumentedOrder) {
   usage.input_tokens = 10;
   usage.output_tokens = 20;
   usage.reasoning_tokens = 3;
+  usage.cached_tokens = 8;
   append(all, b.finish("stop", usage));
   EXPECT_EQ(types(all), (std::vector<std::string>{"response.created",
                                                   "response.in_progress",
@@ -89,7 +90,7 @@ TEST(ResponsesFormat, ReasoningTextAndCallsStreamInTheDocumentedOrder) {
       {"id": "fc_3", "type": "function_call", "status": "completed", "call_id": "call_4",
        "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}])"));
   EXPECT_EQ(r["usage"], ojson::parse(R"({"input_tokens": 10, "input_tokens_details":
-      {"cached_tokens": 0}, "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 3},
+      {"cached_tokens": 8}, "output_tokens": 20, "output_tokens_details": {"reasoning_tokens": 3},
       "total_tokens": 30})"));
   // Each item's done event carries the item as the response holds it.
   EXPECT_EQ(all[8]["item"], r["output"][0]);

@@ -114,7 +114,7 @@ TEST(ToolCallFormat, MessagesAndDeltas) {
   d.tool_call_ids = {"chatcmpl-tool-1"};
   d.first_tool_call = 2;
   d.finish_reason = "tool_calls";
-  const nlohmann::json message = full_response(meta, {d}, {}, 1, 2)["choices"][0]["message"];
+  const nlohmann::json message = full_response(meta, {d}, {}, {1, 2})["choices"][0]["message"];
   EXPECT_TRUE(message["content"].is_null());
   ASSERT_EQ(message["tool_calls"].size(), 1u);
   EXPECT_EQ(message["tool_calls"][0],
@@ -139,7 +139,7 @@ TEST(ToolCallFormat, KeepFirstToolCallWholeAndStreamed) {
   ResponseMeta meta;
   meta.chat = true;
   meta.tool_calls = true;
-  EXPECT_EQ(full_response(meta, {whole}, {}, 1, 2)["choices"][0]["message"]["tool_calls"].size(),
+  EXPECT_EQ(full_response(meta, {whole}, {}, {1, 2})["choices"][0]["message"]["tool_calls"].size(),
             1u);
 
   // Streamed as the handler does it: the parser's calls per delta, numbered from the
