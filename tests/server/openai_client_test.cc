@@ -1,5 +1,5 @@
 // The official openai npm client against `kestrel serve` (tests/server/openai_client.mjs,
-// echo_logprobs.mjs).
+// echo_logprobs.mjs, prefix_cache.mjs).
 #include "server_harness.h"
 #include "tokenizer/tokenizer.h"
 
@@ -44,6 +44,24 @@ TEST(OpenAIClient, EchoWithLogprobsAndPromptLogprobsMatchTheOfflineEngine) {
   ServerProcess server;
   const NodeResult r =
       run_node("echo_logprobs.mjs", server.port(), {{"EXPECTED", expected.dump()}});
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("OK"), std::string::npos) << r.output;
+}
+
+// Prefix-cache hits in usage (prefix_cache.mjs): a long prompt sent twice is cached the
+// second time, on completions, chat and responses; with --no-prefix-caching never.
+TEST(OpenAIClient, UsageReportsPrefixCacheHits) {
+  constexpr int kBlockSize = 16;
+  {
+    ServerProcess server({"--block-size", std::to_string(kBlockSize)});
+    const NodeResult r =
+        run_node("prefix_cache.mjs", server.port(), {{"BLOCK_SIZE", std::to_string(kBlockSize)}});
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    EXPECT_NE(r.output.find("OK"), std::string::npos) << r.output;
+  }
+  ServerProcess server({"--block-size", std::to_string(kBlockSize), "--no-prefix-caching"});
+  const NodeResult r = run_node("prefix_cache.mjs", server.port(),
+                                {{"BLOCK_SIZE", std::to_string(kBlockSize)}, {"CACHING", "0"}});
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("OK"), std::string::npos) << r.output;
 }
