@@ -1,5 +1,7 @@
 #include "server/connection_gate.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
@@ -154,6 +156,11 @@ void ConnectionGate::admit(int fd) {
     return;
   }
   ++open_;
+  // httplib writes a response's head and body in two writes. With Nagle's algorithm the body
+  // waited for the head's ACK, which a client delays by up to 40 ms: every answer on a
+  // kept-alive connection took 40 ms more.
+  int yes = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
   auto c = std::make_shared<Conn>();
   c->fd = fd;
   c->deadline = Clock::now() + kHeadTimeout;
