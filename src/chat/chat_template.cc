@@ -72,7 +72,7 @@ nlohmann::ordered_json flatten_text_content(const nlohmann::ordered_json& messag
     std::string text;
     bool first = true;
     for (const auto& part : message["content"]) {
-      KS_CHECK(part.is_object() && part.value("type", "") == "text" && part.contains("text") && part["text"].is_string(),
+      KS_CHECK(part.is_object() && part.contains("type") && part["type"] == "text" && part.contains("text") && part["text"].is_string(),
                "message content part {} is not a text part", part.dump());
       if (!first) text += "\n";
       first = false;

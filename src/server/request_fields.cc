@@ -13,6 +13,12 @@ constexpr int kMaxJsonDepth = 64;  // request_parser.h says why
 
 }  // namespace
 
+std::string string_member(const nlohmann::ordered_json& object, std::string_view key) {
+  if (!object.is_object()) return "";
+  const auto it = object.find(key);
+  return it != object.end() && it->is_string() ? it->get<std::string>() : "";
+}
+
 const char* json_type_name(const nlohmann::ordered_json& value) {
   switch (value.type()) {
     case nlohmann::json::value_t::null:

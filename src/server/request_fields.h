@@ -15,6 +15,11 @@ namespace kestrel::server {
 // JSON type name as a client would say it ("string", "number", "array", ...).
 const char* json_type_name(const nlohmann::ordered_json& value);
 
+// The member `key` of `object` when it is a string, else "" (absent, another type, or
+// `object` not an object). nlohmann's value(key, "") throws a type_error (a 500) for a
+// member of another type, such as a content part's "type": 5.
+std::string string_member(const nlohmann::ordered_json& object, std::string_view key);
+
 class FieldReader {
  public:
   // `object` must outlive the reader. `what` names it in errors ("the request body",

@@ -33,7 +33,7 @@ ojson message_content(const ojson& content, const std::string& where) {
   ojson parts = ojson::array();
   for (size_t k = 0; k < content.size(); ++k) {
     const ojson& part = content[k];
-    const std::string type = part.is_object() ? part.value("type", "") : "";
+    const std::string type = string_member(part, "type");
     const char* key = type == "refusal" ? "refusal" : "text";
     if (type != "input_text" && type != "output_text" && type != "text" && type != "refusal") {
       bad_item(where,
@@ -55,7 +55,7 @@ std::string call_output(const ojson& item, const std::string& where) {
   }
   std::string out;
   for (const ojson& part : *it) {
-    if (!part.is_object() || part.value("type", "") != "input_text") {
+    if (!part.is_object() || string_member(part, "type") != "input_text") {
       bad_item(where, "'output' parts other than input_text are not supported");
     }
     if (!out.empty()) out += "\n";
@@ -87,7 +87,7 @@ std::string reasoning_text(const ojson& item, const std::string& where) {
 // The assistant message a function_call or assistant text joins: the last message when it
 // is an assistant's, else a new one.
 ojson& assistant_turn(ojson& messages) {
-  if (messages.empty() || messages.back().value("role", "") != "assistant") {
+  if (messages.empty() || string_member(messages.back(), "role") != "assistant") {
     messages.push_back({{"role", "assistant"}, {"content", ""}});
   }
   return messages.back();
@@ -106,7 +106,7 @@ void append_message(const ojson& item, const std::string& where, ojson& messages
     return;
   }
   // Text after reasoning of the same turn joins it; text after calls starts a new turn.
-  const bool joins = !messages.empty() && messages.back().value("role", "") == "assistant" &&
+  const bool joins = !messages.empty() && string_member(messages.back(), "role") == "assistant" &&
                      !messages.back().contains("tool_calls") && messages.back()["content"] == "";
   if (!joins) messages.push_back({{"role", "assistant"}});
   messages.back()["content"] = std::move(converted);

@@ -76,7 +76,7 @@ ojson chat_tools(const ojson& tools) {
 
 ojson chat_tool_choice(const ojson& choice) {
   if (choice == "auto" || choice == "none" || choice == "required") return choice;
-  if (choice.is_object() && choice.value("type", "") == "function") {
+  if (string_member(choice, "type") == "function") {
     const FieldReader c(choice, "'tool_choice'", "tool_choice.");
     c.reject_unknown({"type", "name"});
     const std::optional<std::string> name = c.string("name");

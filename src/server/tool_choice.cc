@@ -19,7 +19,7 @@ constexpr const char* kForms =
 // {"name": string, "parameters": object (optional)}}.
 std::string checked_tool_name(const ojson& tool, size_t i) {
   const auto fn = tool.find("function");
-  if (tool.value("type", "") != "function" || fn == tool.end() || !fn->is_object() ||
+  if (string_member(tool, "type") != "function" || fn == tool.end() || !fn->is_object() ||
       !fn->contains("name") || !(*fn)["name"].is_string()) {
     throw_bad_request("tools", "tools[{}] must be {{\"type\": \"function\", \"function\": "
                                "{{\"name\": ..., \"parameters\": ...}}}}", i);
@@ -38,7 +38,7 @@ void force_tool_calls(const ojson& tool_choice, const ojson* tools, const Servin
   std::string named;  // empty: "required"
   if (tool_choice.is_object()) {
     const auto fn = tool_choice.find("function");
-    if (tool_choice.value("type", "") != "function" || fn == tool_choice.end() ||
+    if (string_member(tool_choice, "type") != "function" || fn == tool_choice.end() ||
         !fn->is_object() || !fn->contains("name") || !(*fn)["name"].is_string()) {
       throw_bad_request("tool_choice", "'tool_choice' must be {}", kForms);
     }

@@ -93,6 +93,12 @@ TEST(ChatApi, FlattenTextContentJoinsParts) {
 
   Json image = {{{"role", "user"}, {"content", {{{"type", "image_url"}, {"image_url", "x"}}}}}};
   EXPECT_THROW(flatten_text_content(image), Error);
+  // A "type" that is not a string is not a text part (an Error, not nlohmann's type_error,
+  // which the server answered with a 500).
+  for (const Json& type : {Json(5), Json(false), Json::array(), Json::object(), Json(nullptr)}) {
+    Json odd = {{{"role", "user"}, {"content", {{{"type", type}, {"text", "x"}}}}}};
+    EXPECT_THROW(flatten_text_content(odd), Error) << type.dump();
+  }
 }
 
 TEST(ChatApi, JsonRoundTripKeepsOrderAndTypes) {

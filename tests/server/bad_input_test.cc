@@ -146,6 +146,13 @@ std::vector<Case> cases() {
       {"image content part", kChat,
        R"({"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]})",
        400, "messages", "text"},
+      // Found by fuzz_test.cc: a "type" that is not a string was a 500 (nlohmann's type_error).
+      {"content part type not a string", kChat,
+       R"({"messages": [{"role": "user", "content": [{"type": 5, "text": "hi"}]}]})", 400,
+       "messages", "not a text part"},
+      {"tool_choice type not a string", kChat,
+       "{" + kMsgs + R"(, "tool_choice": {"type": [], "function": {"name": "f"}}})", 400,
+       "tool_choice", ""},
       {"chat_template_kwargs not an object", kChat, "{" + kMsgs + R"(, "chat_template_kwargs": 1})",
        400, "chat_template_kwargs", ""},
       // Per-request templates are untrusted: runaway recursion, allocation and loops are

@@ -224,6 +224,15 @@ TEST(ResponsesRequest, MalformedInputIsRejectedNamingInput) {
   expect_400(ojson::parse(R"({"input": [{"type": "item_reference", "id": "msg_1"}]})"), "input",
              "not supported");
   expect_400(ojson::parse(R"({"input": ["x"]})"), "input", "object");
+  // Found by fuzz_test.cc: a "type" member that is not a string was a 500 (nlohmann's
+  // value("type", "") throws for a member of another type).
+  expect_400(ojson::parse(R"({"input": [{"role": "user", "content": [{"type": 5, "text": "x"}]}]})"),
+             "input", "not supported");
+  expect_400(ojson::parse(R"({"input": [{"type": "function_call_output", "call_id": "c",
+      "output": [{"type": [], "text": "x"}]}]})"),
+             "input", "input_text");
+  expect_400(ojson::parse(R"({"input": "x", "tool_choice": {"type": {}, "name": "f"}})"),
+             "tool_choice", "'tool_choice' must be");
 }
 
 // Errors the chat parser finds come back under the Responses names.
