@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
@@ -218,6 +219,14 @@ class ServerProcess {
                                      "1000000",
                                      "--log-level",
                                      "warn"};
+    // A flag in `extra` replaces its default above (CLI11 refuses a flag given twice).
+    for (size_t i = 4; i + 1 < argv.size();) {
+      if (std::find(extra.begin(), extra.end(), argv[i]) != extra.end()) {
+        argv.erase(argv.begin() + long(i), argv.begin() + long(i) + 2);
+      } else {
+        i += 2;
+      }
+    }
     argv.insert(argv.end(), extra.begin(), extra.end());
     child_.emplace(argv, child_env());
     auto m = child_->wait_for(std::regex("listening on http://127\\.0\\.0\\.1:(\\d+)"), 60s);

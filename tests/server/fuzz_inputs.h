@@ -1,0 +1,350 @@
+// Inputs of the server fuzz test (fuzz_test.cc): valid request bodies of every POST endpoint
+// that between them use every field docs/server.md documents, and the structural and byte
+// mutations made from them. Deterministic: every random choice comes from the seeded Rng.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace kestrel::server_test::fuzz {
+
+using ojson = nlohmann::ordered_json;
+
+struct Base {
+  std::string path;
+  ojson body;
+};
+
+// One request the campaign sends.
+struct Input {
+  std::string path;
+  std::string body;
+  std::string content_type = "application/json";
+  std::string what;  // how it was made, for the failure message
+};
+
+inline const ojson kTools = ojson::parse(R"([{"type": "function", "function": {
+  "name": "get_weather", "description": "Weather of a city",
+  "parameters": {"type": "object", "properties": {"city": {"type": "string", "maxLength": 8}},
+                 "required": ["city"]}}}])");
+
+inline const ojson kSchema = ojson::parse(
+    R"({"type": "object", "properties": {"a": {"type": "integer"}, "b": {"enum": ["x", "y"]}},
+        "required": ["a"]})");
+
+// Every documented field of every POST endpoint appears in at least one of these. Each is
+// answered 200 as it is (the test checks that first). max_tokens stays at 1 or 2.
+inline std::vector<Base> bases() {
+  const char* msgs = R"([
+    {"role": "system", "content": "Be brief."},
+    {"role": "user", "content": [{"type": "text", "text": "Weather?"}, {"type": "text", "text": "In Oslo"}]},
+    {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+      "function": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}}]},
+    {"role": "tool", "tool_call_id": "call_1", "content": "Sunny"},
+    {"role": "user", "content": "Thanks"}])";
+  const char* items = R"([
+    {"role": "developer", "content": "Be brief."},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Weather?"}]},
+    {"type": "reasoning", "content": [{"type": "reasoning_text", "text": "Call the tool."}]},
+    {"type": "function_call", "call_id": "call_1", "name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"},
+    {"type": "function_call_output", "call_id": "call_1", "output": "Sunny"},
+    {"role": "assistant", "content": [{"type": "output_text", "text": "It is sunny."}]},
+    {"role": "user", "content": "Thanks"}])";
+  const ojson m = ojson::parse(msgs);
+  const ojson sampling = {{"temperature", 0.8}, {"top_p", 0.9}, {"top_k", 20},
+                          {"min_p", 0.05},      {"seed", 7},    {"repetition_penalty", 1.1}};
+  auto with = [](ojson a, const ojson& b) {
+    for (auto it = b.begin(); it != b.end(); ++it) a[it.key()] = it.value();
+    return a;
+  };
+  std::vector<Base> b;
+  const std::string c = "/v1/completions", chat = "/v1/chat/completions", r = "/v1/responses";
+  b.push_back({c, with(sampling, ojson::parse(R"({"model": "tiny-qwen3", "prompt": "Hello world",
+      "max_tokens": 2, "presence_penalty": 0.5, "frequency_penalty": -0.5, "n": 2, "best_of": 2,
+      "stop": ["\n", "xyz"], "stop_token_ids": [151643], "ignore_eos": false, "min_tokens": 1,
+      "skip_special_tokens": true, "logprobs": 2, "echo": true, "prompt_logprobs": 1,
+      "logit_bias": {"100": 5, "200": -100}, "add_special_tokens": true,
+      "include_stop_str_in_output": false, "user": "u", "stream": false})"))});
+  b.push_back({c, ojson::parse(R"({"prompt": ["a b", "c"], "max_tokens": 2, "stream": true,
+      "stream_options": {"include_usage": true, "continuous_usage_stats": true}, "logprobs": 1,
+      "echo": true, "n": 2, "seed": 1, "stop": "zz", "temperature": 0})")});
+  b.push_back({c, ojson::parse(R"({"prompt": [[9707, 1879], [151643, 0, 1]], "max_tokens": 2,
+      "response_format": {"type": "json_schema", "json_schema": {"name": "s", "strict": true,
+      "description": "d", "schema": {"type": "object"}}}, "guided_decoding_backend": "xgrammar"})")});
+  b.push_back(
+      {c, ojson{{"prompt", {9707, 1879, 11}}, {"max_tokens", 2}, {"guided_json", kSchema}}});
+  b.push_back(
+      {c, ojson::parse(R"({"prompt": "x", "max_tokens": 2, "guided_regex": "[a-z]{1,3}"})")});
+  b.push_back(
+      {c, ojson::parse(R"({"prompt": "x", "max_tokens": 2, "guided_choice": ["yes", "no"]})")});
+  b.push_back({c, ojson::parse(R"({"prompt": "x", "max_tokens": 2, "stream": true,
+      "structured_outputs": {"choice": ["yes", "no"]}})")});
+  b.push_back(
+      {c, ojson::parse(
+              R"({"prompt": "x", "max_tokens": 2, "response_format": {"type": "json_object"}})")});
+  b.push_back(
+      {chat, with(sampling, ojson{{"model", "tiny-qwen3"},
+                                  {"messages", m},
+                                  {"max_completion_tokens", 2},
+                                  {"max_tokens", 2},
+                                  {"logprobs", true},
+                                  {"top_logprobs", 2},
+                                  {"n", 2},
+                                  {"stop", {"\n"}},
+                                  {"tools", kTools},
+                                  {"tool_choice", "auto"},
+                                  {"parallel_tool_calls", false},
+                                  {"chat_template_kwargs", {{"enable_thinking", false}}},
+                                  {"add_generation_prompt", true},
+                                  {"continue_final_message", false},
+                                  {"documents", ojson::parse(R"([{"title": "t", "text": "x"}])")},
+                                  {"response_format", {{"type", "text"}}},
+                                  {"ignore_eos", true},
+                                  {"stop_token_ids", {151645}},
+                                  {"logit_bias", {{"5", 1}}},
+                                  {"skip_special_tokens", false},
+                                  {"add_special_tokens", false},
+                                  {"user", "u"},
+                                  {"store", false},
+                                  {"metadata", {{"k", "v"}}},
+                                  {"service_tier", "auto"},
+                                  {"stream", false}})});
+  b.push_back({chat, ojson{{"messages", m},
+                           {"max_tokens", 2},
+                           {"tools", kTools},
+                           {"tool_choice", "required"},
+                           {"stream", true},
+                           {"stream_options",
+                            {{"include_usage", true}, {"continuous_usage_stats", false}}}}});
+  b.push_back({chat, ojson{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+                           {"max_tokens", 2},
+                           {"tools", kTools},
+                           {"tool_choice",
+                            {{"type", "function"}, {"function", {{"name", "get_weather"}}}}}}});
+  b.push_back(
+      {chat,
+       ojson{{"messages", {{{"role", "user"}, {"content", "hi"}}}},
+             {"max_tokens", 2},
+             {"prompt_logprobs", 1},
+             {"response_format",
+              {{"type", "json_schema"}, {"json_schema", {{"name", "s"}, {"schema", kSchema}}}}},
+             {"chat_template",
+              "{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}"}}});
+  b.push_back({chat, ojson::parse(R"({"messages": [{"role": "user", "content": "hi"},
+      {"role": "assistant", "content": "Sure"}], "continue_final_message": true,
+      "add_generation_prompt": false, "max_tokens": 1, "guided_choice": ["a", "b"]})")});
+  b.push_back(
+      {r,
+       with(
+           sampling,
+           ojson{
+               {"model", "tiny-qwen3"},
+               {"input", "Hello"},
+               {"instructions", "Be brief."},
+               {"max_output_tokens", 2},
+               {"store", false},
+               {"metadata", {{"a", "b"}}},
+               {"user", "u"},
+               {"service_tier", "auto"},
+               {"truncation", "disabled"},
+               {"background", false},
+               {"include", ojson::array()},
+               {"reasoning", {{"effort", "low"}, {"summary", "auto"}}},
+               {"text", {{"format", {{"type", "text"}}}, {"verbosity", "low"}}},
+               {"tools",
+                ojson::parse(
+                    R"([{"type": "function", "name": "get_weather", "parameters": {"type": "object"}, "strict": false}])")},
+               {"tool_choice", "auto"},
+               {"parallel_tool_calls", true},
+               {"chat_template_kwargs", {{"enable_thinking", false}}},
+               {"prompt_cache_key", "k"},
+               {"safety_identifier", "s"},
+               {"stream", false}})});
+  b.push_back({r, ojson{{"input", ojson::parse(items)},
+                        {"max_output_tokens", 2},
+                        {"stream", true},
+                        {"stream_options", {{"include_obfuscation", false}}},
+                        {"include", {"reasoning.encrypted_content"}}}});
+  b.push_back(
+      {r,
+       ojson{{"input", "hi"},
+             {"max_output_tokens", 2},
+             {"text",
+              {{"format",
+                {{"type", "json_schema"}, {"name", "s"}, {"schema", kSchema}, {"strict", true}}}}},
+             {"tools",
+              ojson::parse(
+                  R"([{"type": "function", "name": "f", "parameters": {"type": "object"}}])")}}});
+  b.push_back(
+      {r, ojson{{"input", "hi"},
+                {"max_output_tokens", 2},
+                {"tools",
+                 ojson::parse(
+                     R"([{"type": "function", "name": "f", "parameters": {"type": "object"}}])")},
+                {"tool_choice", {{"type", "function"}, {"name", "f"}}}}});
+  b.push_back(
+      {"/tokenize",
+       ojson::parse(R"({"model": "tiny-qwen3", "prompt": "Hello", "add_special_tokens": true})")});
+  b.push_back(
+      {"/tokenize", ojson{{"messages", m},
+                          {"add_generation_prompt", true},
+                          {"continue_final_message", false},
+                          {"add_special_tokens", false},
+                          {"tools", kTools},
+                          {"chat_template_kwargs", {{"enable_thinking", false}}},
+                          {"documents", ojson::parse(R"([{"title": "t", "text": "x"}])")}}});
+  b.push_back({"/detokenize",
+               ojson::parse(R"({"model": "tiny-qwen3", "tokens": [9707, 1879, 0, 151643, 220]})")});
+  return b;
+}
+
+inline std::string repeated(const std::string& s, int n) {
+  std::string out;
+  for (int i = 0; i < n; ++i) out += s;
+  return out;
+}
+
+// Replacement values as raw JSON text (some, like 1e309, have no nlohmann value).
+inline std::vector<std::string> raw_values() {
+  std::vector<std::string> v = {
+      "null",
+      "true",
+      "false",
+      "0",
+      "-1",
+      "1",
+      "2",
+      "-0",
+      "0.5",
+      "-1.5",
+      "5.0",
+      "21",
+      "129",
+      "2147483648",
+      "-2147483649",
+      "9223372036854775807",
+      "9223372036854775808",
+      "18446744073709551616",
+      "123456789012345678901234567890",
+      "1e309",
+      "-1e309",
+      "1e-400",
+      R"("")",
+      R"("a")",
+      R"("\u0000")",
+      R"("a\u0000b")",
+      R"("\ud800")",
+      R"("\udfff")",
+      R"("\ud83d\ude00")",
+      R"("\uffff")",
+      R"("5")",
+      R"("auto")",
+      R"("none")",
+      R"("required")",
+      R"("text")",
+      R"("json_object")",
+      "[]",
+      "[null]",
+      "[1, 2, 3]",
+      "[-1]",
+      "[151936]",
+      "[2147483648]",
+      "[94, 150, 187]",
+      R"(["a"])",
+      R"([""])",
+      "[[]]",
+      R"([[1], "a"])",
+      "{}",
+      R"({"a": 1})",
+      R"({"type": "text"})",
+      R"({"type": "function"})",
+      R"({"role": "user", "content": "hi"})",
+      R"({"type": "json_schema"})",
+      // Nesting within and past the 64 levels a body may have, in arrays and objects.
+      repeated("[", 60) + repeated("]", 60),
+      repeated("[", 70) + repeated("]", 70),
+      repeated("{\"a\": ", 30) + "1" + repeated("}", 30),
+      // Huge strings: 200 KB of one letter (one pre-token), spaces, and a prompt of ~2,000
+      // tokens (past --max-model-len); 300 token ids.
+      "\"" + repeated("x", 200'000) + "\"",
+      "\"" + repeated(" ", 3000) + "\"",
+      "\"" + repeated("hello ", 2000) + "\"",
+      "[" + repeated("100,", 299) + "100]",
+      // Invalid UTF-8 in a string: a lone byte, an overlong NUL, an encoded surrogate, past
+      // U+10FFFF, a character cut short.
+      "\"a\xff\"",
+      "\"\xc0\x80\"",
+      "\"\xed\xa0\x80\"",
+      "\"\xf4\x90\x80\x80\"",
+      "\"\xe4\xbd\"",
+  };
+  return v;
+}
+
+// Every JSON pointer into `j` (objects' members and arrays' elements, at any depth).
+inline void pointers(const ojson& j, const ojson::json_pointer& at,
+                     std::vector<ojson::json_pointer>& out) {
+  if (j.is_object()) {
+    for (auto it = j.begin(); it != j.end(); ++it) {
+      out.push_back(at / it.key());
+      pointers(it.value(), at / it.key(), out);
+    }
+  } else if (j.is_array()) {
+    for (size_t i = 0; i < j.size(); ++i) {
+      out.push_back(at / i);
+      pointers(j[i], at / i, out);
+    }
+  }
+}
+
+inline const std::string kMark = "@@FUZZ_MARK@@";
+
+// `body` with the value at `p` replaced by the raw JSON text `raw`.
+inline std::string replaced(ojson body, const ojson::json_pointer& p, const std::string& raw) {
+  body[p] = kMark;
+  std::string text = body.dump();
+  text.replace(text.find("\"" + kMark + "\""), kMark.size() + 2, raw);
+  return text;
+}
+
+// `body` with several values replaced; nullopt when one lies inside another one replaced.
+inline std::optional<std::string> replaced_all(
+    ojson body, const std::vector<std::pair<ojson::json_pointer, std::string>>& changes) {
+  std::vector<std::string> marks;
+  for (size_t i = 0; i < changes.size(); ++i) {
+    if (!body.contains(changes[i].first)) return std::nullopt;
+    marks.push_back("\"" + kMark + std::to_string(i) + "\"");
+    body[changes[i].first] = kMark + std::to_string(i);
+  }
+  std::string text = body.dump();
+  for (size_t i = 0; i < changes.size(); ++i) {
+    const size_t at = text.find(marks[i]);
+    if (at == std::string::npos) return std::nullopt;  // replaced by a later change
+    text.replace(at, marks[i].size(), changes[i].second);
+  }
+  return text;
+}
+
+inline std::string dropped(ojson body, const ojson::json_pointer& p) {
+  ojson& parent = body[p.parent_pointer()];
+  if (parent.is_object()) {
+    parent.erase(p.back());
+  } else {
+    parent.erase(std::stoul(p.back()));
+  }
+  return body.dump();
+}
+
+// The object at `p` with its first key repeated at its front holding `raw`.
+inline std::string duplicate_key(const ojson& body, const ojson::json_pointer& p,
+                                 const std::string& raw) {
+  const ojson& obj = body[p];
+  const std::string key = ojson(obj.begin().key()).dump();
+  return replaced(body, p, "{" + key + ": " + raw + ", " + obj.dump().substr(1));
+}
+
+}  // namespace kestrel::server_test::fuzz
