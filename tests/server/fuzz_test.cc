@@ -235,6 +235,23 @@ TEST(Fuzz, RequestHandlingSurvivesMutatedBodies) {
     inputs.push_back({b.path, text + " x", "application/json", tag + " trailing garbage"});
     inputs.push_back({b.path, text + text, "application/json", tag + " two objects"});
   }
+  // The structured-output compiler's edges: schemas on both endpoints, regexes, choices.
+  for (const std::string& schema : fuzz::raw_schemas()) {
+    inputs.push_back({"/v1/completions",
+                      R"({"prompt": "x", "max_tokens": 2, "guided_json": )" + schema + "}",
+                      "application/json", "guided_json"});
+    inputs.push_back(
+        {"/v1/chat/completions",
+         R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2, )"
+         R"("response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": )" +
+             schema + "}}}",
+         "application/json", "json_schema"});
+  }
+  for (const std::string& regex : fuzz::raw_regexes()) {
+    inputs.push_back({"/v1/completions",
+                      R"({"prompt": "x", "max_tokens": 2, "guided_regex": ")" + regex + "\"}",
+                      "application/json", "guided_regex"});
+  }
   // Whole bodies that are no request at all, on every endpoint.
   for (const std::string path :
        {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/tokenize", "/detokenize"}) {
