@@ -82,10 +82,9 @@ class SamplingParams:
         if isinstance(self.stop, str):
             self.stop = [self.stop]
         self.stop = _as_list("stop", self.stop)
+        _check_stop(self.stop)
         self.stop_token_ids = _as_list("stop_token_ids", self.stop_token_ids)
-        if self.logit_bias is not None and not isinstance(self.logit_bias, dict):
-            raise TypeError("SamplingParams.logit_bias must be a dict of token id to bias, "
-                            f"got {type(self.logit_bias).__name__}")
+        _check_logit_bias(self.logit_bias)
         if isinstance(self.seed, (int, float)) and not 0 <= self.seed < 2**64:
             raise ValueError(f"seed must be in [0, 2**64), got {self.seed}")
         self._to_cpp().validate()
@@ -115,7 +114,10 @@ class SamplingParams:
             if f.name not in _STRUCTURED_FIELDS:
                 value = getattr(self, f.name)
                 if f.name == "logit_bias":  # the engine's list of (id, bias) pairs
+                    _check_logit_bias(value)  # perhaps set after __post_init__
                     value = list(value.items()) if value else []
+                if f.name == "stop":  # perhaps set after __post_init__
+                    _check_stop(value)
                 set_field(p, f"SamplingParams.{f.name}", f.name, value)
         structured = self._structured() if engine is not None else None
         if structured is not None:
@@ -128,6 +130,20 @@ class SamplingParams:
                   if f.name not in _STRUCTURED_FIELDS}
         values["logit_bias"] = dict(values["logit_bias"]) or None
         return cls(**values)
+
+
+def _check_logit_bias(logit_bias) -> None:
+    if logit_bias is not None and not isinstance(logit_bias, dict):
+        raise TypeError("SamplingParams.logit_bias must be a dict of token id to bias, "
+                        f"got {type(logit_bias).__name__}")
+
+
+def _check_stop(stop) -> None:
+    """pybind11 would take bytes (b"\\xff" too) as stop text: each stop string is a str."""
+    for s in stop if isinstance(stop, (list, tuple)) else [] if stop is None else [stop]:
+        if not isinstance(s, str):
+            raise TypeError("SamplingParams.stop must be a string or a list of strings, got "
+                            f"{type(s).__name__} {repr(s)[:40]}")
 
 
 def _as_list(name: str, value) -> list:

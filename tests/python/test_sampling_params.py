@@ -40,6 +40,11 @@ def test_wrong_types_raise_type_error():
         SamplingParams(logit_bias={"5": 1.0})
     with pytest.raises(TypeError):
         SamplingParams(stop_token_ids=["a"])
+    # Bytes were taken as text by pybind11 (b"\xff" too): a stop string must be a str.
+    with pytest.raises(TypeError, match="stop"):
+        SamplingParams(stop=[b"x"])
+    with pytest.raises(TypeError, match="stop"):
+        SamplingParams(stop=["a", 5])
 
 
 def test_logit_bias_steers_greedy_tokens(tiny_llm):
@@ -69,3 +74,16 @@ def test_request_checks_raise_value_error(tiny_llm, text_llm):
         text_llm.generate(["Hi"], SamplingParams(stop=[""]), use_tqdm=False)
     # Nothing of a refused call stays queued: the engine goes on.
     assert tiny_llm.generate([[1]], SamplingParams(max_tokens=2), use_tqdm=False)[0].finished
+
+
+def test_fields_assigned_after_construction_are_checked_at_generate(tiny_llm):
+    """A dataclass does not check assignments; generate does. A logit_bias list set later was
+    an AttributeError ('list' object has no attribute 'items'), a bytes stop string text."""
+    p = SamplingParams(max_tokens=2)
+    p.logit_bias = [(5, 1.0)]
+    with pytest.raises(TypeError, match="logit_bias"):
+        tiny_llm.generate([[1, 2]], p, use_tqdm=False)
+    p = SamplingParams(max_tokens=2)
+    p.stop = [b"x"]
+    with pytest.raises(TypeError, match="stop"):
+        tiny_llm.generate([[1, 2]], p, use_tqdm=False)
