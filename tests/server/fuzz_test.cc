@@ -169,9 +169,7 @@ TEST(Fuzz, RequestHandlingSurvivesMutatedBodies) {
   ASSERT_EQ(before.rfind("failed", 0), std::string::npos) << before;
 
   Campaign c(port);
-  std::vector<Input> inputs;
   const std::vector<fuzz::Base> bases = fuzz::bases();
-  const std::vector<std::string> values = fuzz::raw_values();
   // Every base as it is: a 200.
   for (const fuzz::Base& b : bases) {
     auto res = client(port).Post(b.path, b.body.dump(), "application/json");
@@ -179,93 +177,7 @@ TEST(Fuzz, RequestHandlingSurvivesMutatedBodies) {
     EXPECT_EQ(res->status, 200) << b.path << " " << b.body.dump() << "\n" << res->body;
   }
 
-  std::mt19937_64 rng(20261127);
-  auto pick = [&rng](size_t n) { return size_t(rng() % n); };
-  for (size_t bi = 0; bi < bases.size(); ++bi) {
-    const fuzz::Base& b = bases[bi];
-    const std::string text = b.body.dump();
-    const std::string tag = "base " + std::to_string(bi);
-    std::vector<ojson::json_pointer> ptrs;
-    fuzz::pointers(b.body, ojson::json_pointer(), ptrs);
-    for (const auto& p : ptrs) {
-      const bool top = p.parent_pointer().empty();
-      inputs.push_back(
-          {b.path, fuzz::dropped(b.body, p), "application/json", tag + " drop " + p.to_string()});
-      // Top-level members get every value; deeper ones a seeded sample of them.
-      for (size_t vi = 0; vi < values.size(); ++vi) {
-        if (!top && pick(8) != 0) continue;
-        inputs.push_back({b.path, fuzz::replaced(b.body, p, values[vi]), "application/json",
-                          tag + " " + p.to_string() + " = value " + std::to_string(vi)});
-      }
-      if (b.body[p].is_object() && !b.body[p].empty()) {
-        for (const char* raw : {"null", "\"a\"", "1e309"}) {
-          inputs.push_back({b.path, fuzz::duplicate_key(b.body, p, raw), "application/json",
-                            tag + " duplicate first key of " + p.to_string()});
-        }
-      }
-    }
-    inputs.push_back({b.path, fuzz::duplicate_key(b.body, ojson::json_pointer(), "null"),
-                      "application/json", tag + " duplicate first key"});
-    // Several members changed at once (stream with n and logprobs, ...).
-    for (int i = 0; i < 40; ++i) {
-      std::vector<std::pair<ojson::json_pointer, std::string>> changes;
-      for (int k = 0, n = 2 + int(pick(3)); k < n; ++k)
-        changes.emplace_back(ptrs[pick(ptrs.size())], values[pick(values.size())]);
-      if (const std::optional<std::string> body = fuzz::replaced_all(b.body, changes))
-        inputs.push_back({b.path, *body, "application/json", tag + " several members"});
-    }
-    // Byte-level: truncations, flips, invalid UTF-8 anywhere, other Content-Types.
-    for (int i = 0; i < 12; ++i) {
-      inputs.push_back(
-          {b.path, text.substr(0, pick(text.size())), "application/json", tag + " truncated"});
-      std::string flipped = text;
-      for (int k = 0, n = 1 + int(pick(3)); k < n; ++k) flipped[pick(flipped.size())] = char(rng());
-      inputs.push_back({b.path, flipped, "application/json", tag + " byte flips"});
-      std::string bad = text;
-      bad.insert(pick(bad.size()),
-                 std::vector<std::string>{"\xff", "\xc0\x80", "\xed\xa0\x80"}[pick(3)]);
-      inputs.push_back({b.path, bad, "application/json", tag + " invalid UTF-8"});
-    }
-    for (const char* type :
-         {"text/plain", "", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
-          "application/json; charset=latin1"}) {
-      inputs.push_back({b.path, text, type, tag + " content type"});
-    }
-    inputs.push_back({b.path, "\xef\xbb\xbf" + text, "application/json", tag + " BOM"});
-    inputs.push_back({b.path, text + " x", "application/json", tag + " trailing garbage"});
-    inputs.push_back({b.path, text + text, "application/json", tag + " two objects"});
-  }
-  // The structured-output compiler's edges: schemas on both endpoints, regexes, choices.
-  for (const std::string& schema : fuzz::raw_schemas()) {
-    inputs.push_back({"/v1/completions",
-                      R"({"prompt": "x", "max_tokens": 2, "guided_json": )" + schema + "}",
-                      "application/json", "guided_json"});
-    inputs.push_back(
-        {"/v1/chat/completions",
-         R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2, )"
-         R"("response_format": {"type": "json_schema", "json_schema": {"name": "s", "schema": )" +
-             schema + "}}}",
-         "application/json", "json_schema"});
-  }
-  for (const std::string& regex : fuzz::raw_regexes()) {
-    inputs.push_back({"/v1/completions",
-                      R"({"prompt": "x", "max_tokens": 2, "guided_regex": ")" + regex + "\"}",
-                      "application/json", "guided_regex"});
-  }
-  // Whole bodies that are no request at all, on every endpoint.
-  for (const std::string path :
-       {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/tokenize", "/detokenize"}) {
-    for (const std::string& body : std::vector<std::string>{
-             "null", "[]", "1e309", "\"x\"", "{", "}", "{\"a\"", std::string(100'000, '['),
-             std::string("\0", 1), std::string(100'000, '{'), "{\"prompt\": \"\xff\"}",
-             "{\"\\u0000\": 1}", " "}) {
-      inputs.push_back({path, body, "application/json", "whole body"});
-    }
-    std::string big = R"({"prompt": ")";
-    big.append(1'100'000, 'a').append("\"}");
-    inputs.push_back({path, big, "application/json", "body over --max-body-bytes"});
-  }
-
+  const std::vector<Input> inputs = fuzz::campaign(bases, 20261127);
   const auto start = Clock::now();
   c.run_all(inputs, 4);
   const double took = std::chrono::duration<double>(Clock::now() - start).count();
