@@ -36,6 +36,9 @@ std::string cache_key(const StructuredOutputSpec& spec) {
 RegexNode tool_call_pattern(const ToolCallMarkup& markup, const nlohmann::ordered_json& tools) {
   KS_CHECK(tools.is_array() && !tools.empty(), "tool calls need at least one tool");
   std::vector<RegexNode> calls;
+  // Each tool's schema is held to kMaxPatternNodes alone; so is their sum, checked as it
+  // grows: 2,000 tools of {"type": "object"} took 90 s of CPU to refuse at the automaton.
+  size_t nodes = 0;
   for (const auto& tool : tools) {
     const nlohmann::ordered_json& fn = tool.at("function");
     nlohmann::ordered_json params = fn.contains("parameters") ? fn.at("parameters")
@@ -48,6 +51,11 @@ RegexNode tool_call_pattern(const ToolCallMarkup& markup, const nlohmann::ordere
         {"additionalProperties", false}};
     calls.push_back(concat({literal(markup.prefix), json_schema_pattern(object),
                             literal(markup.suffix)}));
+    nodes += node_count(calls.back());
+    KS_CHECK(nodes <= kMaxPatternNodes,
+             "the {} tools' parameter schemas make a pattern of more than {} parts; give fewer "
+             "tools or simpler schemas",
+             tools.size(), kMaxPatternNodes);
   }
   return alt(std::move(calls));
 }
