@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <random>
@@ -344,6 +345,58 @@ inline std::vector<Input> campaign(const std::vector<Base>& bases, uint64_t seed
                       R"({"prompt": "x", "max_tokens": 2, "guided_regex": ")" + regex + "\"}",
                       "application/json", "guided_regex"});
   }
+  // Many of one thing: tools under a forced call (their patterns' summed size), messages, stop
+  // strings, choices, stop token ids, prompts.
+  auto many = [](int n, const std::function<ojson(int)>& item) {
+    ojson a = ojson::array();
+    for (int i = 0; i < n; ++i) a.push_back(item(i));
+    return a;
+  };
+  const ojson hi = {{{"role", "user"}, {"content", "hi"}}};
+  for (const char* choice : {"required", "auto"}) {
+    inputs.push_back({"/v1/chat/completions",
+                      ojson{{"messages", hi},
+                            {"max_tokens", 1},
+                            {"chat_template", "x"},
+                            {"tool_choice", choice},
+                            {"tools", many(2000,
+                                           [](int i) {
+                                             return ojson{{"type", "function"},
+                                                          {"function",
+                                                           {{"name", "f" + std::to_string(i)},
+                                                            {"parameters", {{"type", "object"}}}}}};
+                                           })}}
+                          .dump(),
+                      "application/json", "2,000 tools"});
+  }
+  inputs.push_back(
+      {"/v1/chat/completions",
+       ojson{{"messages", many(20000, [&](int) { return hi[0]; })}, {"max_tokens", 1}}.dump(),
+       "application/json", "20,000 messages"});
+  inputs.push_back({"/v1/completions",
+                    ojson{{"prompt", "x"},
+                          {"max_tokens", 2},
+                          {"stop", many(50000, [](int i) { return "s" + std::to_string(i); })}}
+                        .dump(),
+                    "application/json", "50,000 stop strings"});
+  inputs.push_back(
+      {"/v1/completions",
+       ojson{{"prompt", "x"},
+             {"max_tokens", 2},
+             {"guided_choice", many(20000, [](int i) { return "c" + std::to_string(i); })}}
+           .dump(),
+       "application/json", "20,000 choices"});
+  inputs.push_back({"/v1/completions",
+                    ojson{{"prompt", "x"},
+                          {"max_tokens", 2},
+                          {"stop_token_ids", many(100000, [](int i) { return i; })}}
+                        .dump(),
+                    "application/json", "100,000 stop token ids"});
+  inputs.push_back(
+      {"/v1/completions",
+       ojson{{"prompt", many(5000, [](int) { return ojson::array({1}); })}, {"max_tokens", 1}}
+           .dump(),
+       "application/json", "5,000 prompts"});
   // Whole bodies that are no request at all, on every endpoint.
   for (const std::string path :
        {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/tokenize", "/detokenize"}) {
