@@ -7,6 +7,7 @@
 #include <random>
 
 #include "core/logging.h"
+#include "server/answer_body.h"
 #include "server/api_error.h"
 #include "server/connections.h"
 #include "server/generation.h"
@@ -20,16 +21,6 @@ namespace {
 using json = nlohmann::json;
 using std::chrono::milliseconds;
 
-// A stream that got nothing to send for this long writes an SSE comment, so that a client
-// that went away while its request waited is noticed (the write fails) and aborted.
-constexpr auto kPingInterval = std::chrono::seconds(2);
-constexpr milliseconds kPollInterval{500};
-
-int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 ResponseMeta make_meta(const ServerState& state, const GenerateRequest& req, std::string id) {
   ResponseMeta meta;
@@ -63,12 +54,7 @@ Usage usage(const Generation& gen) {
 
 // Moves the thinking in d.text into d.reasoning; the held-back rest comes with the last delta.
 void split_reasoning(ReasoningSplitter& splitter, ChoiceDelta& d, bool last) {
-  ReasoningPiece piece = splitter.feed(d.text);
-  if (last) {
-    ReasoningPiece rest = splitter.finish();
-    piece.reasoning += rest.reasoning;
-    piece.content += rest.content;
-  }
+  ReasoningPiece piece = splitter.take(d.text, last);
   d.reasoning = std::move(piece.reasoning);
   d.text = std::move(piece.content);
 }
@@ -78,12 +64,7 @@ void split_reasoning(ReasoningSplitter& splitter, ChoiceDelta& d, bool last) {
 // calls so far. Without parallel_tool_calls only the choice's first call is kept.
 void split_tool_calls(ServerState& state, const ResponseMeta& meta, ToolCallParser& parser,
                       int& seen, ChoiceDelta& d, bool last) {
-  ToolCallPiece piece = parser.feed(d.text);
-  if (last) {
-    ToolCallPiece rest = parser.finish();
-    piece.content += rest.content;
-    for (ToolCall& c : rest.calls) piece.calls.push_back(std::move(c));
-  }
+  ToolCallPiece piece = parser.take(d.text, last);
   d.text = std::move(piece.content);
   d.first_tool_call = seen;
   d.tool_calls = std::move(piece.calls);
@@ -188,19 +169,6 @@ struct StreamSession {
     return sink.write(out.data(), out.size());
   }
 };
-
-// The body goes out through a content provider so that the in-flight count (which shutdown
-// waits for) drops only once the response was written.
-void set_json_body(httplib::Response& res, const json& body, std::shared_ptr<InflightGuard> guard) {
-  auto text =
-      std::make_shared<std::string>(body.dump(-1, ' ', false, json::error_handler_t::replace));
-  res.set_content_provider(
-      text->size(), "application/json",
-      [text](size_t offset, size_t length, httplib::DataSink& sink) {
-        return sink.write(text->data() + offset, std::min(length, text->size() - offset));
-      },
-      [guard = std::move(guard)](bool) {});
-}
 
 void answer_whole(ServerState& state, GenerateRequest req, std::string id,
                   Clock::time_point arrival, const httplib::Request& http_req,

@@ -10,6 +10,7 @@
 
 #include "core/error.h"
 #include "core/logging.h"
+#include "server/answer_body.h"
 #include "server/api_error.h"
 #include "server/connection_gate.h"
 #include "server/connections.h"
@@ -193,9 +194,7 @@ HttpServer::HttpServer(LLM& llm, ServerConfig config) : impl_(new Impl(llm)) {
   s.ctx.max_model_len = llm.max_model_len();
   s.ctx.served_model_name = s.config.served_model_name;
   s.ctx.tool_call_parser = s.config.tool_call_parser;
-  s.started_at = std::chrono::duration_cast<std::chrono::seconds>(
-                     std::chrono::system_clock::now().time_since_epoch())
-                     .count();
+  s.started_at = unix_seconds();
 }
 
 HttpServer::~HttpServer() { shutdown(); }

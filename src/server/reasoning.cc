@@ -37,6 +37,16 @@ ReasoningPiece ReasoningSplitter::feed(std::string_view text) {
   return out;
 }
 
+ReasoningPiece ReasoningSplitter::take(std::string_view text, bool last) {
+  ReasoningPiece piece = feed(text);
+  if (last) {
+    ReasoningPiece rest = finish();
+    piece.reasoning += rest.reasoning;
+    piece.content += rest.content;
+  }
+  return piece;
+}
+
 ReasoningPiece ReasoningSplitter::finish() {
   ReasoningPiece out;
   (state_ == State::kThinking ? out.reasoning : out.content) = std::move(pending_);

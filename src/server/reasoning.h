@@ -27,6 +27,8 @@ class ReasoningSplitter {
   ReasoningPiece feed(std::string_view text);
   // What was held back, at the end of the output.
   ReasoningPiece finish();
+  // feed(text), and with `last` (the output ends with it) finish() added on.
+  ReasoningPiece take(std::string_view text, bool last);
 
  private:
   enum class State { kBefore, kThinking, kAfter };

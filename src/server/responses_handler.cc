@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "core/logging.h"
+#include "server/answer_body.h"
 #include "server/api_error.h"
 #include "server/connections.h"
 #include "server/generation.h"
@@ -20,18 +21,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 using Events = ResponseBuilder::Events;
-
-// As on the chat path (generate_handler.cc): how long a poll waits, and how long a stream
-// may go without writing before it sends an SSE comment (a write is how a client that went
-// away is noticed).
-constexpr std::chrono::milliseconds kPollInterval{500};
-constexpr auto kPingInterval = std::chrono::seconds(2);
-
-int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // One response being generated: the engine request, and the builder its text goes to after
 // the chat path's reasoning and tool-call parsers split it.
@@ -78,12 +67,7 @@ class ResponseRun {
   void take(const std::string& text, bool last, Events& out) {
     ReasoningPiece piece{std::string(), text};
     if (reasoning_) {
-      piece = reasoning_->feed(text);
-      if (last) {
-        ReasoningPiece rest = reasoning_->finish();
-        piece.reasoning += rest.reasoning;
-        piece.content += rest.content;
-      }
+      piece = reasoning_->take(text, last);
       reasoning_text_ += piece.reasoning;
       append(out, builder_.add_reasoning(piece.reasoning));
     }
@@ -91,12 +75,7 @@ class ResponseRun {
       append(out, builder_.add_text(piece.content));
       return;
     }
-    ToolCallPiece calls = tool_parser_->feed(piece.content);
-    if (last) {
-      ToolCallPiece rest = tool_parser_->finish();
-      calls.content += rest.content;
-      for (ToolCall& c : rest.calls) calls.calls.push_back(std::move(c));
-    }
+    ToolCallPiece calls = tool_parser_->take(piece.content, last);
     append(out, builder_.add_text(calls.content));
     for (const ToolCall& call : calls.calls) {
       // parallel_tool_calls false keeps the first call only, as on the chat path.
@@ -148,14 +127,7 @@ void answer_whole(ServerState& state, std::unique_ptr<ResponseRun> run,
     res.status = state.draining ? 503 : 500;
     body = error_body(run->gen().error(), "server_error");
   }
-  auto text = std::make_shared<std::string>(
-      body.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-  res.set_content_provider(
-      text->size(), "application/json",
-      [text](size_t offset, size_t length, httplib::DataSink& sink) {
-        return sink.write(text->data() + offset, std::min(length, text->size() - offset));
-      },
-      [guard = std::move(guard)](bool) {});
+  set_json_body(res, body, std::move(guard));
 }
 
 // A streamed response: its events as they come, pings while nothing does.

@@ -185,6 +185,16 @@ class Llama3JsonParser final : public ToolCallParser {
 
 }  // namespace
 
+ToolCallPiece ToolCallParser::take(std::string_view text, bool last) {
+  ToolCallPiece piece = feed(text);
+  if (last) {
+    ToolCallPiece rest = finish();
+    piece.content += rest.content;
+    for (ToolCall& c : rest.calls) piece.calls.push_back(std::move(c));
+  }
+  return piece;
+}
+
 std::unique_ptr<ToolCallParser> make_tool_call_parser(const std::string& name) {
   if (name == "llama3_json") return std::make_unique<Llama3JsonParser>();
   return std::make_unique<HermesParser>();

@@ -43,6 +43,8 @@ class ToolCallParser {
   virtual ToolCallPiece feed(std::string_view text) = 0;
   // What was held back, at the end of the output.
   virtual ToolCallPiece finish() = 0;
+  // feed(text), and with `last` (the output ends with it) finish() added on.
+  ToolCallPiece take(std::string_view text, bool last);
 };
 
 // REQUIRES: known_tool_call_parser(name).
