@@ -487,13 +487,7 @@ void ModelRunner::fill_prompt_logprobs(const ScheduledBatch& batch, const HostBa
         if (entries[r].top.size() > own) entries[r].top.resize(own);
       }
     } else {
-      const float* host = logits.data_as<float>();
-      if (logits.device() != Device::kCpu) {
-        if (!host_logits_.defined()) host_logits_ = Tensor::host(DType::kF32, {max_num_seqs_, vocab});
-        Tensor rows = host_logits_.slice(0, count);
-        backend_->copy_to_host(logits, rows);
-        host = rows.data_as<float>();
-      }
+      const float* host = logits_on_host(logits);
       // A row is ~1 ms of host work at Qwen3's vocabulary (four passes over 152k logits):
       // the rows go to every core, the step waiting for them (not for small work, where
       // starting the threads costs more).
@@ -629,18 +623,22 @@ double ModelRunner::time_decode_forward(int batch, int context_len, int iters) {
   return seconds_since(t0) / iters;
 }
 
+const float* ModelRunner::logits_on_host(const Tensor& logits) {
+  if (logits.device() == Device::kCpu) return logits.data_as<float>();
+  if (!host_logits_.defined()) {
+    host_logits_ = Tensor::host(DType::kF32, {max_num_seqs_, model_->config().vocab_size});
+  }
+  Tensor rows = host_logits_.slice(0, logits.dim(0));
+  backend_->copy_to_host(logits, rows);
+  return rows.data_as<float>();
+}
+
 std::vector<SampledToken> ModelRunner::sample_on_host(const Tensor& logits,
                                                       const ScheduledBatch& batch,
                                                       const HostBatch& hb) {
   const int vocab = model_->config().vocab_size;
   const int num_rows = static_cast<int>(hb.sample_rows.size());
-  const float* host = logits.data_as<float>();
-  if (logits.device() != Device::kCpu) {
-    if (!host_logits_.defined()) host_logits_ = Tensor::host(DType::kF32, {max_num_seqs_, vocab});
-    Tensor rows = host_logits_.slice(0, num_rows);
-    backend_->copy_to_host(logits, rows);
-    host = rows.data_as<float>();
-  }
+  const float* host = logits_on_host(logits);
   // Structured outputs: the masks of the constrained rows, all made before any row points in.
   std::vector<uint32_t> masks;
   std::vector<int> mask_of(num_rows, -1);

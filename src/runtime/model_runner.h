@@ -162,6 +162,9 @@ class ModelRunner : public ModelExecutor {
   Tensor forward(const StepShape& shape, int max_query_len, int max_seq_len);
   // Rank 0: the prompt logprobs of the step's prompt rows into their sequences, at once.
   void fill_prompt_logprobs(const ScheduledBatch& batch, const HostBatch& host_batch);
+  // The rows of logits F32 [R <= max_num_seqs, V] in host memory: their own on the CPU, else
+  // copied into host_logits_ (valid until the next call).
+  const float* logits_on_host(const Tensor& logits);
   // Host sampling (no device sampler), at once.
   std::vector<SampledToken> sample_on_host(const Tensor& logits, const ScheduledBatch& batch,
                                            const HostBatch& host_batch);
