@@ -13,6 +13,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdlib>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -118,6 +119,10 @@ class NcclCommunicator final : public Communicator {
   // Small all-reduces (decode steps) over peer-mapped memory; null where the GPUs cannot
   // map each other's memory (then NCCL does every all-reduce).
   std::unique_ptr<PeerAllReduce> peer_;
+  // KESTREL_BENCH_SKIP_ALL_REDUCE=1: all-reduces do nothing (all_reduce_add only adds this
+  // rank's part), so that a benchmark can subtract the compute alone from a step's time.
+  // The tokens are wrong; never for serving.
+  bool skip_all_reduce_ = false;
   Tensor scratch_;
   std::vector<Tensor> retired_scratch_;
   std::thread watchdog_;
@@ -145,6 +150,11 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, Communicator& host)
     if (res != ncclSuccess && comm_ != nullptr) ncclCommAbort(comm_);
     KS_NCCL_CHECK(res);
     peer_ = PeerAllReduce::create(device_, host_);
+    const char* skip = std::getenv("KESTREL_BENCH_SKIP_ALL_REDUCE");
+    skip_all_reduce_ = host_.all_reduce_min_host(skip != nullptr && skip[0] == '1') != 0;
+    if (skip_all_reduce_) {
+      KS_LOG_WARN("KESTREL_BENCH_SKIP_ALL_REDUCE: all-reduces skipped, outputs are wrong");
+    }
   } catch (const Error& e) {
     throw_error("tensor-parallel rank {}: {}", rank_, e.what());
   }
@@ -250,7 +260,7 @@ void NcclCommunicator::all_reduce_sum(Tensor& t) {
            "nccl communicator: all_reduce_sum needs a CUDA tensor");
   KS_CHECK(t.dtype() == DType::kBF16 || t.dtype() == DType::kF32,
            "nccl communicator: all_reduce_sum takes BF16 or F32, not {}", dtype_name(t.dtype()));
-  if (t.numel() == 0) return;
+  if (t.numel() == 0 || skip_all_reduce_) return;
   if (peer_ && peer_->takes(t.nbytes(), t.data())) {
     guarded([&] { peer_->run(t.data(), t.numel(), t.dtype(), stream_); });
     return;
@@ -273,7 +283,7 @@ void NcclCommunicator::all_reduce_add(Tensor& t, Tensor& residual) {
            "nccl communicator: all_reduce_add of {} into a residual of {}", t.shape().str(),
            residual.shape().str());
   if (t.numel() == 0) return;
-  if (peer_ && peer_->takes(t.nbytes(), t.data()) &&
+  if (peer_ && !skip_all_reduce_ && peer_->takes(t.nbytes(), t.data()) &&
       peer_->takes(residual.nbytes(), residual.data())) {
     guarded([&] { peer_->run(t.data(), t.numel(), t.dtype(), stream_, residual.data()); });
     return;
