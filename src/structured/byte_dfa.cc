@@ -61,6 +61,7 @@ struct Nfa {
       }
       case K::kRepeat: {
         const RegexNode& c = n.children[0];
+        if (n.children.size() > 1) return build_separated(n, from);
         for (int i = 0; i < n.min; ++i) from = build(c, from);
         if (n.max < 0) {
           const int loop = add();
@@ -78,6 +79,30 @@ struct Nfa {
       }
     }
     return from;
+  }
+
+  // separated(): item (sep item)*, min to max items. Unbounded, the items past the first
+  // min - 1 are one copy of the item in a loop back through the separator.
+  int build_separated(const RegexNode& n, int from) {
+    const RegexNode& item = n.children[0];
+    const RegexNode& sep = n.children[1];
+    const int end = add();
+    if (n.min == 0) eps[from].push_back(end);
+    int at = from;
+    const int copies = n.max < 0 ? std::max(n.min, 1) - 1 : n.max;
+    for (int i = 1; i <= copies; ++i) {
+      if (i > 1) at = build(sep, at);
+      at = build(item, at);
+      if (i >= n.min) eps[at].push_back(end);
+    }
+    if (n.max >= 0) return end;
+    if (copies > 0) at = build(sep, at);
+    const int loop = add();
+    eps[at].push_back(loop);
+    const int after = build(item, loop);
+    eps[after].push_back(end);
+    eps[build(sep, after)].push_back(loop);
+    return end;
   }
 
   void close(std::vector<int>& set) const {

@@ -62,16 +62,13 @@ RegexNode scalar_node() {
 // `{ key: value, ... }` with free keys.
 RegexNode free_object(const RegexNode& value) {
   RegexNode pair = concat({string_of(0, -1), ws(), literal(":"), ws(), value});
-  RegexNode more = repeat(concat({ws_comma(), pair}), 0, -1);
-  return concat({literal("{"), ws(), optional(concat({pair, std::move(more)})), ws(), literal("}")});
+  return concat({literal("{"), ws(), separated(std::move(pair), ws_comma(), 0, -1), ws(),
+                 literal("}")});
 }
 
 RegexNode array_of(const RegexNode& item, int min, int max) {
   if (max == 0) return concat({literal("["), ws(), literal("]")});
-  RegexNode rest = repeat(concat({ws_comma(), item}), min > 0 ? min - 1 : 0, max < 0 ? -1 : max - 1);
-  RegexNode body = concat({item, std::move(rest)});
-  if (min == 0) body = optional(std::move(body));
-  return concat({literal("["), ws(), std::move(body), ws(), literal("]")});
+  return concat({literal("["), ws(), separated(item, ws_comma(), min, max), ws(), literal("]")});
 }
 
 // Any JSON value with containers nested at most `depth` deep.

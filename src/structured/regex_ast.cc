@@ -107,6 +107,19 @@ RegexNode repeat(RegexNode node, int min, int max) {
   return n;
 }
 
+RegexNode separated(RegexNode item, RegexNode separator, int min, int max) {
+  KS_CHECK(min >= 0 && (max < 0 || max >= min), "bad repetition {{{},{}}}", min, max);
+  if (max == 0) return empty_node();
+  if (separator.kind == RegexNode::Kind::kEmpty) return repeat(std::move(item), min, max);
+  RegexNode n;
+  n.kind = RegexNode::Kind::kRepeat;
+  n.min = min;
+  n.max = max;
+  n.children.push_back(std::move(item));
+  n.children.push_back(std::move(separator));
+  return n;
+}
+
 RegexNode without_code_points(const RegexNode& node, const std::vector<CodeRange>& remove) {
   if (node.kind == RegexNode::Kind::kClass) return class_of(subtract_ranges(node.ranges, remove));
   RegexNode out = node;

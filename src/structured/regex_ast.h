@@ -19,7 +19,9 @@ struct RegexNode {
   enum class Kind : uint8_t { kEmpty, kClass, kConcat, kAlt, kRepeat };
   Kind kind = Kind::kEmpty;
   std::vector<CodeRange> ranges;    // kClass: sorted, disjoint, not adjacent; never empty
-  std::vector<RegexNode> children;  // kConcat, kAlt: any number; kRepeat: exactly one
+  // kConcat, kAlt: any number; kRepeat: the repeated node, then optionally a separator
+  // matched between repetitions (separated()).
+  std::vector<RegexNode> children;
   int min = 0;                      // kRepeat
   int max = -1;                     // kRepeat: -1 = unbounded
 };
@@ -41,6 +43,12 @@ RegexNode concat(std::vector<RegexNode> parts);
 RegexNode alt(std::vector<RegexNode> options);
 RegexNode repeat(RegexNode node, int min, int max);
 inline RegexNode optional(RegexNode node) { return repeat(std::move(node), 0, 1); }
+// `item (separator item)*` with between min and max items (max -1: unbounded; min 0 also
+// matches the empty string): a JSON list's shape. Unlike the concatenation spelled out, the
+// automaton holds one copy of `item` for the unbounded part, where the spelled-out form
+// holds two (the first item, the later ones) that the DFA tells apart; with free-form JSON,
+// lists inside lists, that doubling compounded at every level of nesting.
+RegexNode separated(RegexNode item, RegexNode separator, int min, int max);
 
 // Nodes in the tree (the node itself included).
 size_t node_count(const RegexNode& node);
