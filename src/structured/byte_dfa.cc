@@ -4,6 +4,7 @@
 #include <map>
 
 #include "core/error.h"
+#include "structured/dfa_minimize.h"
 #include "structured/utf8_sequences.h"
 
 namespace kestrel::structured {
@@ -105,16 +106,20 @@ struct Nfa {
     return end;
   }
 
-  void close(std::vector<int>& set) const {
-    std::vector<char> seen(eps.size(), 0);
+  // Adds the states `set` reaches by epsilon moves. The marks are stamped with a number
+  // per call, not cleared: clearing a vector of every NFA state on each of the subset
+  // construction's calls made it quadratic in the pattern (40 free-form tools: 13 s).
+  void close(std::vector<int>& set) {
+    if (seen.size() != eps.size()) seen.assign(eps.size(), 0);
+    ++stamp;
     std::vector<int> stack = set;
-    for (int s : set) seen[s] = 1;
+    for (int s : set) seen[s] = stamp;
     while (!stack.empty()) {
       const int s = stack.back();
       stack.pop_back();
       for (int t : eps[s]) {
-        if (!seen[t]) {
-          seen[t] = 1;
+        if (seen[t] != stamp) {
+          seen[t] = stamp;
           set.push_back(t);
           stack.push_back(t);
         }
@@ -122,6 +127,8 @@ struct Nfa {
     }
     std::sort(set.begin(), set.end());
   }
+  std::vector<uint32_t> seen;
+  uint32_t stamp = 0;
 };
 
 }  // namespace
@@ -147,7 +154,10 @@ ByteDfa ByteDfa::build(const RegexNode& pattern, int max_states) {
   dfa.num_classes_ = k + 1;
   const size_t nc = static_cast<size_t>(dfa.num_classes_);
 
-  // Subset construction, one column per class.
+  // Subset construction, one column per class. It makes states that minimize() then merges
+  // (the same arguments after different tool names: a 1,180-state free-form object takes
+  // ~3,300 per tool here), so it may go past the final limit, up to a bound on its memory.
+  const size_t construction_limit = size_t(max_states) * 4;
   std::map<std::vector<int>, int32_t> ids;
   std::vector<std::vector<int>> sets;
   std::vector<int32_t> next;
@@ -155,9 +165,10 @@ ByteDfa ByteDfa::build(const RegexNode& pattern, int max_states) {
   auto intern = [&](std::vector<int> set) {
     auto [it, inserted] = ids.emplace(set, static_cast<int32_t>(sets.size()));
     if (inserted) {
-      KS_CHECK(static_cast<int>(sets.size()) < max_states,
-               "structured output: the pattern needs more than {} automaton states; simplify it "
-               "(fewer alternatives, smaller counts)", max_states);
+      KS_CHECK(sets.size() < construction_limit,
+               "structured output: the pattern needs more than {} automaton states before they "
+               "are merged ({} after); simplify it (fewer alternatives, smaller counts)",
+               construction_limit, max_states);
       accepting.push_back(std::binary_search(set.begin(), set.end(), accept) ? 1 : 0);
       sets.push_back(std::move(set));
     }
@@ -215,22 +226,30 @@ ByteDfa ByteDfa::build(const RegexNode& pattern, int max_states) {
   }
   KS_CHECK(live[0], "structured output: the pattern matches no string");
 
-  // Renumber the live states (the start stays 0).
+  // Renumber the live states (the start stays 0), then merge the equivalent ones.
   std::vector<int32_t> renum(n, kDead);
   int32_t count = 0;
   for (size_t d = 0; d < n; ++d) {
     if (live[d]) renum[d] = count++;
   }
-  dfa.next_.assign(size_t(count) * nc, kDead);
-  dfa.accepting_.assign(count, 0);
+  DfaTable table;
+  table.num_classes = dfa.num_classes_;
+  table.next.assign(size_t(count) * nc, kDead);
+  table.accepting.assign(count, 0);
   for (size_t d = 0; d < n; ++d) {
     if (!live[d]) continue;
-    dfa.accepting_[renum[d]] = accepting[d];
+    table.accepting[renum[d]] = accepting[d];
     for (size_t c = 0; c < nc; ++c) {
       const int32_t t = next[d * nc + c];
-      dfa.next_[size_t(renum[d]) * nc + c] = t == kDead ? kDead : renum[t];
+      table.next[size_t(renum[d]) * nc + c] = t == kDead ? kDead : renum[t];
     }
   }
+  DfaTable minimal = minimize(table);
+  KS_CHECK(minimal.num_states() <= max_states,
+           "structured output: the pattern needs {} automaton states, more than {}; simplify it "
+           "(fewer alternatives, smaller counts)", minimal.num_states(), max_states);
+  dfa.next_ = std::move(minimal.next);
+  dfa.accepting_ = std::move(minimal.accepting);
   return dfa;
 }
 }  // namespace kestrel::structured
