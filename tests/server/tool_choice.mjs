@@ -153,6 +153,26 @@ async function expect400(extra, what, needle) {
     check(String(e.message).includes(needle), `${what}: message`, e.message);
   }
 }
+// --- Tools whose parameters are any object (as agent frameworks send them): compiled, not a
+// 400 (two were refused before session 20). A random model writes free-form strings until
+// max_tokens, so the answer is either complete calls or, cut short, the start of one.
+const freeTools = ["search", "run", "note", "open"].map((name) => ({ type: "function", function: { name, parameters: { type: "object" } } }));
+for (const seed of [1, 2, 3]) {
+  const r = await client.chat.completions.create({ model: MODEL, messages, tools: freeTools, tool_choice: "required", temperature: 1, seed, max_tokens: 40 });
+  const choice = r.choices[0];
+  if (choice.finish_reason === "tool_calls") {
+    for (const c of choice.message.tool_calls) {
+      check(freeTools.some((t) => t.function.name === c.function.name), `free-form ${seed}: a listed tool`, c.function.name);
+      const args = JSON.parse(c.function.arguments);
+      check(typeof args === "object" && !Array.isArray(args), `free-form ${seed}: an object`, c.function.arguments);
+    }
+  } else {
+    checkEqual(choice.finish_reason, "length", `free-form ${seed}: finish_reason`);
+    check(/^<tool_call>\n\{ ?"name" ?: ?"/.test(choice.message.content ?? ""), `free-form ${seed}: the start of a call`,
+          choice.message.content);
+  }
+}
+
 await expect400({ tool_choice: "required" }, "required without tools", "'tools'");
 await expect400({ tools, tool_choice: { type: "function", function: { name: "nope" } } }, "unknown function", "'nope'");
 await expect400({ tools, tool_choice: "sometimes" }, "unknown form", "must be");
