@@ -182,13 +182,16 @@ void bind_engine(py::module_& m) {
       // Messages and extra variables come as JSON text: Python's json module already turns
       // any JSON-able value into it, and the template wants JSON values.
       .def("apply_chat_template", [](EngineHandle& h, const std::string& messages_json,
-                                     bool add_generation_prompt, const std::string& extra_json) {
+                                     bool add_generation_prompt, const std::string& extra_json,
+                                     bool continue_final_message, const std::string& chat_template) {
         return as_value_error([&] {
           return h.llm().apply_chat_template(nlohmann::ordered_json::parse(messages_json),
                                              add_generation_prompt,
-                                             nlohmann::ordered_json::parse(extra_json));
+                                             nlohmann::ordered_json::parse(extra_json),
+                                             continue_final_message, chat_template);
         });
-      })
+      }, py::arg("messages_json"), py::arg("add_generation_prompt"), py::arg("extra_json"),
+         py::arg("continue_final_message") = false, py::arg("chat_template") = "")
       // Sets params.constraint to what the structured_outputs object asks for, compiled
       // over this model's vocabulary (the GIL is free meanwhile: a schema may take a while).
       .def("constrain", [](EngineHandle& h, SamplingParams& params, const std::string& json_text,

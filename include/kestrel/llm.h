@@ -80,10 +80,14 @@ class LLM {
   // variables (tools, enable_thinking, ...). Content given as a list of text parts is
   // joined into one string, as vLLM does. Throws kestrel::Error when a message is not an
   // object with a string role, the model has no chat template or the template fails (the
-  // message names the line and column).
+  // message names the line and column). continue_final_message (transformers' and vLLM's
+  // option; not with add_generation_prompt) ends the prompt inside the final message, so
+  // that the model continues it. `chat_template`, when not empty, is Jinja source used
+  // instead of the model's template.
   std::string apply_chat_template(
       const nlohmann::ordered_json& messages, bool add_generation_prompt = true,
-      const nlohmann::ordered_json& extra = nlohmann::ordered_json::object()) const;
+      const nlohmann::ordered_json& extra = nlohmann::ordered_json::object(),
+      bool continue_final_message = false, const std::string& chat_template = "") const;
 
   // SamplingParams with generation_config.json's defaults applied.
   SamplingParams default_sampling_params() const;

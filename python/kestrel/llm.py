@@ -99,11 +99,16 @@ class LLM:
         return self._run(texts, ids, sampling_params, use_tqdm)
 
     def chat(self, messages: Union[Messages, Sequence[Messages]], sampling_params: Params = None,
-             use_tqdm: bool = True, add_generation_prompt: bool = True,
+             use_tqdm: bool = True, *, chat_template: Optional[str] = None,
+             add_generation_prompt: bool = True, continue_final_message: bool = False,
+             tools: Optional[List[Dict[str, Any]]] = None,
              chat_template_kwargs: Optional[Dict[str, Any]] = None) -> List[RequestOutput]:
         """Generates replies to one conversation ([{"role": ..., "content": ...}, ...]) or a
-        list of them, rendered with the model's chat template. chat_template_kwargs become
-        template variables (enable_thinking=False, ...)."""
+        list of them, rendered with the model's chat template or `chat_template` (Jinja
+        source), as vLLM's LLM.chat does: `tools` go to the template (the reply is text; calls
+        are not parsed out of it), continue_final_message=True with add_generation_prompt=False
+        has the model continue the last message, chat_template_kwargs become template
+        variables (enable_thinking=False, ...)."""
         if not isinstance(messages, (list, tuple)):
             raise TypeError(f"messages must be a list of message dicts, or a list of such lists, "
                             f"got {type(messages).__name__}")
@@ -113,7 +118,12 @@ class LLM:
                 raise TypeError(f"messages must be a list of message dicts, or a list of such "
                                 f"lists, got a list of {type(c).__name__}")
         tokenizer = self.get_tokenizer()
+        if chat_template_kwargs is not None and not isinstance(chat_template_kwargs, dict):
+            raise TypeError(f"chat_template_kwargs must be a dict or None, "
+                            f"got {type(chat_template_kwargs).__name__}")
         texts = [tokenizer.apply_chat_template(c, add_generation_prompt=add_generation_prompt,
+                                               continue_final_message=continue_final_message,
+                                               chat_template=chat_template, tools=tools,
                                                **(chat_template_kwargs or {}))
                  for c in conversations]
         ids = [tokenizer.encode(t, add_special_tokens=False) for t in texts]

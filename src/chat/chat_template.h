@@ -49,6 +49,15 @@ std::string apply_chat_template(const std::string& tmpl, const nlohmann::ordered
                                 bool add_generation_prompt,
                                 const nlohmann::ordered_json& extra = nlohmann::ordered_json::object());
 
+// transformers' continue_final_message: `rendered` (messages rendered without a generation
+// prompt) cut right after the final message's text, so that the model goes on with it
+// instead of starting a new turn. The text is the last message's string content, or the
+// last text part of a list. Cut after its last occurrence: with its trailing whitespace
+// where the template kept the text whole (and it has no leading whitespace), else after
+// the text stripped as Python's str.strip() does. Throws kestrel::Error when the last
+// message has no text or the rendered chat does not contain it.
+std::string continue_final_message(std::string rendered, const nlohmann::ordered_json& messages);
+
 // Checks the shape an API caller's messages must have (the HTTP server checks its own):
 // an array of objects, each with a string "role" and a "content" that is a string, a list
 // of parts or null when present. Throws kestrel::Error naming the first message that is not.

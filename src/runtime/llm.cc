@@ -242,17 +242,29 @@ RequestOutput LLM::generate_streaming(const std::vector<int>& prompt, const Samp
 
 std::string LLM::apply_chat_template(const nlohmann::ordered_json& messages,
                                      bool add_generation_prompt,
-                                     const nlohmann::ordered_json& extra) const {
-  KS_CHECK(impl_->chat_template_error.empty(), "the model's chat template does not parse: {}",
-           impl_->chat_template_error);
-  KS_CHECK(impl_->chat_template.has_value(),
-           "the model has no chat template (tokenizer_config.json chat_template)");
+                                     const nlohmann::ordered_json& extra,
+                                     bool continue_final_message,
+                                     const std::string& chat_template) const {
+  KS_CHECK(!(continue_final_message && add_generation_prompt),
+           "continue_final_message and add_generation_prompt cannot both be true (one continues "
+           "the last message, the other starts a new one)");
+  if (chat_template.empty()) {
+    KS_CHECK(impl_->chat_template_error.empty(), "the model's chat template does not parse: {}",
+             impl_->chat_template_error);
+    KS_CHECK(impl_->chat_template.has_value(),
+             "the model has no chat template (tokenizer_config.json chat_template)");
+  }
+  KS_CHECK(impl_->tokenizer != nullptr, "the model has no tokenizer");
   nlohmann::ordered_json vars = extra;
   if (!vars.contains("bos_token")) vars["bos_token"] = impl_->tokenizer->bos_token();
   if (!vars.contains("eos_token")) vars["eos_token"] = impl_->tokenizer->eos_token();
   check_chat_messages(messages);
-  return impl_->chat_template->render(
-      make_chat_context(flatten_text_content(messages), add_generation_prompt, vars));
+  const nlohmann::ordered_json context =
+      make_chat_context(flatten_text_content(messages), add_generation_prompt, vars);
+  std::string rendered = chat_template.empty() ? impl_->chat_template->render(context)
+                                               : ChatTemplate::parse(chat_template).render(context);
+  if (continue_final_message) rendered = kestrel::continue_final_message(std::move(rendered), messages);
+  return rendered;
 }
 
 SamplingParams LLM::default_sampling_params() const {

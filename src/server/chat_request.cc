@@ -68,24 +68,6 @@ ojson prepare_messages(const FieldReader& f) {
   return out;
 }
 
-// HF's continue_final_message: cut the rendered prompt right after the last message's text.
-std::string continue_final_message(std::string rendered, const ojson& messages) {
-  const ojson& last = messages.back();
-  std::string content = last.contains("content") && last["content"].is_string()
-                            ? last["content"].get<std::string>()
-                            : "";
-  const auto not_space = [](unsigned char c) { return !std::isspace(c); };
-  content.erase(content.begin(), std::find_if(content.begin(), content.end(), not_space));
-  content.erase(std::find_if(content.rbegin(), content.rend(), not_space).base(), content.end());
-  const size_t pos = rendered.rfind(content);
-  if (content.empty() || pos == std::string::npos) {
-    throw_bad_request("continue_final_message",
-                      "the final message's content does not appear in the rendered chat");
-  }
-  rendered.resize(pos + content.size());
-  return rendered;
-}
-
 }  // namespace
 
 GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const ServingContext& ctx) {
@@ -182,7 +164,13 @@ GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const Ser
   } catch (const TemplateError& e) {
     throw_bad_request("messages", "the chat template failed: {}", e.what());
   }
-  if (continue_final) prompt = continue_final_message(std::move(prompt), messages);
+  if (continue_final) {
+    try {
+      prompt = continue_final_message(std::move(prompt), messages);
+    } catch (const Error& e) {
+      throw_bad_request("continue_final_message", "{}", e.what());
+    }
+  }
   try {
     req.prompts.push_back(
         ctx.tokenizer->encode(prompt, f.boolean("add_special_tokens").value_or(false)));

@@ -109,3 +109,63 @@ def test_detokenize_false_gives_ids_only(text_llm):
     assert ids_only.outputs[0].token_ids == with_text.outputs[0].token_ids
     assert ids_only.outputs[0].text == ""
     assert SamplingParams().skip_special_tokens and SamplingParams().detokenize
+
+
+# transformers' rendering, by Python's jinja2 in transformers' environment (tools/render_jinja.py).
+def jinja2_render(template, **context):
+    import json
+    import sys
+    from conftest import ROOT
+    job = json.dumps({"template": template, "context": context})
+    return subprocess.run([sys.executable, str(ROOT / "tools/render_jinja.py")], input=job,
+                          capture_output=True, text=True, check=True).stdout
+
+
+WEATHER_TOOL = {"type": "function", "function": {
+    "name": "get_weather", "description": "Weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+def test_chat_with_tools_renders_as_jinja2(text_llm):
+    import json
+    from conftest import QWEN3_TOKENIZER
+    template = json.loads((QWEN3_TOKENIZER / "tokenizer_config.json").read_text())["chat_template"]
+    messages = [{"role": "user", "content": "Weather in Paris?"}]
+    expected = jinja2_render(template, messages=messages, tools=[WEATHER_TOOL], add_generation_prompt=True)
+    assert "get_weather" in expected and "<tools>" in expected
+    tokenizer = text_llm.get_tokenizer()
+    assert tokenizer.apply_chat_template(messages, tools=[WEATHER_TOOL]) == expected
+    [out] = text_llm.chat(messages, SamplingParams(max_tokens=2), use_tqdm=False, tools=[WEATHER_TOOL])
+    assert out.prompt == expected
+
+
+def test_chat_continues_the_final_message(text_llm):
+    # Qwen3's template keeps an assistant message's text as it is: the prompt ends inside it,
+    # trailing space included (transformers' continue_final_message), where the usual
+    # rendering closes the turn.
+    messages = [{"role": "user", "content": "Count"}, {"role": "assistant", "content": "One, two, "}]
+    tokenizer = text_llm.get_tokenizer()
+    whole = tokenizer.apply_chat_template(messages, add_generation_prompt=False)
+    assert "One, two, <|im_end|>" in whole
+    prompt = tokenizer.apply_chat_template(messages, add_generation_prompt=False, continue_final_message=True)
+    assert prompt == whole[:whole.index("<|im_end|>", whole.index("One, two, "))]
+    assert prompt.endswith("One, two, ")
+    [out] = text_llm.chat(messages, SamplingParams(max_tokens=2), use_tqdm=False,
+                          add_generation_prompt=False, continue_final_message=True)
+    assert out.prompt == prompt
+    with pytest.raises(ValueError, match="cannot both be true"):
+        text_llm.chat(messages, use_tqdm=False, continue_final_message=True)
+    with pytest.raises(ValueError, match="does not appear"):
+        tokenizer.apply_chat_template(messages, add_generation_prompt=False, continue_final_message=True,
+                                      chat_template="{% for m in messages %}{{ m.role }}{% endfor %}")
+
+
+def test_chat_template_given_by_the_caller(text_llm):
+    template = "{% for m in messages %}[{{ m.role }}] {{ m.content }}\n{% endfor %}{% if add_generation_prompt %}[assistant] {% endif %}"
+    messages = [{"role": "user", "content": "Hi"}]
+    [out] = text_llm.chat(messages, SamplingParams(max_tokens=2), use_tqdm=False, chat_template=template)
+    assert out.prompt == jinja2_render(template, messages=messages, add_generation_prompt=True) == "[user] Hi\n[assistant] "
+    with pytest.raises(ValueError, match="line 1"):
+        text_llm.chat(messages, use_tqdm=False, chat_template="{% if %}")
+    with pytest.raises(TypeError, match="chat_template"):
+        text_llm.chat(messages, use_tqdm=False, chat_template=3)
