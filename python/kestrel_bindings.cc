@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "async_session.h"
 #include "batch_session.h"
 #include "core/error.h"
 #include "engine_handle.h"
@@ -153,6 +154,21 @@ void bind_sessions(py::module_& m) {
       .def("abort", &StreamSession::abort, Release())
       .def_property_readonly("done", &StreamSession::done)
       .def_property_readonly("output", &StreamSession::output);
+  py::class_<server::RequestUpdate>(m, "RequestUpdate")
+      .def_readonly("key", &server::RequestUpdate::sub)
+      .def_readonly("samples", &server::RequestUpdate::samples)  // deltas
+      .def_readonly("error", &server::RequestUpdate::error)
+      .def_readonly("refused", &server::RequestUpdate::refused)
+      .def_readonly("prompt_logprobs", &server::RequestUpdate::prompt_logprobs)
+      .def_readonly("num_cached_tokens", &server::RequestUpdate::num_cached_tokens);
+  py::class_<AsyncSession>(m, "AsyncSession")
+      .def("add", [](AsyncSession& s, int key, std::vector<int> prompt, const SamplingParams& params) {
+        py::gil_scoped_release release;
+        as_value_error([&] { s.add(key, std::move(prompt), params); });
+      })
+      .def("abort", &AsyncSession::abort, Release())
+      .def("wait", &AsyncSession::wait, Release())
+      .def("shutdown", &AsyncSession::shutdown, Release());
 }
 
 void bind_engine(py::module_& m) {
@@ -163,6 +179,10 @@ void bind_engine(py::module_& m) {
                        const std::vector<SamplingParams>& params) {
         py::gil_scoped_release release;
         return as_value_error([&] { return std::make_unique<BatchSession>(h, prompts, params); });
+      })
+      .def("start_async", [](std::shared_ptr<EngineHandle> h) {
+        py::gil_scoped_release release;
+        return as_value_error([&] { return std::make_unique<AsyncSession>(h); });
       })
       .def("start_stream", [](std::shared_ptr<EngineHandle> h, const std::vector<int>& prompt,
                               const SamplingParams& params) {

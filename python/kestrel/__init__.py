@@ -12,12 +12,13 @@ The engine logs warnings and errors only; set_log_level("info") shows more.
 """
 
 from ._kestrel import set_log_level
+from .async_llm import AsyncLLM
 from .llm import LLM
 from .outputs import CompletionOutput, Logprob, RequestOutput
 from .sampling_params import GuidedDecodingParams, SamplingParams, StructuredOutputsParams
 from .stream import TextStream
 from .tokenizer import Tokenizer
 
-__all__ = ["LLM", "SamplingParams", "StructuredOutputsParams", "GuidedDecodingParams",
+__all__ = ["LLM", "AsyncLLM", "SamplingParams", "StructuredOutputsParams", "GuidedDecodingParams",
            "RequestOutput", "CompletionOutput", "Logprob", "TextStream", "Tokenizer",
            "set_log_level"]

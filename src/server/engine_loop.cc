@@ -126,7 +126,9 @@ void EngineLoop::apply(Command& c) {
       try {
         stream.emplace(llm_.add_request(std::move(c.prompt), std::move(c.params), c.request_id));
       } catch (const Error& e) {
-        c.queue->push(RequestUpdate{c.sub, {}, e.what(), {}});
+        RequestUpdate refusal{c.sub, {}, e.what(), {}};
+        refusal.refused = true;
+        c.queue->push(std::move(refusal));
         metrics_.count_finished("error");
         return;
       }

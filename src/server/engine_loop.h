@@ -41,6 +41,9 @@ struct RequestUpdate {
   // RequestOutput::num_cached_tokens (prompt tokens served from the prefix cache) as of
   // this step; -1 when the engine sent no output (errors, aborts).
   int num_cached_tokens = -1;
+  // With `error`: the engine refused the request itself (its prompt or parameters), as
+  // opposed to failing or shutting down.
+  bool refused = false;
 };
 
 // Where the engine thread leaves updates for one HTTP request (which may own several
