@@ -55,6 +55,37 @@ RegexNode number_node() {
                                   optional(class_of({{'+', '+'}, {'-', '-'}})), repeat(digit, 1, 2)}))});
 }
 
+// Strings of a `format`: patterns whose every match the format's definition (RFC 3339,
+// RFC 5321's dot-atom, RFC 4122, RFC 1123, RFC 3986) accepts, ajv-formats' "full" checks
+// included. Subsets where the whole would not fit a pattern: dates stop at the 28th of
+// February (no leap-year arithmetic), times have no leap second and always a zone,
+// hostnames have at most three labels (so at most 191 characters of the 253 allowed),
+// URIs are http(s)://host[:port] with unreserved characters in the path and query.
+// Null for a format not listed.
+const char* string_format_regex(const std::string& name) {
+#define KS_DATE "[0-9]{4}-(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+#define KS_TIME "(?:[01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](?:\\.[0-9]{1,6})?(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])"
+#define KS_LABEL "[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?"
+#define KS_OCTET "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+  static const std::map<std::string, const char*> formats = {
+      {"date", KS_DATE},
+      {"time", KS_TIME},
+      {"date-time", KS_DATE "T" KS_TIME},
+      {"uuid", "[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"},
+      {"ipv4", "(?:" KS_OCTET "\\.){3}" KS_OCTET},
+      {"email", "[a-zA-Z0-9_+-]+(?:\\.[a-zA-Z0-9_+-]+)*@(?:" KS_LABEL "\\.)+" KS_LABEL},
+      {"hostname", KS_LABEL "(?:\\." KS_LABEL "){0,2}"},
+      {"uri", "https?://" KS_LABEL "(?:\\." KS_LABEL "){0,2}(?::[0-9]{1,5})?(?:/[a-zA-Z0-9._~-]*)*"
+              "(?:\\?[a-zA-Z0-9._~=&-]*)?"},
+  };
+#undef KS_DATE
+#undef KS_TIME
+#undef KS_LABEL
+#undef KS_OCTET
+  auto it = formats.find(name);
+  return it == formats.end() ? nullptr : it->second;
+}
+
 RegexNode scalar_node() {
   return alt({string_of(0, -1), number_node(), literal("true"), literal("false"), literal("null")});
 }
@@ -89,7 +120,7 @@ const std::set<std::string>& supported() {
       "type",     "enum",     "const",     "properties", "required",  "additionalProperties",
       "items",    "minItems", "maxItems",  "minLength",  "maxLength", "pattern",
       "anyOf",    "allOf",    "$ref",      "minimum",    "maximum",   "exclusiveMinimum",
-      "exclusiveMaximum"};
+      "exclusiveMaximum", "format"};
   return k;
 }
 
@@ -183,7 +214,7 @@ class SchemaCompiler {
       for (const std::string& k : keys) {
         if (k == "properties" || k == "required" || k == "additionalProperties") types = {"object"};
         if (k == "items" || k == "minItems" || k == "maxItems") types = {"array"};
-        if (k == "minLength" || k == "maxLength" || k == "pattern") types = {"string"};
+        if (k == "minLength" || k == "maxLength" || k == "pattern" || k == "format") types = {"string"};
       }
       if (types.empty()) return any_value(kMaxFreeDepth);
     }
@@ -193,6 +224,8 @@ class SchemaCompiler {
         out.push_back(string_node(s, at));
       } else if (t == "integer") {
         out.push_back(integer_bounds(s, at));
+      } else if (t == "number" && numeric_format(s, at) == NumericFormat::kInteger) {
+        out.push_back(integer_bounds(s, at));  // int32/int64 numbers are whole
       } else if (t == "number") {
         for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
           KS_CHECK(!s.contains(k), "JSON schema keyword '{}' at {} is supported on integers only", k, at);
@@ -235,9 +268,29 @@ class SchemaCompiler {
   }
 
   // An integer within minimum/maximum/exclusiveMinimum/exclusiveMaximum (any of them).
+  // OpenAPI's numeric formats, as ajv-formats checks them: int32 and int64 are whole
+  // numbers (int32 within 32 bits; every generated integer, 15 digits at most, fits int64),
+  // float and double any number. Others are refused: their meaning is not known here.
+  enum class NumericFormat { kNone, kInteger, kAny };
+  static NumericFormat numeric_format(const json& s, const std::string& at) {
+    if (!s.contains("format")) return NumericFormat::kNone;
+    const json& f = s["format"];
+    KS_CHECK(f.is_string(), "'format' at {} must be a string", at);
+    if (f == "int32" || f == "int64") return NumericFormat::kInteger;
+    KS_CHECK(f == "float" || f == "double",
+             "JSON schema format '{}' at {} is not supported on numbers (supported: int32, int64, "
+             "float, double)", f.get<std::string>(), at);
+    return NumericFormat::kAny;
+  }
+
   static RegexNode integer_bounds(const json& s, const std::string& at) {
     bool bounded = false;
     double lo = -1e16, hi = 1e16;  // beyond any generated integer
+    if (numeric_format(s, at) == NumericFormat::kInteger && s["format"] == "int32") {
+      bounded = true;
+      lo = -2147483648.0;
+      hi = 2147483647.0;
+    }
     auto bound = [&](const char* key) -> std::optional<double> {
       if (!s.contains(key)) return std::nullopt;
       KS_CHECK(s[key].is_number(), "'{}' at {} must be a number", key, at);
@@ -287,6 +340,18 @@ class SchemaCompiler {
   }
 
   RegexNode string_node(const json& s, const std::string& at) {
+    if (s.contains("format")) {
+      KS_CHECK(s["format"].is_string(), "'format' at {} must be a string", at);
+      const std::string name = s["format"].get<std::string>();
+      for (const char* k : {"pattern", "minLength", "maxLength"}) {
+        KS_CHECK(!s.contains(k), "JSON schema keyword 'format' together with '{}' at {} is not supported", k, at);
+      }
+      const char* re = string_format_regex(name);
+      KS_CHECK(re != nullptr,
+               "JSON schema format '{}' at {} is not supported (supported: date-time, date, time, "
+               "email, uuid, ipv4, hostname, uri)", name, at);
+      return concat({literal("\""), parse_regex(re), literal("\"")});
+    }
     if (s.contains("pattern")) {
       KS_CHECK(!s.contains("minLength") && !s.contains("maxLength"),
                "JSON schema keyword 'pattern' together with minLength/maxLength at {} is not supported", at);

@@ -119,12 +119,35 @@ TEST(JsonSchema, FreeFormValuesParse) {
   EXPECT_EQ(g->dfa().num_states(), 1121);
 }
 
+// String formats, checked by ajv-formats in its "full" mode (dates by the calendar, times
+// and addresses by value), and OpenAPI's numeric ones (int32: whole, within 32 bits).
+TEST(JsonSchema, StringFormatsValidateUnderAjvFormats) {
+  // The oracle does check formats: an impossible date and a malformed UUID fail in it.
+  const std::vector<std::string> wrong = testing::ajv_errors(
+      ordered_json::parse(R"({"type": "array", "items": [{"format": "date"}, {"format": "uuid"}]})"),
+      {R"(["2023-02-30", "0"])"});
+  ASSERT_EQ(wrong.size(), 1u);
+  EXPECT_NE(wrong[0], "");
+  uint32_t seed = 10;
+  for (const char* f : {"date-time", "date", "time", "email", "uuid", "ipv4", "hostname", "uri"}) {
+    SCOPED_TRACE(f);
+    expect_all_valid(ordered_json{{"type", "string"}, {"format", f}}, 30, ++seed);
+  }
+  expect_all_valid(ordered_json::parse(R"({"type": "object", "properties": {
+      "when": {"type": "string", "format": "date-time"}, "n": {"type": "integer", "format": "int32"},
+      "m": {"type": "number", "format": "int32", "minimum": -5}, "x": {"type": "number", "format": "double"},
+      "big": {"type": "integer", "format": "int64"}, "who": {"format": "email"}},
+      "required": ["when", "n", "m", "x", "big", "who"]})"), 20);
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
   const std::vector<std::pair<const char*, const char*>> bad = {
       {R"({"type": "number", "minimum": 0})", "'minimum' at / is supported on integers only"},
       {R"({"type": "integer", "multipleOf": 3})", "unsupported JSON schema keyword 'multipleOf' at /"},
       {R"({"type": "integer", "minimum": 5, "exclusiveMaximum": 5})", "no integer"},
-      {R"({"type": "object", "properties": {"d": {"type": "string", "format": "date"}}})", "'format' at /properties/d"},
+      {R"({"type": "object", "properties": {"d": {"type": "string", "format": "ipv6"}}})", "format 'ipv6' at /properties/d"},
+      {R"({"type": "string", "format": "date", "maxLength": 8})", "'format' together with 'maxLength'"},
+      {R"({"type": "integer", "format": "uint8"})", "format 'uint8' at / is not supported on numbers"},
       {R"({"oneOf": [{"type": "integer"}]})", "'oneOf'"},
       {R"({"type": "array", "uniqueItems": true})", "'uniqueItems'"},
       {R"({"$defs": {"n": {"type": "array", "items": {"$ref": "#/$defs/n"}}}, "$ref": "#/$defs/n"})", "recursive"},
