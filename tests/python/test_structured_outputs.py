@@ -165,7 +165,7 @@ def test_both_names_at_once_is_a_value_error():
 
 def test_what_the_compiler_refuses_raises_value_error_at_generate(text_llm, tiny_llm):
     refused = [
-        (StructuredOutputsParams(json={"type": "string", "format": "date"}), "keyword 'format'"),
+        (StructuredOutputsParams(json={"type": "string", "format": "ipv6"}), "format 'ipv6'"),
         (StructuredOutputsParams(regex="(?=a)b"), "structured_outputs.regex"),
     ]
     for structured, match in refused:

@@ -241,8 +241,8 @@ TEST(ResponsesRequest, ChatParserErrorsNameTheResponsesFields) {
   expect_400(ojson::parse(R"({"input": "x", "max_output_tokens": 5000})"), "max_output_tokens",
              "maximum context length", &q.ctx);
   expect_400(ojson::parse(R"({"input": "x", "text": {"format": {"type": "json_schema", "name": "s",
-      "schema": {"type": "string", "format": "date"}}}})"),
-             "text.format", "'format'", &q.ctx);
+      "schema": {"type": "string", "format": "ipv6"}}}})"),
+             "text.format", "format 'ipv6'", &q.ctx);
   expect_400(ojson::parse(R"({"input": "x", "temperature": "hot"})"), "temperature", "number",
              &q.ctx);
   expect_400(ojson::parse(R"({"input": "x", "temperature": -1})"), "temperature", "temperature",
