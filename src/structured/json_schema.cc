@@ -227,10 +227,7 @@ class SchemaCompiler {
       } else if (t == "number" && numeric_format(s, at) == NumericFormat::kInteger) {
         out.push_back(integer_bounds(s, at));  // int32/int64 numbers are whole
       } else if (t == "number") {
-        for (const char* k : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
-          KS_CHECK(!s.contains(k), "JSON schema keyword '{}' at {} is supported on integers only", k, at);
-        }
-        out.push_back(number_node());
+        out.push_back(number_bounds(s, at));
       } else if (t == "boolean") {
         out.push_back(alt({literal("true"), literal("false")}));
       } else if (t == "null") {
@@ -307,6 +304,56 @@ class SchemaCompiler {
     } catch (const Error& e) {
       throw_error("integer bounds at {}: {}", at, e.what());
     }
+  }
+
+  // Numbers within minimum/maximum (inclusive or exclusive). Written without exponent:
+  // the integers in range, and k.f / -k.f where f ends in a non-zero digit, so the value
+  // lies strictly between k and k + 1 (or -(k + 1) and -k), with k taken where that whole
+  // interval is in range. Whole bounds lose nothing; between two fractional bounds the
+  // partial unit intervals at the ends are left out (0.25 to 0.75 has no such interval:
+  // refused, saying so).
+  static RegexNode number_bounds(const json& s, const std::string& at) {
+    constexpr double kMax = static_cast<double>(kMaxGeneratedInteger);
+    double lo = -kMax - 1, hi = kMax + 1;
+    bool lo_open = false, hi_open = false, bounded = false;
+    auto bound = [&](const char* key, double& v, bool& open, bool exclusive, bool lower) {
+      if (!s.contains(key)) return;
+      KS_CHECK(s[key].is_number(), "'{}' at {} must be a number", key, at);
+      const double x = std::clamp(s[key].get<double>(), -kMax - 1, kMax + 1);
+      bounded = true;
+      if ((lower && (x > v || (x == v && exclusive))) || (!lower && (x < v || (x == v && exclusive)))) {
+        v = x;
+        open = exclusive;
+      }
+    };
+    bound("minimum", lo, lo_open, false, true);
+    bound("exclusiveMinimum", lo, lo_open, true, true);
+    bound("maximum", hi, hi_open, false, false);
+    bound("exclusiveMaximum", hi, hi_open, true, false);
+    if (!bounded) return number_node();
+    const RegexNode fraction = concat({literal("."), repeat(class_of({{'0', '9'}}), 0, 14),
+                                       class_of({{'1', '9'}})});
+    std::vector<RegexNode> parts;
+    auto range = [&](double a, double b, std::vector<RegexNode> before, bool fractional) {
+      const double first = std::max(a, 0.0), last = std::min(b, kMax);
+      if (first > last) return;
+      before.push_back(integer_range(static_cast<int64_t>(first), static_cast<int64_t>(last)));
+      if (fractional) before.push_back(fraction);
+      parts.push_back(concat(std::move(before)));
+    };
+    // Integers n: lo <= n <= hi (strictly where open).
+    const double int_lo = lo_open ? std::floor(lo) + 1 : std::ceil(lo);
+    const double int_hi = hi_open ? std::ceil(hi) - 1 : std::floor(hi);
+    if (int_lo <= int_hi) {
+      parts.push_back(integer_range(static_cast<int64_t>(std::max(int_lo, -kMax)),
+                                    static_cast<int64_t>(std::min(int_hi, kMax))));
+    }
+    range(std::ceil(lo), std::floor(hi) - 1, {}, true);                 // k.f in (k, k + 1)
+    range(std::ceil(-hi), std::floor(-lo) - 1, {literal("-")}, true);   // -k.f in (-k - 1, -k)
+    KS_CHECK(!parts.empty(),
+             "no number between the bounds at {} can be generated (a whole number, or a "
+             "whole unit interval, must lie within them)", at);
+    return alt(std::move(parts));
   }
 
   RegexNode ref(const json& target, const std::string& at) {

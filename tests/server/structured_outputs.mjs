@@ -125,7 +125,7 @@ async function expect400(body, param, words, endpoint = "chat") {
 }
 const withSchema = (s) => ({ response_format: { type: "json_schema", json_schema: { name: "x", schema: s } } });
 await expect400(withSchema({ type: "integer", multipleOf: 3 }), "response_format", "unsupported JSON schema keyword 'multipleOf'");
-await expect400(withSchema({ type: "number", maximum: 1 }), "response_format", "'maximum' at / is supported on integers only");
+await expect400(withSchema({ type: "number", minimum: 0.25, maximum: 0.75 }), "response_format", "no number between the bounds at /");
 await expect400(withSchema({ type: "object", properties: { d: { type: "string", format: "ipv6" } } }), "response_format", "format 'ipv6' at /properties/d");
 await expect400(withSchema({ oneOf: [{ type: "string" }] }), "response_format", "'oneOf'");
 await expect400({ response_format: { type: "json_schema", json_schema: { name: "x" } } }, "response_format.json_schema.schema", "is required");

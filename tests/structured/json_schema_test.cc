@@ -140,9 +140,39 @@ TEST(JsonSchema, StringFormatsValidateUnderAjvFormats) {
       "required": ["when", "n", "m", "x", "big", "who"]})"), 20);
 }
 
+// Bounds on numbers (Pydantic's confloat(ge=0, le=1) and the like): every sample valid in
+// ajv; by hand, what the pattern takes at the edges.
+TEST(JsonSchema, NumberBounds) {
+  const char* schemas[] = {
+      R"({"type": "number", "minimum": 0, "maximum": 1})",
+      R"({"type": "number", "exclusiveMinimum": 0, "exclusiveMaximum": 1})",
+      R"({"type": "number", "minimum": -2.5, "maximum": 3.7})",
+      R"({"type": "number", "exclusiveMaximum": -3})",
+      R"({"type": "number", "minimum": 100, "exclusiveMinimum": 100})",
+  };
+  uint32_t seed = 40;
+  for (const char* text : schemas) expect_all_valid(ordered_json::parse(text), 30, ++seed);
+  auto accepts = [](const char* schema, const std::string& value) {
+    StructuredOutputSpec spec;
+    spec.kind = StructuredOutputSpec::Kind::kJsonSchema;
+    spec.schema = ordered_json::parse(schema);
+    return testing::dfa_accepts(testing::qwen3_compiler().compile(spec)->dfa(), value);
+  };
+  for (const char* v : {"0", "1", "0.5", "0.999", "0.05"}) EXPECT_TRUE(accepts(schemas[0], v)) << v;
+  for (const char* v : {"1.5", "-0.5", "2", "0.50", "1e0"}) EXPECT_FALSE(accepts(schemas[0], v)) << v;
+  for (const char* v : {"0.5", "0.0001"}) EXPECT_TRUE(accepts(schemas[1], v)) << v;
+  for (const char* v : {"0", "1", "0.0"}) EXPECT_FALSE(accepts(schemas[1], v)) << v;
+  for (const char* v : {"-2", "3", "-1.5", "2.9", "-0.25"}) EXPECT_TRUE(accepts(schemas[2], v)) << v;
+  for (const char* v : {"-3", "4", "3.5", "-2.2"}) EXPECT_FALSE(accepts(schemas[2], v)) << v;
+  for (const char* v : {"-4", "-3.5", "-1000000"}) EXPECT_TRUE(accepts(schemas[3], v)) << v;
+  for (const char* v : {"-3", "-2.5", "0"}) EXPECT_FALSE(accepts(schemas[3], v)) << v;
+  for (const char* v : {"101", "100.5"}) EXPECT_TRUE(accepts(schemas[4], v)) << v;
+  EXPECT_FALSE(accepts(schemas[4], "100"));
+}
+
 TEST(JsonSchema, UnsupportedKeywordsAreNamed) {
   const std::vector<std::pair<const char*, const char*>> bad = {
-      {R"({"type": "number", "minimum": 0})", "'minimum' at / is supported on integers only"},
+      {R"({"type": "number", "minimum": 0.25, "maximum": 0.75})", "no number between the bounds at /"},
       {R"({"type": "integer", "multipleOf": 3})", "unsupported JSON schema keyword 'multipleOf' at /"},
       {R"({"type": "integer", "minimum": 5, "exclusiveMaximum": 5})", "no integer"},
       {R"({"type": "object", "properties": {"d": {"type": "string", "format": "ipv6"}}})", "format 'ipv6' at /properties/d"},
