@@ -81,6 +81,7 @@ void bind_config(py::module_& m) {
       .def_readwrite("enforce_eager", &EngineConfig::enforce_eager)
       .def_readwrite("async_scheduling", &EngineConfig::async_scheduling)
       .def_readwrite("seed", &EngineConfig::seed)
+      .def_readwrite("chat_template", &EngineConfig::chat_template)
       .def_readwrite("tensor_parallel_size", &EngineConfig::tensor_parallel_size)
       .def_readwrite("tp_rendezvous", &EngineConfig::tp_rendezvous)
       .def_readwrite("tp_worker_command", &EngineConfig::tp_worker_command);

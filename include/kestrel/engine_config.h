@@ -41,6 +41,10 @@ struct EngineConfig {
   bool async_scheduling = true;
   // Seed for requests that bring none.
   uint64_t seed = 0;
+  // The chat template to use instead of tokenizer_config.json's (vLLM's --chat-template): a
+  // path to a Jinja file, or the template itself. Empty: the model's. One that does not
+  // parse, or a path that does not exist, fails the engine's construction.
+  std::string chat_template;
   // Ranks that hold one shard of the model each (docs/parallel.md). On one host the engine
   // starts ranks 1..N-1 itself, as copies of this executable on GPUs 1..N-1 (or CPU
   // processes); under a launcher (mpirun, srun) every process runs the same command with

@@ -89,6 +89,10 @@ class LLM {
       const nlohmann::ordered_json& extra = nlohmann::ordered_json::object(),
       bool continue_final_message = false, const std::string& chat_template = "") const;
 
+  // The chat template in use (EngineConfig::chat_template's, else tokenizer_config.json's)
+  // as Jinja source; empty when there is none.
+  const std::string& chat_template_source() const;
+
   // SamplingParams with generation_config.json's defaults applied.
   SamplingParams default_sampling_params() const;
   // nullptr when the model directory has no tokenizer.

@@ -49,6 +49,11 @@ std::string apply_chat_template(const std::string& tmpl, const nlohmann::ordered
                                 bool add_generation_prompt,
                                 const nlohmann::ordered_json& extra = nlohmann::ordered_json::object());
 
+// The Jinja source a --chat-template argument names: the file's contents where `arg` is a
+// path to a regular file, else `arg` itself when it looks like a template ("{{" or "{%").
+// Throws kestrel::Error otherwise, or when the file cannot be read.
+std::string chat_template_source(const std::string& arg);
+
 // transformers' continue_final_message: `rendered` (messages rendered without a generation
 // prompt) cut right after the final message's text, so that the model goes on with it
 // instead of starting a new turn. The text is the last message's string content, or the

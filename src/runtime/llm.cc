@@ -38,6 +38,7 @@ struct LLM::Impl {
   std::unique_ptr<Tokenizer> tokenizer;
   std::optional<ChatTemplate> chat_template;  // parsed at load
   std::string chat_template_error;            // why it could not be parsed
+  std::string chat_template_source;           // EngineConfig::chat_template's, or the model's
   uint64_t next_request = 0;
   // Requests whose streams still expect outputs.
   std::unordered_map<std::string, std::shared_ptr<RequestState>> live;
@@ -95,13 +96,24 @@ LLM::LLM(const std::string& model_dir, const EngineConfig& config) : impl_(new I
   if (std::filesystem::exists(std::filesystem::path(model_dir) / "tokenizer.json")) {
     impl_->tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_dir(model_dir));
     if (eos.empty() && impl_->tokenizer->eos_token_id()) eos.push_back(*impl_->tokenizer->eos_token_id());
-    // A broken template fails chat requests, not the whole model.
-    if (!impl_->tokenizer->chat_template().empty()) {
+    // A broken template of the model's fails chat requests, not the whole model.
+    impl_->chat_template_source = impl_->tokenizer->chat_template();
+    if (!impl_->chat_template_source.empty() && config.chat_template.empty()) {
       try {
-        impl_->chat_template = ChatTemplate::parse(impl_->tokenizer->chat_template());
+        impl_->chat_template = ChatTemplate::parse(impl_->chat_template_source);
       } catch (const Error& e) {
         impl_->chat_template_error = e.what();
       }
+    }
+  }
+  // One given by the caller must work: it fails here, naming itself.
+  if (!config.chat_template.empty()) {
+    impl_->chat_template_source = kestrel::chat_template_source(config.chat_template);
+    try {
+      impl_->chat_template = ChatTemplate::parse(impl_->chat_template_source);
+    } catch (const Error& e) {
+      throw_error("the chat template given ({}) does not parse: {}",
+                  config.chat_template.size() > 80 ? "inline" : config.chat_template, e.what());
     }
   }
   // An id the model cannot produce never ends a sequence: say so once, at load, rather than
@@ -266,6 +278,8 @@ std::string LLM::apply_chat_template(const nlohmann::ordered_json& messages,
   if (continue_final_message) rendered = kestrel::continue_final_message(std::move(rendered), messages);
   return rendered;
 }
+
+const std::string& LLM::chat_template_source() const { return impl_->chat_template_source; }
 
 SamplingParams LLM::default_sampling_params() const {
   SamplingParams p;

@@ -175,9 +175,9 @@ HttpServer::HttpServer(LLM& llm, ServerConfig config) : impl_(new Impl(llm)) {
   ServerState& s = impl_->state;
   s.config = std::move(config);
   s.ctx.tokenizer = llm.tokenizer();
-  if (s.ctx.tokenizer && !s.ctx.tokenizer->chat_template().empty()) {
+  if (s.ctx.tokenizer && !llm.chat_template_source().empty()) {
     try {
-      s.chat_template = ChatTemplate::parse(s.ctx.tokenizer->chat_template());
+      s.chat_template = ChatTemplate::parse(llm.chat_template_source());
       s.ctx.chat_template = &*s.chat_template;
     } catch (const Error& e) {
       KS_LOG_WARN("the model's chat template cannot be parsed ({}); /v1/chat/completions is off",

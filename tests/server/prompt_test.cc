@@ -101,6 +101,31 @@ TEST(Prompt, ChatWithToolsAndKwargsIsWhatJinja2Renders) {
   EXPECT_EQ(out["choices"][0]["message"]["content"], expected);
 }
 
+// --chat-template (vLLM's flag): a file used instead of the model's template, rendered as
+// Python's jinja2 renders it.
+TEST(Prompt, ChatTemplateFlagReplacesTheModels) {
+  const std::string tmpl =
+      "{% for m in messages %}<{{ m.role | upper }}>{{ m.content }}\n{% endfor %}"
+      "{% if add_generation_prompt %}<ASSISTANT>{% endif %}";
+  const std::string path = std::string(KESTREL_BINARY_DIR) + "/server_chat_template_" +
+                           std::to_string(getpid()) + ".jinja";
+  std::ofstream(path) << tmpl;
+  const ojson messages = ojson::parse(R"([{"role": "system", "content": "Be brief."},
+                                          {"role": "user", "content": "Hello there"}])");
+  const std::string rendered = render_with_python(
+      {{"template", tmpl}, {"context", {{"messages", messages}, {"add_generation_prompt", true}}}});
+  ASSERT_EQ(rendered, "<SYSTEM>Be brief.\n<USER>Hello there\n<ASSISTANT>");
+  const Tokenizer tokenizer = Tokenizer::from_dir(model_dir());
+
+  ServerProcess server({"--chat-template", path});
+  const ojson body = {{"model", kModelName}, {"messages", messages}, {"max_tokens", 2}};
+  auto res = client(server.port()).Post("/v1/chat/completions", body.dump(), "application/json");
+  std::remove(path.c_str());
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["usage"]["prompt_tokens"], tokenizer.encode(rendered, false).size());
+}
+
 TEST(Prompt, StopTokenIdsAndEchoAgainstTheOfflineEngine) {
   const Tokenizer tokenizer = Tokenizer::from_dir(model_dir());
   const std::string text = "Counting sheep: one, two, three, four";
