@@ -20,7 +20,7 @@ while (($#)); do
   shift
 done
 case $WORKLOAD in
-  nano) FLAGS="--num-seqs 256 --max-output-len 100" ;;
+  nano) FLAGS="--num-seqs 256" ;;
   single) FLAGS="--num-seqs 1 --fixed-input-len 512 --fixed-output-len 16" ;;
   *) echo "unknown workload $WORKLOAD"; exit 2 ;;
 esac
