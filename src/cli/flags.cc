@@ -8,6 +8,9 @@
 #include <string>
 #include <utility>
 
+#include "chat/chat_template.h"
+#include "core/error.h"
+
 namespace kestrel::cli {
 namespace {
 
@@ -20,6 +23,20 @@ std::optional<double> number(const std::string& text) {
 
 // "1" for 1.0, "0.05" for 0.05.
 std::string plain(double v) { return fmt::format("{}", v); }
+
+// --chat-template: the file or template must be usable, said before the model loads.
+CLI::Validator usable_chat_template() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        try {
+          ChatTemplate::parse(chat_template_source(text));
+          return "";
+        } catch (const Error& e) {
+          return e.what();
+        }
+      },
+      "FILE|TEMPLATE");
+}
 
 }  // namespace
 
@@ -99,7 +116,7 @@ void add_engine_flags(CLI::App& app, EngineConfig& c) {
   // The upper bound (a few times the cores) is the CPU backend's check.
   app.add_option("--threads", c.num_threads, "CPU threads; 0 = all cores")->check(at_least(0));
   app.add_flag("--enforce-eager", c.enforce_eager, "CUDA: no CUDA graphs");
-  app.add_option("--chat-template", c.chat_template, "a Jinja chat template (a file, or the template itself) to use instead of the model's");
+  app.add_option("--chat-template", c.chat_template, "a Jinja chat template (a file, or the template itself) to use instead of the model's")->check(usable_chat_template());
   app.add_flag("!--no-async-scheduling", c.async_scheduling, "wait for each step's tokens before scheduling the next (no host/device overlap)");
   app.add_option("--tensor-parallel-size,--tp", c.tensor_parallel_size, "ranks that each hold a shard of the model (GPUs, or CPU processes)")->check(at_least(1))->capture_default_str();
   app.add_option("--tp-rendezvous", c.tp_rendezvous, "a shared directory where the ranks of a launcher-started group (mpirun, srun) meet; empty: one host, ranks started by the engine");

@@ -4,6 +4,8 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -72,6 +74,36 @@ TEST(Cli, OutOfRangeNumbersGetPlainMessages) {
   EXPECT_NE(serve.output.find("must be at least 1, got 0"), std::string::npos) << serve.output;
   const CliRun bench = kestrel_run({"bench", "--model", model_dir(), "--num-seqs", "0"});
   EXPECT_NE(bench.output.find("must be at least 1, got 0"), std::string::npos) << bench.output;
+}
+
+// --chat-template: a file or the template itself replaces the model's; one that cannot be
+// used is refused before the model loads, saying why.
+TEST(Cli, ChatTemplateFlag) {
+  const std::string path = std::string(KESTREL_BINARY_DIR) + "/cli_chat_template_" +
+                           std::to_string(getpid()) + ".jinja";
+  { std::ofstream(path) << "{% for m in messages %}Q: {{ m.content }}{% endfor %}"; }
+  const std::string messages = R"([{"role":"user","content":"Hi"}])";
+  const CliRun file = kestrel_run(generate({"--messages", messages, "--chat-template", path}));
+  std::remove(path.c_str());
+  EXPECT_EQ(file.code, 0) << file.output;
+  // The rendered prompt is the text "Q: Hi" (Qwen3's tokenizer adds no special tokens to
+  // text): the same greedy tokens as that text given as the prompt, other than another's.
+  const CliRun text = kestrel_run(generate({"--prompt", "Q: Hi"}));
+  const CliRun other = kestrel_run(generate({"--prompt", "Q: Bye"}));
+  auto ids = [](const std::string& out) {
+    const size_t at = out.find("token ids:");
+    return at == std::string::npos ? std::string() : out.substr(at, out.find('\n', at) - at);
+  };
+  EXPECT_NE(ids(file.output), "");
+  EXPECT_EQ(ids(file.output), ids(text.output)) << file.output << text.output;
+  EXPECT_NE(ids(other.output), ids(file.output));
+  const CliRun missing = kestrel_run(generate({"--messages", messages, "--chat-template", path}));
+  EXPECT_NE(missing.code, 0);
+  EXPECT_NE(missing.output.find("no such file"), std::string::npos) << missing.output;
+  const CliRun broken = kestrel_run(generate({"--messages", messages, "--chat-template", "{% if %}"}));
+  EXPECT_NE(broken.code, 0);
+  EXPECT_NE(broken.output.find("--chat-template"), std::string::npos) << broken.output;
+  EXPECT_EQ(broken.output.find("cpu backend"), std::string::npos) << broken.output;  // not loaded
 }
 
 // NaN passed CLI::Range and at_least; a seed of 2^64 or more was saturated to 2^64 - 1.
