@@ -264,7 +264,34 @@ class SchemaCompiler {
     return v.get<int>();
   }
 
-  // An integer within minimum/maximum/exclusiveMinimum/exclusiveMaximum (any of them).
+  // The tightest of minimum/exclusiveMinimum and of maximum/exclusiveMaximum, each clamped
+  // to [-limit, limit] (the unbounded side stays there).
+  struct Bounds {
+    double lo, hi;
+    bool lo_open = false, hi_open = false, given = false;
+    // The integers within them: [int_lo(), int_hi()].
+    double int_lo() const { return lo_open ? std::floor(lo) + 1 : std::ceil(lo); }
+    double int_hi() const { return hi_open ? std::ceil(hi) - 1 : std::floor(hi); }
+  };
+  static Bounds read_bounds(const json& s, const std::string& at, double limit) {
+    Bounds b{-limit, limit};
+    auto bound = [&](const char* key, double& v, bool& open, bool exclusive, bool lower) {
+      if (!s.contains(key)) return;
+      KS_CHECK(s[key].is_number(), "'{}' at {} must be a number", key, at);
+      const double x = std::clamp(s[key].get<double>(), -limit, limit);
+      b.given = true;
+      if ((lower && (x > v || (x == v && exclusive))) || (!lower && (x < v || (x == v && exclusive)))) {
+        v = x;
+        open = exclusive;
+      }
+    };
+    bound("minimum", b.lo, b.lo_open, false, true);
+    bound("exclusiveMinimum", b.lo, b.lo_open, true, true);
+    bound("maximum", b.hi, b.hi_open, false, false);
+    bound("exclusiveMaximum", b.hi, b.hi_open, true, false);
+    return b;
+  }
+
   // OpenAPI's numeric formats, as ajv-formats checks them: int32 and int64 are whole
   // numbers (int32 within 32 bits; every generated integer, 15 digits at most, fits int64),
   // float and double any number. Others are refused: their meaning is not known here.
@@ -280,25 +307,16 @@ class SchemaCompiler {
     return NumericFormat::kAny;
   }
 
+  // An integer within minimum/maximum/exclusiveMinimum/exclusiveMaximum (any of them).
   static RegexNode integer_bounds(const json& s, const std::string& at) {
-    bool bounded = false;
-    double lo = -1e16, hi = 1e16;  // beyond any generated integer
-    if (numeric_format(s, at) == NumericFormat::kInteger && s["format"] == "int32") {
-      bounded = true;
-      lo = -2147483648.0;
-      hi = 2147483647.0;
+    const Bounds b = read_bounds(s, at, 1e16);  // beyond any generated integer
+    double lo = b.int_lo(), hi = b.int_hi();
+    const bool int32 = numeric_format(s, at) == NumericFormat::kInteger && s["format"] == "int32";
+    if (int32) {
+      lo = std::max(lo, -2147483648.0);
+      hi = std::min(hi, 2147483647.0);
     }
-    auto bound = [&](const char* key) -> std::optional<double> {
-      if (!s.contains(key)) return std::nullopt;
-      KS_CHECK(s[key].is_number(), "'{}' at {} must be a number", key, at);
-      bounded = true;
-      return std::clamp(s[key].get<double>(), -1e16, 1e16);
-    };
-    if (auto v = bound("minimum")) lo = std::max(lo, std::ceil(*v));
-    if (auto v = bound("exclusiveMinimum")) lo = std::max(lo, std::floor(*v) + 1);
-    if (auto v = bound("maximum")) hi = std::min(hi, std::floor(*v));
-    if (auto v = bound("exclusiveMaximum")) hi = std::min(hi, std::ceil(*v) - 1);
-    if (!bounded) return integer_node();
+    if (!b.given && !int32) return integer_node();
     try {
       return integer_range(static_cast<int64_t>(lo), static_cast<int64_t>(hi));
     } catch (const Error& e) {
@@ -314,23 +332,8 @@ class SchemaCompiler {
   // refused, saying so).
   static RegexNode number_bounds(const json& s, const std::string& at) {
     constexpr double kMax = static_cast<double>(kMaxGeneratedInteger);
-    double lo = -kMax - 1, hi = kMax + 1;
-    bool lo_open = false, hi_open = false, bounded = false;
-    auto bound = [&](const char* key, double& v, bool& open, bool exclusive, bool lower) {
-      if (!s.contains(key)) return;
-      KS_CHECK(s[key].is_number(), "'{}' at {} must be a number", key, at);
-      const double x = std::clamp(s[key].get<double>(), -kMax - 1, kMax + 1);
-      bounded = true;
-      if ((lower && (x > v || (x == v && exclusive))) || (!lower && (x < v || (x == v && exclusive)))) {
-        v = x;
-        open = exclusive;
-      }
-    };
-    bound("minimum", lo, lo_open, false, true);
-    bound("exclusiveMinimum", lo, lo_open, true, true);
-    bound("maximum", hi, hi_open, false, false);
-    bound("exclusiveMaximum", hi, hi_open, true, false);
-    if (!bounded) return number_node();
+    const Bounds b = read_bounds(s, at, kMax + 1);
+    if (!b.given) return number_node();
     const RegexNode fraction = concat({literal("."), repeat(class_of({{'0', '9'}}), 0, 14),
                                        class_of({{'1', '9'}})});
     std::vector<RegexNode> parts;
@@ -341,15 +344,12 @@ class SchemaCompiler {
       if (fractional) before.push_back(fraction);
       parts.push_back(concat(std::move(before)));
     };
-    // Integers n: lo <= n <= hi (strictly where open).
-    const double int_lo = lo_open ? std::floor(lo) + 1 : std::ceil(lo);
-    const double int_hi = hi_open ? std::ceil(hi) - 1 : std::floor(hi);
-    if (int_lo <= int_hi) {
-      parts.push_back(integer_range(static_cast<int64_t>(std::max(int_lo, -kMax)),
-                                    static_cast<int64_t>(std::min(int_hi, kMax))));
+    if (b.int_lo() <= b.int_hi()) {
+      parts.push_back(integer_range(static_cast<int64_t>(std::max(b.int_lo(), -kMax)),
+                                    static_cast<int64_t>(std::min(b.int_hi(), kMax))));
     }
-    range(std::ceil(lo), std::floor(hi) - 1, {}, true);                 // k.f in (k, k + 1)
-    range(std::ceil(-hi), std::floor(-lo) - 1, {literal("-")}, true);   // -k.f in (-k - 1, -k)
+    range(std::ceil(b.lo), std::floor(b.hi) - 1, {}, true);                // k.f in (k, k + 1)
+    range(std::ceil(-b.hi), std::floor(-b.lo) - 1, {literal("-")}, true);  // -k.f in (-k - 1, -k)
     KS_CHECK(!parts.empty(),
              "no number between the bounds at {} can be generated (a whole number, or a "
              "whole unit interval, must lie within them)", at);
