@@ -19,11 +19,8 @@ std::string continue_final_message(std::string rendered, const nlohmann::ordered
     found = true;
   } else if (content != last.end() && content->is_array()) {
     for (auto part = content->rbegin(); part != content->rend() && !found; ++part) {
-      auto t = part->is_object() ? part->find("text") : part->end();
-      if (part->is_object() && t != part->end() && t->is_string()) {
-        text = t->get<std::string>();
-        found = true;
-      }
+      found = part->is_object() && part->contains("text") && (*part)["text"].is_string();
+      if (found) text = (*part)["text"].get<std::string>();
     }
   }
   KS_CHECK(found, "continue_final_message: the final message has no text to continue");
