@@ -13,7 +13,6 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
-#include <cstdlib>
 #include <mutex>
 #include <shared_mutex>
 #include <string>
@@ -150,8 +149,7 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, Communicator& host)
     if (res != ncclSuccess && comm_ != nullptr) ncclCommAbort(comm_);
     KS_NCCL_CHECK(res);
     peer_ = PeerAllReduce::create(device_, host_);
-    const char* skip = std::getenv("KESTREL_BENCH_SKIP_ALL_REDUCE");
-    skip_all_reduce_ = host_.all_reduce_min_host(skip != nullptr && skip[0] == '1') != 0;
+    skip_all_reduce_ = agreed_env(host_, "KESTREL_BENCH_SKIP_ALL_REDUCE", 0, 0, 1) != 0;
     if (skip_all_reduce_) {
       KS_LOG_WARN("KESTREL_BENCH_SKIP_ALL_REDUCE: all-reduces skipped, outputs are wrong");
     }

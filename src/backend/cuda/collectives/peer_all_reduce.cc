@@ -51,15 +51,13 @@ size_t allocation_bytes() {
 // Call numbers: the one-shot kernel's, the low-latency kernel's, the two-shot kernel's.
 constexpr int kCounters = kernels::kPeerBlocks + kernels::kPeerLlBlocks + kernels::kPeerMaxBlocks;
 
-// A size switch read from the environment and agreed by the ranks (the smallest wins, so that
-// every rank sends the same tensors to the same kernel). Unset: `fallback`.
+}  // namespace
+
 int64_t agreed_env(Communicator& host, const char* name, int64_t fallback, int64_t lo, int64_t hi) {
   const char* env = std::getenv(name);
   const int64_t want = env != nullptr ? std::clamp<int64_t>(std::atoll(env), lo, hi) : fallback;
   return host.all_reduce_min_host(want);
 }
-
-}  // namespace
 
 PeerAllReduce::PeerAllReduce(int device, int rank, int world_size)
     : device_(device), rank_(rank), world_size_(world_size) {}

@@ -47,6 +47,11 @@
 
 namespace kestrel {
 
+// A switch read from the environment and agreed by the ranks (the smallest wins, so that
+// every rank sends the same tensors to the same kernel). Unset: `fallback`; set, clamped to
+// [lo, hi].
+int64_t agreed_env(Communicator& host, const char* name, int64_t fallback, int64_t lo, int64_t hi);
+
 class PeerAllReduce {
  public:
   static constexpr int kMaxRanks = kernels::kPeerMaxRanks;
