@@ -2,7 +2,9 @@
 // ceilings), then the production ops against the floor those ceilings give.
 //
 // Build: ninja cuda_ops_bench (configured with KESTREL_CUDA=ON); run: build/bench/cuda_ops_bench
-// (`cuda_ops_bench decode`, `prefill`, `fp8`, `rope`, `gemm` or `wgmma`: the ceilings and
+// (`cuda_ops_bench decode`, `prefill`, `fp8`, `rope`, `gemm`, `wgmma`, `wgmma-8b` (Qwen3-8B
+// products at TP=4 and 2, with gemm_ws and tuned cuBLASLt beside) or `gemv-8b` (its batch-1
+// fused products): the ceilings and
 // those rows only;
 // `prefill-one ...` and `wgmma-one ...`: one row, for profilers; `tma-encode`: the host time
 // of encoding one TMA map).
@@ -18,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,7 @@
 #include "cuda_bench_util.h"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm/gemm.h"
+#include "backend/cuda/gemm/gemm_ws.h"
 #include "backend/cuda/gemm/gemv.h"
 #include "backend/cuda/gemm/wgmma_gemm.h"
 #include "backend/cuda/launch.h"
@@ -113,6 +117,21 @@ int device_sms() {
   return num_sms;
 }
 
+// Random bf16 weights [n, k] and copies of them totalling at least `bytes` (at least one):
+// a benchmark rotating through them reads every call's weights from DRAM, as a decode step
+// does (a model's weights never fit in L2).
+std::vector<Tensor> cold_copies(CudaBackend& be, int64_t n, int64_t k, size_t bytes) {
+  std::vector<Tensor> ws{random_bf16(be, Shape{n, k})};
+  const size_t w_bytes = ws[0].nbytes();
+  const size_t copies = std::max<size_t>(1, (bytes + w_bytes - 1) / w_bytes);
+  while (ws.size() < copies) {
+    ws.push_back(be.empty(DType::kBF16, Shape{n, k}));
+    KS_CUDA_CHECK(cudaMemcpyAsync(ws.back().data(), ws[0].data(), w_bytes,
+                                  cudaMemcpyDeviceToDevice, be.stream()));
+  }
+  return ws;
+}
+
 void bench_gemms(CudaBackend& be, const Ceilings& c) {
   // Qwen3-0.6B decode steps at batch 256 and 128: [T, K] x [N, K]^T.
   struct G {
@@ -183,16 +202,9 @@ void bench_small_gemms(CudaBackend& be, const Ceilings& c) {
   std::printf("%-30s %3s %9s %9s %9s %9s %9s %7s %7s\n", "shape (us per call)", "T", "gemv",
               "cuBLASLt", "gemv hot", "Lt hot", "floor", "gemv %", "Lt %");
   for (const G& g : shapes) {
-    std::vector<Tensor> ws{random_bf16(be, Shape{g.n, g.k})};
+    const std::vector<Tensor> ws = cold_copies(be, g.n, g.k, size_t(192) << 20);
     const size_t w_bytes = ws[0].nbytes();
-    const size_t rotation_bytes = size_t(192) << 20;
-    const int copies =
-        static_cast<int>(std::max<size_t>(1, (rotation_bytes + w_bytes - 1) / w_bytes));
-    for (int i = 1; i < copies; ++i) {
-      ws.push_back(be.empty(DType::kBF16, Shape{g.n, g.k}));
-      KS_CUDA_CHECK(cudaMemcpyAsync(ws.back().data(), ws[0].data(), w_bytes,
-                                    cudaMemcpyDeviceToDevice, be.stream()));
-    }
+    const int copies = static_cast<int>(ws.size());
     const int reps = std::max(20, copies);
     const cudaDataType_t out_type = g.f32 ? CUDA_R_32F : CUDA_R_16BF;
     for (int t : {1, 2, 4, 8, 16}) {
@@ -237,7 +249,10 @@ void bench_small_gemms(CudaBackend& be, const Ceilings& c) {
 // w cold (rotating through >= 192 MB of copies, as in a decode step), x hot. Floor: the cold
 // bytes at the copy rate or the FLOPs at the GEMM rate, whichever is longer. Then every
 // token tile / K split ("tile/split: us").
-void bench_wgmma_gemms(CudaBackend& be, const Ceilings& c) {
+void bench_wgmma_gemms(CudaBackend& be, const Ceilings& c,
+                       const std::vector<LayerShape>& shapes = {std::begin(kLayerShapes),
+                                                                std::end(kLayerShapes)},
+                       const std::vector<int>& ts = {16, 32, 64, 96, 128, 192, 256}) {
   if (kernels::compute_capability() != 90) {
     std::printf("wgmma GEMM: needs compute capability 9.0\n");
     return;
@@ -252,19 +267,17 @@ void bench_wgmma_gemms(CudaBackend& be, const Ceilings& c) {
     }
   }
   std::printf("\n");
-  std::printf("%-26s %3s %9s %9s %9s %7s %7s  %s\n", "shape (us per call)", "T", "cuBLASLt",
-              "wgmma", "floor", "Lt %", "wgmma %", "default plan; sweep tile/split: us");
-  for (const LayerShape& g : kLayerShapes) {
-    std::vector<Tensor> ws{random_bf16(be, Shape{g.n, g.k})};
+  GemmRunner timed(be.stream());  // cuBLASLt with its candidates timed
+  timed.set_tune_algorithms(true);
+  cublaslt_only(timed);
+  std::printf("%-26s %3s %9s %9s %9s %9s %7s %7s  %s\n", "shape (us per call)", "T", "cuBLASLt",
+              "Lt timed", "gemm_ws", "floor", "Lt %", "ws %", "wgmma default plan; sweep tile/split: us");
+  for (const LayerShape& g : shapes) {
+    const std::vector<Tensor> ws = cold_copies(be, g.n, g.k, size_t(192) << 20);
     const size_t w_bytes = ws[0].nbytes();
-    const int copies = static_cast<int>(((size_t(192) << 20) + w_bytes - 1) / w_bytes);
-    for (int i = 1; i < copies; ++i) {
-      ws.push_back(be.empty(DType::kBF16, Shape{g.n, g.k}));
-      KS_CUDA_CHECK(cudaMemcpyAsync(ws.back().data(), ws[0].data(), w_bytes,
-                                    cudaMemcpyDeviceToDevice, be.stream()));
-    }
+    const int copies = static_cast<int>(ws.size());
     const int reps = std::max(20, copies);
-    for (int t : {16, 32, 64, 96, 128, 192, 256}) {
+    for (int t : ts) {
       Tensor x = random_bf16(be, Shape{t, g.k});
       Tensor out = be.empty(DType::kBF16, Shape{t, g.n});
       auto cold = [&](const std::function<void(const Tensor&)>& f) {
@@ -280,14 +293,27 @@ void bench_wgmma_gemms(CudaBackend& be, const Ceilings& c) {
       const double lt_ms = cold([&](const Tensor& w) {
         lt.run(x.data(), w.data(), nullptr, out.data(), CUDA_R_16BF, t, g.n, g.k);
       });
+      const double timed_ms = cold([&](const Tensor& w) {
+        timed.run(x.data(), w.data(), nullptr, out.data(), CUDA_R_16BF, t, g.n, g.k);
+      });
+      const bool ws_ok = kernels::gemm_ws_supported(t, g.n, g.k, x.data(), ws[0].data(),
+                                                    out.data());
+      const double ws_ms = !ws_ok ? 0 : cold([&](const Tensor& w) {
+        kernels::gemm_ws(x.data(), w.data(), out.data(), t, g.n, g.k,
+                         kernels::GemmWsEpilogue::kStore, num_sms, be.stream());
+      });
       const kernels::WgmmaGemmPlan def = kernels::wgmma_gemm_plan(t, g.n, g.k, num_sms);
-      const double wg_ms = wgmma(def);
       const double bytes = double(w_bytes) + 2.0 * t * g.k + 2.0 * t * g.n;
       const double floor_ms = std::max(bytes / c.bytes_per_s, 2.0 * t * g.k * double(g.n) /
                                                                   c.flops_per_s) * 1e3;
-      std::printf("%-26s %3d %9.2f %9.2f %9.2f %6.1f%% %6.1f%%  %d/%d;", g.name, t, lt_ms * 1e3,
-                  wg_ms * 1e3, floor_ms * 1e3, 100.0 * floor_ms / lt_ms,
-                  100.0 * floor_ms / wg_ms, def.tile_tokens, def.split);
+      std::printf("%-26s %3d %9.2f %9.2f %9.2f %9.2f %6.1f%% %6.1f%%  ", g.name, t, lt_ms * 1e3,
+                  timed_ms * 1e3, ws_ms * 1e3, floor_ms * 1e3, 100.0 * floor_ms / lt_ms,
+                  ws_ok ? 100.0 * floor_ms / ws_ms : 0.0);
+      if (!kernels::wgmma_gemm_supported(t, g.n, g.k, x.data(), ws[0].data(), out.data())) {
+        std::printf("(wgmma: unsupported)\n");
+        continue;
+      }
+      std::printf("%.2f (%d/%d);", wgmma(def) * 1e3, def.tile_tokens, def.split);
       for (int tile : {64, 128}) {
         for (int split = 1; split <= kernels::kWgmmaGemmMaxSplit; split *= 2) {
           if ((g.k / kernels::kWgmmaGemmStepK) % split != 0) continue;
@@ -491,6 +517,59 @@ void bench_prefill_attention(CudaBackend& be, const Ceilings& c) {
   unsetenv("KESTREL_PREFILL_SM90");
 }
 
+// The batch-1 products of a decode step as the fused small-step ops run them (norm_linear for
+// qkv, gate_up and the LM head, linear and linear_add for o_proj, silu_mul_linear for down),
+// on Qwen3-8B's shapes at TP = 1, 2 and 4, w cold (rotating through >= 256 MB of copies).
+// Floor: w's bytes at the copy rate.
+void bench_gemv_8b(CudaBackend& be, const Ceilings& c) {
+  struct G {
+    const char* name;
+    int op;  // 0 norm_linear, 1 linear, 2 silu_mul_linear, 3 norm_linear to fp32 (LM head)
+    int k, n;
+  };
+  const G shapes[] = {{"tp1 qkv     K=4096 N=6144", 0, 4096, 6144},
+                      {"tp1 o       K=4096 N=4096", 1, 4096, 4096},
+                      {"tp2 qkv     K=4096 N=3072", 0, 4096, 3072},
+                      {"tp2 o       K=2048 N=4096", 1, 2048, 4096},
+                      {"tp2 gate_up K=4096 N=12288", 0, 4096, 12288},
+                      {"tp2 down    K=6144 N=4096", 2, 6144, 4096},
+                      {"tp2 lm_head K=4096 N=75968 F32", 3, 4096, 75968},
+                      {"tp4 qkv     K=4096 N=1536", 0, 4096, 1536},
+                      {"tp4 o       K=1024 N=4096", 1, 1024, 4096},
+                      {"tp4 gate_up K=4096 N=6144", 0, 4096, 6144},
+                      {"tp4 down    K=3072 N=4096", 2, 3072, 4096},
+                      {"0.6b lm_head K=1024 N=151936 F32", 3, 1024, 151936}};
+  std::printf("%-32s %9s %9s %7s\n", "shape, T = 1 (us per call)", "fused", "floor", "of floor");
+  for (const G& g : shapes) {
+    const std::vector<Tensor> ws = cold_copies(be, g.n, g.k, size_t(256) << 20);
+    const size_t w_bytes = ws[0].nbytes();
+    const int copies = static_cast<int>(ws.size());
+    Tensor x = random_bf16(be, Shape{1, g.op == 2 ? 2 * g.k : g.k});
+    Tensor norm = random_bf16(be, Shape{g.k}, 0.5f, true);
+    Tensor out = be.empty(g.op == 3 ? DType::kF32 : DType::kBF16, Shape{1, g.n});
+    int i = 0;
+    const double ms = time_ms(be, std::max(20, copies), [&] {
+      const Tensor& w = ws[i++ % copies];
+      switch (g.op) {
+        case 0: case 3: be.norm_linear(x, norm, 1e-6f, w, Tensor(), out); break;
+        case 1: be.linear(x, w, Tensor(), out); break;
+        default: be.silu_mul_linear(x, w, out); break;
+      }
+    });
+    const double floor_ms = double(w_bytes) / c.bytes_per_s * 1e3;
+    std::printf("%-32s %9.2f %9.2f %6.1f%%\n", g.name, ms * 1e3, floor_ms * 1e3,
+                100.0 * floor_ms / ms);
+    if (g.op == 1) {  // the single-device o_proj: the product added into the residual
+      int j = 0;
+      const double add_ms = time_ms(be, std::max(20, copies), [&] {
+        be.linear_add(x, ws[j++ % copies], Tensor(), out);
+      });
+      std::printf("%-32s %9.2f %9.2f %6.1f%%\n", "  (linear_add)", add_ms * 1e3, floor_ms * 1e3,
+                  100.0 * floor_ms / add_ms);
+    }
+  }
+}
+
 // section: "" (everything), "decode" (the decode attention rows), "prefill" (the prefill
 // attention rows), "fp8" (decode and prefill attention on an e4m3 cache), "rope" (a decode
 // step's RoPE/store and attention, fused and not), "gemm" (the GEMM rows) or "wgmma" (the
@@ -532,6 +611,25 @@ int run(const std::string& section) {
   if (section == "wgmma") {
     std::printf("\n-- decode-step GEMMs: wgmma kernel vs cuBLASLt --\n");
     bench_wgmma_gemms(be, c);
+    return 0;
+  }
+  if (section == "gemv-8b") {
+    std::printf("\n-- Qwen3-8B batch-1 products (fused small-step ops), weights cold --\n");
+    bench_gemv_8b(be, c);
+    return 0;
+  }
+  if (section == "wgmma-8b") {
+    // Qwen3-8B's layer products as one rank holds them at TP = 4 and 2 (docs/parallel.md).
+    std::printf("\n-- Qwen3-8B decode-step GEMMs at TP=4 and TP=2: cuBLASLt vs ours --\n");
+    bench_wgmma_gemms(be, c,
+                      {{"tp4 qkv   K=4096 N=1536", 4096, 1536},
+                       {"tp4 o     K=1024 N=4096", 1024, 4096},
+                       {"tp4 gate_up K=4096 N=6144", 4096, 6144},
+                       {"tp4 down  K=3072 N=4096", 3072, 4096},
+                       {"tp2 qkv   K=4096 N=3072", 4096, 3072},
+                       {"tp2 o     K=2048 N=4096", 2048, 4096},
+                       {"tp2 down  K=6144 N=4096", 6144, 4096}},
+                      {64, 128, 256});
     return 0;
   }
   if (section == "rope") {
@@ -643,10 +741,11 @@ int main(int argc, char** argv) {
     }
     const std::string section = argc > 1 ? argv[1] : "";
     if (section != "" && section != "decode" && section != "prefill" && section != "gemm" &&
-        section != "fp8" && section != "rope" && section != "wgmma") {
+        section != "fp8" && section != "rope" && section != "wgmma" && section != "wgmma-8b" &&
+        section != "gemv-8b") {
       std::fprintf(stderr,
-                   "cuda_ops_bench: unknown section '%s' (decode, prefill, fp8, rope, gemm or wgmma, "
-                   "or none for all)\n",
+                   "cuda_ops_bench: unknown section '%s' (decode, prefill, fp8, rope, gemm, wgmma, "
+                   "wgmma-8b or gemv-8b, or none for all)\n",
                    section.c_str());
       return 2;
     }

@@ -69,8 +69,11 @@ struct Case {
 };
 
 // (8, 64, 4104) stages 66 KB of input: past the kernel's limit, so it takes the unfused ops.
-const Case kCases[] = {{1, 1000, 1032}, {3, 4104, 1024}, {8, 7, 3072},
-                       {2, 1024, 8},    {5, 129, 2056},  {8, 64, 4104}};
+// The last three give the persistent CTAs several groups each, and (K 16384) each warp
+// several batches per group, so the ring of w batches wraps within and across groups.
+const Case kCases[] = {{1, 1000, 1032},  {3, 4104, 1024}, {8, 7, 3072},     {2, 1024, 8},
+                       {5, 129, 2056},   {8, 64, 4104},   {1, 40000, 1032}, {2, 9000, 4096},
+                       {1, 3000, 16384}};
 
 TEST(CudaFusedGemv, NormLinearMatchesReference) {
   KS_REQUIRE_GPU();

@@ -8,14 +8,20 @@
 // the dot products are unchanged and one 16-byte load of w feeds two mmas.
 //
 // Work: a tile is 8 output columns; the K steps of a tile are shared by `warps_per_tile`
-// warps, each owning a contiguous range of at most kBatch steps where K allows, so that one
-// batch of 16-byte loads per lane covers its whole share and is issued before pdl_wait().
-// The warps of a tile add their fp32 accumulators through shared memory in a fixed order
-// (deterministic). A CTA holds one or more tiles.
+// warps, each owning a contiguous range of at most kBatch steps where K allows. The warps of
+// a tile add their fp32 accumulators through shared memory in a fixed order (deterministic).
+// A group is the tiles_per_cta tiles a CTA works on at once. Where the groups take more than
+// one round of CTAs, or a warp more than one batch, the grid is persistent: no more CTAs than
+// fit on the device at once, CTA b taking groups b, b + grid, ...; so x' is staged once per
+// CTA, not once per group, and a warp's weight stream runs on from one group into the next.
+// (One CTA per group, as this kernel was until session 21, left a 25-100 MB product of
+// Qwen3-8B at TP=2 at 34-62% of the copy rate: every CTA paid the prologue and a round trip
+// before its single batch of loads, in 1.5-6 waves.) Otherwise one CTA per group.
 //
-// Weights go through lane-private shared-memory slots by cp.async (a batch of kBatch 16-byte
-// copies per lane, all in flight together however the compiler schedules the maths; register
-// loads ended up interleaved with the mmas in gemv.cu's first version).
+// Weights go through lane-private shared-memory slots by cp.async: a ring of R (1 or 2)
+// batches of kBatch 16-byte copies per lane, the next batch in flight while one is multiplied
+// (register loads ended up interleaved with the mmas in gemv.cu's first version). The first R
+// batches are issued before pdl_wait().
 //
 // Prologue: every CTA stages x' for all T rows in shared memory (T x K bf16 from L2; rows
 // padded by 64 bytes so that the 8 rows a warp reads fall in different banks), computing
@@ -23,6 +29,8 @@
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 #include "backend/cuda/cp_async.cuh"
 #include "backend/cuda/cuda_check.h"
@@ -38,21 +46,32 @@ namespace {
 constexpr int kTileCols = 8;   // n of one mma
 constexpr int kStepK = 32;     // K elements per step: 4 lanes x 8 bf16
 constexpr int kBatch = 8;      // steps whose w loads a lane has in flight at once
-constexpr int kMaxWarpsPerTile = 16;
 constexpr int kMaxWarps = 16;
 constexpr int kRowPad = 32;    // bf16 of padding per staged row (64 bytes)
 constexpr size_t kMaxStagedBytes = 64 * 1024;
+// Batches of w a warp has in flight (the ring's depth R): 1 where each warp has a single
+// batch in all (the CTAs of one round, each one group of one batch per warp), else 2: the one
+// it multiplies and the next, so that its stream does not stop at a batch's or a group's end.
+// Shared memory per thread: its R ring slots and its partial accumulators.
+constexpr size_t slot_bytes(int ring) { return (ring * kBatch + 1) * sizeof(uint4); }
+// Single-batch calls over several rounds of CTAs go persistent only from this K up. H200,
+// session 21: Qwen3-0.6B's LM head (K 1024, 4,748 groups) cost single stream 1% persistent
+// (0.778 against 0.771 ms a token); Qwen3-8B's products at K 2048-4096 took 20-47% less
+// (cuda_ops_bench gemv-8b).
+constexpr int kPersistentMinK = 2048;
 
 
 // Writes x' for rows [0, t) into xs (row stride k + kRowPad). kRmsNorm: norm_w is the
-// shared-memory copy that copy_norm_weights() started (the most recent group but one).
-template <GemvPrologue P>
+// shared-memory copy that copy_norm_weights() started (the group before R others).
+template <GemvPrologue P, int R>
 __device__ void stage_input(const bf16* x, const bf16* norm_w, float eps, int t,
                             int k, bf16* xs, float* inv) {
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const int vecs = k / 8;
   if constexpr (P == GemvPrologue::kRmsNorm) {
-    cp_async_wait<1>();  // this thread's norm-weight copies; the barrier below publishes them
+    // This thread's norm-weight copies (the group before the R batches of w); the barrier
+    // below publishes them.
+    cp_async_wait<R>();
     for (int row = warp; row < t; row += warps) {
       const auto* xr = reinterpret_cast<const BfVec<8>*>(x + size_t(row) * k);
       float ss = 0.0f;
@@ -107,131 +126,199 @@ __device__ __forceinline__ void copy_norm_weights(const bf16* __restrict__ norm_
   cp_async_commit();
 }
 
-template <GemvPrologue P, bool kAdd, typename OutT>
+template <GemvPrologue P, bool kAdd, typename OutT, int R>
 __global__ void __launch_bounds__(kMaxWarps * 32)
     fused_gemv_kernel(const bf16* x, const bf16* __restrict__ w, const bf16* __restrict__ bias,
                       const bf16* __restrict__ norm_w, float eps, OutT* out, int t, int n, int k,
-                      int warps_per_tile, int steps_per_warp) {
+                      int warps_per_tile, int steps_per_warp, int groups) {
   extern __shared__ uint4 smem[];
-  // [x' staged: t rows] [w batches: kBatch x 32 lanes x 16 B per warp] [partials] [1 / rms]
-  // [norm weights: k, kRmsNorm only]
+  // [x' staged: t rows] [w ring: R x kBatch x 32 lanes x 16 B per warp] [partials]
+  // [1 / rms] [norm weights: k, kRmsNorm only]
   bf16* xs = reinterpret_cast<bf16*>(smem);
   uint4* w_stage = reinterpret_cast<uint4*>(xs + size_t(t) * (k + kRowPad));
-  float4* partial = reinterpret_cast<float4*>(w_stage + blockDim.x * kBatch);
+  float4* partial = reinterpret_cast<float4*>(w_stage + blockDim.x * R * kBatch);
   float* inv = reinterpret_cast<float*>(partial + blockDim.x);
   bf16* norm_s = reinterpret_cast<bf16*>(inv + kFusedGemvMaxTokens);
 
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const int g = lane / 4, q = lane % 4;
   const int tiles_per_cta = blockDim.x / 32 / warps_per_tile;
-  const int tile = blockIdx.x * tiles_per_cta + warp / warps_per_tile;
   const int part = warp % warps_per_tile;
   const int steps = (k + kStepK - 1) / kStepK;
   const int s_begin = part * steps_per_warp;
   const int s_end = min(steps, s_begin + steps_per_warp);
-  // Columns past n read the last row of w: their outputs are never stored.
-  const bf16* w_row = w + size_t(min(tile * kTileCols + g, n - 1)) * k + q * 8;
+  // This warp's batches: `batches` per group, groups blockIdx.x, + gridDim.x, ... (the CTA is
+  // persistent: the staged x' serves all of its groups).
+  const int batches = s_end > s_begin ? (s_end - s_begin + kBatch - 1) / kBatch : 0;
+  const int my_groups = blockIdx.x < groups ? (groups - 1 - blockIdx.x) / gridDim.x + 1 : 0;
+  const int total = my_groups * batches;
+  auto tile_of = [&](int i) { return (blockIdx.x + i * gridDim.x) * tiles_per_cta + warp / warps_per_tile; };
   // Lane-private slots: each lane reads back only what it copied, so no barrier is needed.
-  uint4* mine = w_stage + size_t(warp) * kBatch * 32 + lane;
+  uint4* mine = w_stage + size_t(warp) * R * kBatch * 32 + lane;
   const uint32_t mine_addr = static_cast<uint32_t>(__cvta_generic_to_shared(mine));
-  auto copy_batch = [&](int s) {
+  // Batch j of the warp's sequence into ring slot j % R; a commit either way, so that the
+  // group count stays one per batch (an empty group past the end).
+  auto copy_batch = [&](int j) {
+    if (j < total) {
+      const int s = s_begin + (j % batches) * kBatch;
+      // Columns past n read the last row of w: their outputs are never stored.
+      const bf16* w_row = w + size_t(min(tile_of(j / batches) * kTileCols + g, n - 1)) * k + q * 8;
+      const uint32_t dst = mine_addr + (j % R) * kBatch * 32 * 16;
 #pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      const int kk = (s + u) * kStepK;  // w_row already points at the lane's 8 elements
-      const bool in = s + u < s_end && kk + q * 8 < k;
-      cp_async_16(mine_addr + u * 32 * 16, w_row + (in ? kk : 0), in);
+      for (int u = 0; u < kBatch; ++u) {
+        const int kk = (s + u) * kStepK;  // w_row already points at the lane's 8 elements
+        const bool in = s + u < s_end && kk + q * 8 < k;
+        cp_async_16(dst + u * 32 * 16, w_row + (in ? kk : 0), in);
+      }
     }
     cp_async_commit();
   };
 
-  // The first batch of w before waiting: no kernel of the step writes the weights.
+  // The first R batches of w before waiting: no kernel of the step writes the weights.
   if constexpr (P == GemvPrologue::kRmsNorm) copy_norm_weights(norm_w, k, norm_s);
-  copy_batch(s_begin);
+#pragma unroll
+  for (int j = 0; j < R; ++j) copy_batch(j);
   pdl_wait();
   pdl_trigger();
-  // kAdd: the residual this thread adds to, loaded now rather than at the store, where its
-  // round trip to L2 (slow while the next kernel's weights stream in) ended the kernel.
+  // kAdd: the residual this thread adds to, loaded at the group's start rather than at the
+  // store, where its round trip to L2 (slow while the next kernel's weights stream in) ended
+  // the kernel; the first group's before the prologue, under whose loads it then completes.
   float old[2] = {0.0f, 0.0f};
-  if constexpr (kAdd) {
-    if (part == 0 && g < t) {
+  auto load_old = [&](int tile) {
+    if constexpr (kAdd) {
+      if (part == 0 && g < t) {
 #pragma unroll
-      for (int j = 0; j < 2; ++j) {
-        const int nn = tile * kTileCols + 2 * q + j;
-        if (nn < n) old[j] = __bfloat162float(out[size_t(g) * n + nn]);
+        for (int e = 0; e < 2; ++e) {
+          const int nn = tile * kTileCols + 2 * q + e;
+          if (nn < n) old[e] = __bfloat162float(out[size_t(g) * n + nn]);
+        }
+      }
+    }
+  };
+  if (my_groups > 0) load_old(tile_of(0));
+  stage_input<P, R>(x, norm_s, eps, t, k, xs, inv);
+
+  const bf16* x_row = xs + size_t(min(g, t - 1)) * (k + kRowPad) + q * 8;
+  int j = 0;  // batches consumed
+  for (int i = 0; i < my_groups; ++i) {
+    const int tile = tile_of(i);
+    if (i > 0) load_old(tile);
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int b = 0; b < batches; ++b, ++j) {
+      cp_async_wait<R - 1>();  // batch j has landed; the later ones may be in flight
+      const int s = s_begin + b * kBatch;
+      const uint4* slots = mine + (j % R) * kBatch * 32;
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        if (s + u >= s_end) break;  // the same for the whole warp
+        const int kk = (s + u) * kStepK;
+        const uint4 wv = slots[u * 32];
+        const uint4 xa = kk + q * 8 < k ? *reinterpret_cast<const uint4*>(x_row + kk)
+                                        : make_uint4(0, 0, 0, 0);
+        mma_bf16(c, xa.x, 0u, xa.y, 0u, wv.x, wv.y);
+        mma_bf16(c, xa.z, 0u, xa.w, 0u, wv.z, wv.w);
+      }
+      copy_batch(j + R);  // into the slot just read (the mmas above consumed it)
+    }
+
+    if (warps_per_tile > 1) {
+      partial[threadIdx.x] = make_float4(c[0], c[1], c[2], c[3]);
+      __syncthreads();
+      if (part == 0) {
+        for (int p = 1; p < warps_per_tile; ++p) {
+          const float4 v = partial[threadIdx.x + p * 32];
+          c[0] += v.x;
+          c[1] += v.y;
+        }
+      }
+      __syncthreads();  // the partials are read before the next group's are written
+    }
+    if (part != 0 || g >= t) continue;
+    // Accumulator fragment: c[e] is (token g, column 2q + e).
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int nn = tile * kTileCols + 2 * q + e;
+      if (nn >= n) continue;
+      const float v = c[e] + (bias != nullptr ? __bfloat162float(bias[nn]) : 0.0f);
+      OutT* o = out + size_t(g) * n + nn;
+      if constexpr (kAdd) {
+        *o = __float2bfloat16(old[e] + round_bf16(v));
+      } else {
+        store_out(v, o);
       }
     }
   }
-  stage_input<P>(x, norm_s, eps, t, k, xs, inv);
+  cp_async_wait<0>();  // no copy outlives the CTA (the last ones are empty groups anyway)
+}
 
-  const bf16* x_row = xs + size_t(min(g, t - 1)) * (k + kRowPad) + q * 8;
-  float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int s = s_begin; s < s_end; s += kBatch) {
-    if (s != s_begin) copy_batch(s);
-    cp_async_wait<0>();
-#pragma unroll
-    for (int u = 0; u < kBatch; ++u) {
-      if (s + u >= s_end) break;  // the same for the whole warp
-      const int kk = (s + u) * kStepK;
-      const uint4 wv = mine[u * 32];
-      const uint4 xa = kk + q * 8 < k ? *reinterpret_cast<const uint4*>(x_row + kk)
-                                      : make_uint4(0, 0, 0, 0);
-      mma_bf16(c, xa.x, 0u, xa.y, 0u, wv.x, wv.y);
-      mma_bf16(c, xa.z, 0u, xa.w, 0u, wv.z, wv.w);
-    }
-  }
-
-  if (warps_per_tile > 1) {
-    partial[threadIdx.x] = make_float4(c[0], c[1], c[2], c[3]);
-    __syncthreads();
-    if (part != 0) return;  // no barrier follows
-    for (int p = 1; p < warps_per_tile; ++p) {
-      const float4 v = partial[threadIdx.x + p * 32];
-      c[0] += v.x;
-      c[1] += v.y;
-    }
-  }
-  if (g >= t) return;
-  // Accumulator fragment: c[j] is (token g, column 2q + j).
-#pragma unroll
-  for (int j = 0; j < 2; ++j) {
-    const int nn = tile * kTileCols + 2 * q + j;
-    if (nn >= n) continue;
-    const float v = c[j] + (bias != nullptr ? __bfloat162float(bias[nn]) : 0.0f);
-    OutT* o = out + size_t(g) * n + nn;
-    if constexpr (kAdd) {
-      *o = __float2bfloat16(old[j] + round_bf16(v));
-    } else {
-      store_out(v, o);
-    }
-  }
+// The device's opt-in shared memory per block (227 KB on compute capability 9.0, 163 KB on 8.0).
+size_t smem_per_block() {
+  int device = 0, bytes = 0;
+  KS_CUDA_CHECK(cudaGetDevice(&device));
+  KS_CUDA_CHECK(cudaDeviceGetAttribute(&bytes, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  return static_cast<size_t>(bytes);
 }
 
 size_t staged_bytes(int64_t t, int64_t k) { return size_t(t) * size_t(k + kRowPad) * 2; }
 
+// How many CTAs of `threads` threads and `smem` bytes fit on the device at once.
+template <typename Kernel>
+int resident_ctas(Kernel kernel, int threads, size_t smem, int sms) {
+  int per_sm = 0;
+  KS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  return std::max(1, per_sm) * std::max(sms, 1);
+}
+
 template <GemvPrologue P, bool kAdd, typename OutT>
 void launch(const void* x, const void* w, const void* bias, const GemvFusion& f, void* out,
             int t, int n, int k, int sms, cudaStream_t stream) {
+  const size_t norm_bytes = P == GemvPrologue::kRmsNorm ? size_t(k) * 2 : 0;
+  const size_t fixed = staged_bytes(t, k) + kFusedGemvMaxTokens * sizeof(float) + norm_bytes;
+  // Warps per CTA: kMaxWarps unless a ring of two and x' would not fit (x' and the norm
+  // weights of the largest K: then 8).
+  const size_t max_smem = smem_per_block();
+  int max_warps = kMaxWarps;
+  while (max_warps > 4 && fixed + size_t(max_warps) * 32 * slot_bytes(2) > max_smem) max_warps /= 2;
   const int steps = (k + kStepK - 1) / kStepK;
-  int warps_per_tile = std::min(kMaxWarpsPerTile, (steps + kBatch - 1) / kBatch);
+  int warps_per_tile = std::min(max_warps, (steps + kBatch - 1) / kBatch);
   const int steps_per_warp = (steps + warps_per_tile - 1) / warps_per_tile;
   warps_per_tile = (steps + steps_per_warp - 1) / steps_per_warp;  // no idle warps
   const int tiles = (n + kTileCols - 1) / kTileCols;
-  // Several tiles per CTA only while the grid still covers every SM.
+  // Several tiles per CTA only while the groups still cover every SM.
   const int tiles_per_cta =
-      std::max(1, std::min(kMaxWarps / warps_per_tile, tiles / std::max(sms, 1)));
+      std::max(1, std::min(max_warps / warps_per_tile, tiles / std::max(sms, 1)));
   const int threads = tiles_per_cta * warps_per_tile * 32;
-  const int grid = (tiles + tiles_per_cta - 1) / tiles_per_cta;
-  const size_t norm_bytes = P == GemvPrologue::kRmsNorm ? size_t(k) * 2 : 0;
-  const size_t smem = staged_bytes(t, k) + size_t(threads) * (kBatch + 1) * sizeof(uint4) +
-                      kFusedGemvMaxTokens * sizeof(float) + norm_bytes;
-  // x' and the norm weights each take at most kMaxStagedBytes (fused_gemv_supported).
-  allow_dynamic_smem<fused_gemv_kernel<P, kAdd, OutT>>(static_cast<int>(
-      kMaxStagedBytes + kMaxWarps * 32 * (kBatch + 1) * sizeof(uint4) +
-      kFusedGemvMaxTokens * sizeof(float) + (P == GemvPrologue::kRmsNorm ? kMaxStagedBytes : 0)));
-  launch_pdl("fused_gemv_kernel", fused_gemv_kernel<P, kAdd, OutT>, grid, threads, smem, stream,
-             static_cast<const bf16*>(x), static_cast<const bf16*>(w),
-             static_cast<const bf16*>(bias), static_cast<const bf16*>(f.norm_w), f.eps,
-             static_cast<OutT*>(out), t, n, k, warps_per_tile, steps_per_warp);
+  const int groups = (tiles + tiles_per_cta - 1) / tiles_per_cta;
+  // One round of one batch per warp: a CTA per group with a ring of one, the smallest
+  // footprint, so that under PDL the CTAs can start while the previous kernel's still hold
+  // their SMs. Otherwise persistent: no more CTAs than fit at once, each looping over its
+  // groups, so that x' is staged once per CTA and every warp's weight stream runs on from
+  // one group into the next. Except for single batches under kPersistentMinK, whose CTAs'
+  // prologues are short enough that several of them per SM keep more bytes in flight.
+  // (KESTREL_GEMV_PERSISTENT=0: always a CTA per group, for comparisons.)
+  static const bool persistent = [] {
+    const char* v = std::getenv("KESTREL_GEMV_PERSISTENT");
+    return v == nullptr || std::strcmp(v, "0") != 0;
+  }();
+  auto* one = fused_gemv_kernel<P, kAdd, OutT, 1>;
+  auto* two = fused_gemv_kernel<P, kAdd, OutT, 2>;
+  const size_t smem1 = fixed + size_t(threads) * slot_bytes(1);
+  const size_t smem2 = fixed + size_t(threads) * slot_bytes(2);
+  allow_dynamic_smem<fused_gemv_kernel<P, kAdd, OutT, 1>>(static_cast<int>(max_smem));
+  allow_dynamic_smem<fused_gemv_kernel<P, kAdd, OutT, 2>>(static_cast<int>(max_smem));
+  auto go = [&](auto* kernel, int grid, size_t smem) {
+    launch_pdl("fused_gemv_kernel", kernel, grid, threads, smem, stream,
+               static_cast<const bf16*>(x), static_cast<const bf16*>(w),
+               static_cast<const bf16*>(bias), static_cast<const bf16*>(f.norm_w), f.eps,
+               static_cast<OutT*>(out), t, n, k, warps_per_tile, steps_per_warp, groups);
+  };
+  const bool single_batch = steps_per_warp <= kBatch;
+  const bool one_round = single_batch && groups <= resident_ctas(one, threads, smem1, sms);
+  if (!persistent || one_round || (single_batch && k < kPersistentMinK)) {
+    go(one, groups, smem1);
+  } else {
+    go(two, std::min(groups, resident_ctas(two, threads, smem2, sms)), smem2);
+  }
 }
 
 template <GemvPrologue P>
