@@ -161,10 +161,49 @@ GemmRunner::Plan& GemmRunner::plan_for(const Key& key) {
                 cublasLtGetStatusString(st));
   }
   p.algo = results[0].algo;
-  for (int i = 0; tune && found > 1 && i < found; ++i) {
+  for (int i = 0; tune && i < found; ++i) {
     if (results[i].state == CUBLAS_STATUS_SUCCESS) p.candidates.push_back(results[i].algo);
   }
+  if (tune) add_split_k_variants(p, std::min(found, kTuneSplitKFrom));
+  if (p.candidates.size() < 2) p.candidates.clear();  // nothing to choose between
   return plans_.emplace(key, std::move(p)).first->second;
+}
+
+// Where the heuristic's own answers have too few output tiles for the GPU (the products of a
+// tensor-parallel rank's decode step: docs/parallel.md), a K split may fill it. The first
+// `from` candidates, again with each split of kTuneSplits their algorithm takes, reduced
+// through the workspace in fp32 (a separate, deterministic step).
+void GemmRunner::add_split_k_variants(Plan& p, int from) {
+  const size_t heuristic = p.candidates.size();
+  for (size_t i = 0; i < heuristic && i < static_cast<size_t>(from); ++i) {
+    int32_t split_support = 0;
+    uint32_t schemes = 0;
+    size_t written = 0;
+    const cublasLtMatmulAlgo_t& base = p.candidates[i];
+    if (cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_SPLITK_SUPPORT, &split_support,
+                                          sizeof(split_support), &written) != CUBLAS_STATUS_SUCCESS ||
+        split_support == 0 ||
+        cublasLtMatmulAlgoCapGetAttribute(&base, CUBLASLT_ALGO_CAP_REDUCTION_SCHEME_MASK, &schemes,
+                                          sizeof(schemes), &written) != CUBLAS_STATUS_SUCCESS ||
+        (schemes & CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE) == 0) {
+      continue;
+    }
+    for (int32_t split : kTuneSplits) {
+      cublasLtMatmulAlgo_t algo = base;
+      const uint32_t scheme = CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+      cublasLtMatmulHeuristicResult_t check{};
+      if (cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_SPLITK_NUM, &split,
+                                               sizeof(split)) != CUBLAS_STATUS_SUCCESS ||
+          cublasLtMatmulAlgoConfigSetAttribute(&algo, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME,
+                                               &scheme, sizeof(scheme)) != CUBLAS_STATUS_SUCCESS ||
+          cublasLtMatmulAlgoCheck(handle_, p.desc, p.a, p.b, p.d, p.d, &algo, &check) !=
+              CUBLAS_STATUS_SUCCESS ||
+          check.workspaceSize > workspace_bytes_) {
+        continue;
+      }
+      p.candidates.push_back(algo);
+    }
+  }
 }
 
 void GemmRunner::tune(Plan& p, const void* x, const void* w, void* out) {

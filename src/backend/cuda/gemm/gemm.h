@@ -10,7 +10,8 @@
 // alignment) creates the cuBLASLt descriptors and asks the heuristic for its best algorithm;
 // later calls reuse them. Optionally (set_tune_algorithms, off by default) decode-sized
 // shapes (T <= kTuneMaxTokens) are timed instead: the first call outside stream capture runs
-// up to kTuneAlgos of the heuristic's candidates on its own pointers, waits for them (once per
+// up to kTuneAlgos of the heuristic's candidates (and split-K versions of its first ones) on
+// its own pointers, waits for them (once per
 // shape) and keeps the fastest; a plan made inside a capture keeps the heuristic's answer
 // until the first call outside one. Not thread-safe: one GemmRunner per stream (the backend
 // owns one).
@@ -100,6 +101,10 @@ class GemmRunner {
   void set_tune_algorithms(bool on) { tune_ = on; }
   static constexpr int64_t kTuneMaxTokens = 512;
   static constexpr int kTuneAlgos = 8;
+  // Besides the heuristic's kTuneAlgos answers, its first kTuneSplitKFrom again with each of
+  // these K splits, where their algorithm takes one (add_split_k_variants).
+  static constexpr int kTuneSplitKFrom = 2;
+  static constexpr int32_t kTuneSplits[] = {2, 3, 4, 6, 8};
   // Number of shapes whose algorithm was chosen by timing (tests).
   size_t num_tuned() const { return num_tuned_; }
 
@@ -124,6 +129,8 @@ class GemmRunner {
   Plan& plan_for(const Key& key);
   // Times p.candidates on these pointers and keeps the fastest in p.algo.
   void tune(Plan& p, const void* x, const void* w, void* out);
+  // Appends split-K versions of p.candidates' first `from` (see kTuneSplits).
+  void add_split_k_variants(Plan& p, int from);
 
   cudaStream_t stream_;
   int num_sms_ = 1;
