@@ -424,6 +424,104 @@ TEST(NcclCommunicator, AllReduceAddAddsTheSumIntoTheResidual) {
 }
 
 
+// all_reduce_add_rms_norm with KESTREL_PEER_NORM=1, on the one-shot kernel and the two-shot
+// one (forced at every size) at up to four GPUs: every rank's t and residual are, bit for
+// bit, what all_reduce_add then the backend's add_rms_norm give (the unfused decode path, the
+// HF-checked kernels) on that rank. Rows of 4096 (a thread's one vector), 5120 (two), 1024 (a
+// quarter of the block idle), 9 rows (fewer per shard than blocks), 255 rows (uneven shards),
+// a [256, 4096] call in a captured graph replayed on new inputs; a row of 12 (not whole
+// 16-byte vectors) is refused (false) and changes nothing.
+TEST(NcclCommunicator, AllReduceAddRmsNormHasTheUnfusedBits) {
+  KS_REQUIRE_TWO_GPUS();
+  cuda_test::ScopedEnv norm_on("KESTREL_PEER_NORM", "1");
+  cuda_test::ScopedEnv one_shot("KESTREL_PEER_LL", "0");
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  const int ranks = std::min(devices, 4);
+  const std::vector<Shape> shapes = {Shape{9, 4096}, Shape{255, 4096}, Shape{17, 5120},
+                                     Shape{64, 1024}, Shape{256, 4096}};
+  const size_t graph_case = shapes.size() - 1;
+  constexpr int kReplays = 2;
+  for (const char* two_shot_bytes : {"0", "16"}) {
+    SCOPED_TRACE(std::string("KESTREL_PEER_TWO_SHOT_BYTES=") + two_shot_bytes);
+    cuda_test::ScopedEnv two_shot("KESTREL_PEER_TWO_SHOT_BYTES", two_shot_bytes);
+    std::mt19937 rng(29);
+    std::vector<Tensor> residuals, weights;
+    for (const Shape& shape : shapes) {
+      residuals.push_back(random_host(DType::kBF16, shape, rng));
+      weights.push_back(random_host(DType::kBF16, Shape{shape[1]}, rng));
+    }
+    // parts[r][c], then the graph's replays' inputs.
+    std::vector<std::vector<Tensor>> parts(ranks);
+    for (int r = 0; r < ranks; ++r) {
+      for (const Shape& shape : shapes) parts[r].push_back(random_host(DType::kBF16, shape, rng));
+      for (int k = 0; k < kReplays; ++k) {
+        parts[r].push_back(random_host(DType::kBF16, shapes[graph_case], rng));
+      }
+    }
+    // got[r] and want[r]: t then residual of each call, fused and composed.
+    std::vector<std::vector<std::vector<double>>> got(ranks), want(ranks);
+    std::vector<int> fused(ranks, 0);
+    const std::vector<std::string> errors =
+        run_nccl_ranks(ranks, [&](int r, Backend& backend, Communicator& comm) {
+          auto both = [&](const Tensor& part, const Tensor& res0, const Tensor& weight) {
+            Tensor w = backend.upload(weight, DType::kBF16);
+            Tensor t = backend.upload(part, DType::kBF16);
+            Tensor res = backend.upload(res0, DType::kBF16);
+            fused[r] += comm.all_reduce_add_rms_norm(t, res, w, 1e-6f) ? 1 : 0;
+            got[r].push_back(fetch(t, backend));
+            got[r].push_back(fetch(res, backend));
+            Tensor t2 = backend.upload(part, DType::kBF16);
+            Tensor res2 = backend.upload(res0, DType::kBF16);
+            comm.all_reduce_add(t2, res2);
+            backend.add_rms_norm(t2, res2, w, 1e-6f);
+            want[r].push_back(fetch(t2, backend));
+            want[r].push_back(fetch(res2, backend));
+          };
+          for (size_t c = 0; c < shapes.size(); ++c) both(parts[r][c], residuals[c], weights[c]);
+          // Refused: 12 values a row are not whole vectors.
+          std::mt19937 own(100 + r);  // this thread's
+          Tensor odd = backend.upload(random_host(DType::kBF16, Shape{4, 12}, own), DType::kBF16);
+          Tensor odd_res = backend.upload(random_host(DType::kBF16, Shape{4, 12}, own), DType::kBF16);
+          const Tensor odd_w = backend.upload(random_host(DType::kBF16, Shape{12}, own), DType::kBF16);
+          const std::vector<double> odd_before = fetch(odd, backend);
+          EXPECT_FALSE(comm.all_reduce_add_rms_norm(odd, odd_res, odd_w, 1e-6f));
+          EXPECT_EQ(fetch(odd, backend), odd_before);
+          // In a graph: a warm-up call, the capture, replays on new inputs.
+          Tensor w = backend.upload(weights[graph_case], DType::kBF16);
+          Tensor t = backend.upload(parts[r][graph_case], DType::kBF16);
+          Tensor res = backend.upload(residuals[graph_case], DType::kBF16);
+          comm.all_reduce_add_rms_norm(t, res, w, 1e-6f);
+          auto graph = backend.capture_graph([&] { comm.all_reduce_add_rms_norm(t, res, w, 1e-6f); });
+          for (int k = 0; k < kReplays; ++k) {
+            const Tensor& part = parts[r][shapes.size() + k];
+            backend.copy_from_host(part, t);
+            backend.copy_from_host(residuals[graph_case], res);
+            graph->replay();
+            got[r].push_back(fetch(t, backend));
+            got[r].push_back(fetch(res, backend));
+            Tensor t2 = backend.upload(part, DType::kBF16);
+            Tensor res2 = backend.upload(residuals[graph_case], DType::kBF16);
+            comm.all_reduce_add(t2, res2);
+            backend.add_rms_norm(t2, res2, w, 1e-6f);
+            want[r].push_back(fetch(t2, backend));
+            want[r].push_back(fetch(res2, backend));
+          }
+          comm.barrier();
+        });
+    for (int r = 0; r < ranks; ++r) {
+      SCOPED_TRACE("rank " + std::to_string(r));
+      ASSERT_EQ(errors[r], "");
+      EXPECT_EQ(fused[r], static_cast<int>(shapes.size()) + 1);  // the graph's warm-up too
+      ASSERT_EQ(got[r].size(), want[r].size());
+      for (size_t i = 0; i < want[r].size(); ++i) {
+        EXPECT_TRUE(got[r][i] == want[r][i]) << (i % 2 == 0 ? "t" : "residual") << " of call " << i / 2;
+      }
+      EXPECT_TRUE(got[r] == got[0]) << "ranks disagree";
+    }
+  }
+}
+
 // The two-shot kernel (reduce-scatter then all-gather through the peers' memory) on up to
 // four GPUs: sums of the same bits as the one-shot kernel (fp32 in rank order, one rounding),
 // with shards of uneven length (375 vectors over 4 ranks), fewer vectors than ranks, the whole
