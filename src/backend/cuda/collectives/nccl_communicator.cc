@@ -302,12 +302,11 @@ bool NcclCommunicator::all_reduce_add_rms_norm(Tensor& t, Tensor& residual, cons
       residual.dtype() != DType::kBF16 || weight.dtype() != DType::kBF16 || t.ndim() != 2 ||
       t.shape() != residual.shape() || weight.ndim() != 1 || weight.dim(0) != t.dim(1) ||
       t.numel() == 0 || !peer_->takes(t.nbytes(), t.data()) ||
-      !peer_->takes(residual.nbytes(), residual.data()) ||
-      reinterpret_cast<uintptr_t>(weight.data()) % 16 != 0 ||
-      !peer_->takes_norm(t.nbytes(), t.dim(1))) {
+      !peer_->takes(residual.nbytes(), residual.data())) {
     return false;
   }
   const PeerAllReduce::Norm norm{weight.data(), eps, t.dim(1)};
+  if (!peer_->takes_norm(t.nbytes(), norm)) return false;
   guarded([&] {
     peer_->run(t.data(), t.numel(), t.dtype(), stream_, residual.data(), &norm);
   });

@@ -184,8 +184,12 @@ PeerAllReduce::~PeerAllReduce() {
   if (abort_host_ != nullptr) cudaFreeHost(const_cast<int*>(abort_host_));
 }
 
-bool PeerAllReduce::takes_norm(size_t bytes, int64_t row) const {
-  if (!norm_ || row <= 0 || row % 8 != 0 || row > kernels::kPeerNormMaxRow) return false;
+bool PeerAllReduce::takes_norm(size_t bytes, const Norm& norm) const {
+  const int64_t row = norm.row;
+  if (!norm_ || row <= 0 || row % 8 != 0 || row > kernels::kPeerNormMaxRow ||
+      reinterpret_cast<uintptr_t>(norm.weight) % 16 != 0) {
+    return false;
+  }
   const size_t row_bytes = static_cast<size_t>(row) * 2;
   if (bytes % row_bytes != 0 || (low_latency_ && bytes <= kernels::kPeerLlBytes)) return false;
   return bytes < two_shot_bytes_ ||
@@ -217,8 +221,7 @@ void PeerAllReduce::run(void* data, int64_t n, DType dtype, cudaStream_t stream,
   a.abort = abort_device_;
   a.rank = rank_;
   if (norm != nullptr) {
-    KS_CHECK(dtype == DType::kBF16 && residual != nullptr && takes_norm(bytes, norm->row) &&
-                 reinterpret_cast<uintptr_t>(norm->weight) % 16 == 0,
+    KS_CHECK(dtype == DType::kBF16 && residual != nullptr && takes_norm(bytes, *norm),
              "peer all-reduce: no fused norm of {} bytes in rows of {}", bytes, norm->row);
     a.norm_w = norm->weight;
     a.norm_eps = norm->eps;

@@ -70,15 +70,19 @@ __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(const __grid_
   __syncthreads();
 
   constexpr int kN = Vec<T>::kN;
-  auto sum_at = [&](int64_t i) {
+  // acc = the fp32 sum over ranks of vector i.
+  auto sum_into = [&](int64_t i, float* acc) {
     uint4 v[W];
 #pragma unroll
     for (int p = 0; p < W; ++p) v[p] = reinterpret_cast<const uint4*>(a.bases[p] + off)[i];
-    float acc[kN];
     sum_in_rank_order<T, W>(v, acc);
-    return Vec<T>::store(acc);
   };
   if constexpr (kNorm) {
+    auto sum_at = [&](int64_t i) {
+      float acc[kN];
+      sum_into(i, acc);
+      return Vec<T>::store(acc);
+    };
     __shared__ float scratch[kPeerNormRows * 32];
     for (int64_t row0 = b; row0 < rows; row0 += int64_t{kPeerNormRows} * kPeerBlocks) {
       int64_t chunk[kPeerNormRows];
@@ -91,12 +95,10 @@ __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(const __grid_
       add_rms_norm_rows(a, chunk, n, sum_at, scratch);
     }
   } else {
-    auto* out = static_cast<uint4*>(a.data);
-    auto* residual = static_cast<uint4*>(a.residual);
     for (int64_t i = first; i < a.vecs; i += stride) {
-      const uint4 sum = sum_at(i);
-      out[i] = sum;
-      if (residual != nullptr) add_into_residual<Vec<T>>(sum, residual, i);
+      float acc[kN];
+      sum_into(i, acc);
+      store_sum<Vec<T>>(acc, static_cast<uint4*>(a.data), static_cast<uint4*>(a.residual), i);
     }
   }
 }

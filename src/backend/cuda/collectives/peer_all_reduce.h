@@ -78,13 +78,14 @@ class PeerAllReduce {
   };
   // True when run() takes `norm` for a bf16 tensor of these bytes (takes() too): the fused
   // norm is switched on (KESTREL_PEER_NORM=1 on every rank: off by default until measured on
-  // GPUs), rows of a multiple of 8 values up to kernels::kPeerNormMaxRow, whole rows, not the
-  // low-latency kernel's sizes, and for the two-shot kernel's, shards of whole rows that fit.
-  bool takes_norm(size_t bytes, int64_t row) const;
+  // GPUs), rows of a multiple of 8 values up to kernels::kPeerNormMaxRow, whole rows, a
+  // 16-byte aligned weight, not the low-latency kernel's sizes, and for the two-shot
+  // kernel's, shards of whole rows that fit.
+  bool takes_norm(size_t bytes, const Norm& norm) const;
   // With `residual` (n elements of dtype, 16-byte aligned, or null): after the sum, also
   // residual[i] = residual[i] + data[i], the sum rounded to dtype first, in the same kernel.
-  // With `norm` as well (REQUIRES takes_norm, a 16-byte aligned weight): then data = the
-  // RMSNorm of each row of the new residual: Backend::add_rms_norm after the sum, same bits.
+  // With `norm` as well (REQUIRES takes_norm): then data = the RMSNorm of each row of the
+  // new residual: Backend::add_rms_norm after the sum, same bits.
   void run(void* data, int64_t n, DType dtype, cudaStream_t stream, void* residual = nullptr,
            const Norm* norm = nullptr);
   void abort();

@@ -132,8 +132,9 @@ __global__ void __launch_bounds__(kThreads)
   // Phase 2: the other shards' sums from the gather area; the residual add (and the norm)
   // over every shard.
   const auto* sums = reinterpret_cast<const uint4*>(a.bases[a.rank] + gather);
-  auto sum_at = [&](int64_t i) { return i / q == a.rank ? data[i] : sums[i]; };
   if constexpr (kNorm) {
+    // A vector's shard from its index: the rows of a chunk may come from several shards.
+    auto sum_at = [&](int64_t i) { return i / q == a.rank ? data[i] : sums[i]; };
     __shared__ float scratch[kPeerNormRows * 32];
     int64_t chunk[kPeerNormRows];
     int n = 0;
@@ -154,7 +155,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int s = 0; s < W; ++s) {
       for_mine(shard_len(s), [&](int64_t j) {
         const int64_t i = s * q + j;
-        const uint4 sum = sum_at(i);
+        const uint4 sum = s == a.rank ? data[i] : sums[i];
         if (s != a.rank) data[i] = sum;
         if (residual != nullptr) add_into_residual<Vec<T>>(sum, residual, i);
       });

@@ -312,9 +312,10 @@ void launch(const void* x, const void* w, const void* bias, const GemvFusion& f,
                static_cast<const bf16*>(bias), static_cast<const bf16*>(f.norm_w), f.eps,
                static_cast<OutT*>(out), t, n, k, warps_per_tile, steps_per_warp, groups);
   };
+  // The occupancy query (host time on every eager launch) last, where the rest leaves it open.
   const bool single_batch = steps_per_warp <= kBatch;
-  const bool one_round = single_batch && groups <= resident_ctas(one, threads, smem1, sms);
-  if (!persistent || one_round || (single_batch && k < kPersistentMinK)) {
+  if (!persistent ||
+      (single_batch && (k < kPersistentMinK || groups <= resident_ctas(one, threads, smem1, sms)))) {
     go(one, groups, smem1);
   } else {
     go(two, std::min(groups, resident_ctas(two, threads, smem2, sms)), smem2);
