@@ -15,8 +15,10 @@
 //   twoshot   the two-shot peer kernel (KESTREL_PEER_TWO_SHOT_BYTES), 64 KiB to 4 MiB, on
 //             32 blocks; ts-128 on 128 (KESTREL_PEER_TWO_SHOT_BLOCKS), from 256 KiB
 //   nccl      NCCL's all-reduce (KESTREL_CUSTOM_ALLREDUCE=0)
-// each as all_reduce_sum and as all_reduce_add (the sum added into a residual: the decode
-// path's form). Inputs are random (never zeros); the sums grow over the calls, up to
+// each as all_reduce_sum, as all_reduce_add (the sum added into a residual: the decode
+// path's form), and, in rows of 4,096 (Qwen3-8B's hidden size), as the unfused decode path's
+// all-reduce then norm: all_reduce_sum then the backend's add_rms_norm ("norm"), and the peer
+// kernels' fused all_reduce_add_rms_norm (KESTREL_PEER_NORM=1, "fnorm"). Inputs are random (never zeros); the sums grow over the calls, up to
 // infinities, which no path's time depends on.
 //
 // Build: ninja allreduce_bench (KESTREL_CUDA=ON with NCCL); run on 2+ GPUs:
@@ -53,27 +55,44 @@ struct Path {
   size_t min_kib, max_kib;      // other sizes are not this path's
 };
 
+enum class Op { kSum, kAdd, kNorm, kFusedNorm };
+constexpr const char* kOpNames[] = {"sum", "add", "norm", "fnorm"};
+constexpr int64_t kNormRow = 4096;
+
 struct Timing {
   double median = -1.0, worst = -1.0;  // seconds per call
 };
 
 // Per size, the median and the worst round's seconds per call, the slowest rank's in each.
 std::vector<Timing> time_path(int ranks, const std::vector<size_t>& kib,
-                              const std::vector<std::vector<Tensor>>& inputs, bool add) {
+                              const std::vector<std::vector<Tensor>>& inputs, Op op) {
   // seconds[r][i][round]
   std::vector<std::vector<std::vector<double>>> seconds(
       ranks, std::vector<std::vector<double>>(kib.size(), std::vector<double>(kRounds)));
   const std::vector<std::string> errors =
       run_nccl_ranks(ranks, [&](int r, Backend& backend, Communicator& comm) {
         for (size_t i = 0; i < kib.size(); ++i) {
-          Tensor t = backend.upload(inputs[r][i], DType::kBF16);
+          const bool rows = op == Op::kNorm || op == Op::kFusedNorm;
+          const Shape shape = rows ? Shape{inputs[r][i].numel() / kNormRow, kNormRow}
+                                   : inputs[r][i].shape();
+          Tensor t = backend.upload(inputs[r][i], DType::kBF16).view(shape);
           // The residual is the same on every rank (all_reduce_add's contract).
-          Tensor residual = backend.upload(inputs[0][i], DType::kBF16);
+          Tensor residual = backend.upload(inputs[0][i], DType::kBF16).view(shape);
+          Tensor weight;
+          if (rows) weight = backend.upload(cuda_bench::random_bf16_host(Shape{kNormRow}), DType::kBF16);
           auto call = [&] {
-            if (add) {
-              comm.all_reduce_add(t, residual);
-            } else {
-              comm.all_reduce_sum(t);
+            switch (op) {
+              case Op::kSum: comm.all_reduce_sum(t); break;
+              case Op::kAdd: comm.all_reduce_add(t, residual); break;
+              case Op::kNorm:
+                comm.all_reduce_sum(t);
+                backend.add_rms_norm(t, residual, weight, 1e-6f);
+                break;
+              case Op::kFusedNorm:
+                KS_CHECK(comm.all_reduce_add_rms_norm(t, residual, weight, 1e-6f),
+                         "allreduce_bench: the peer kernel does not fuse the norm at {} bytes",
+                         t.nbytes());
+                break;
             }
           };
           call();  // eager once: any scratch is sized before the capture
@@ -138,7 +157,7 @@ int run(int argc, char** argv) {
   std::printf("%d ranks; us per all-reduce in a CUDA graph of %d, %d replays a round, median and "
               "worst of %d rounds; busbw = 2 (N-1)/N x bytes / median\n",
               ranks, kCalls, kReplays, kRounds);
-  std::printf("%-8s %-4s %9s %10s %10s %12s\n", "path", "op", "KiB", "us/call", "worst us",
+  std::printf("%-8s %-5s %9s %10s %10s %12s\n", "path", "op", "KiB", "us/call", "worst us",
               "busbw GB/s");
   for (const Path& p : paths) {
     setenv("KESTREL_PEER_LL", p.ll, 1);
@@ -153,13 +172,24 @@ int run(int argc, char** argv) {
       for (int r = 0; r < ranks; ++r) my_inputs[r].push_back(inputs[r][i]);
     }
     if (mine.empty()) continue;
-    for (bool add : {false, true}) {
-      const std::vector<Timing> s = time_path(ranks, mine, my_inputs, add);
+    for (Op op : {Op::kSum, Op::kAdd, Op::kNorm, Op::kFusedNorm}) {
+      // The norm forms: whole rows, on the peer kernels that fuse it (not the low-latency one).
+      std::vector<size_t> sizes;
+      std::vector<std::vector<Tensor>> op_inputs(ranks);
       for (size_t i = 0; i < mine.size(); ++i) {
-        const double bytes = double(mine[i]) * 1024.0;
+        const bool rows = op == Op::kNorm || op == Op::kFusedNorm;
+        if (rows && (mine[i] * 512 % kNormRow != 0 || mine[i] <= 16 || p.custom[0] == '0')) continue;
+        sizes.push_back(mine[i]);
+        for (int r = 0; r < ranks; ++r) op_inputs[r].push_back(my_inputs[r][i]);
+      }
+      if (sizes.empty()) continue;
+      setenv("KESTREL_PEER_NORM", op == Op::kFusedNorm ? "1" : "0", 1);
+      const std::vector<Timing> s = time_path(ranks, sizes, op_inputs, op);
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        const double bytes = double(sizes[i]) * 1024.0;
         const double busbw = 2.0 * (ranks - 1) / ranks * bytes / s[i].median / 1e9;
-        std::printf("%-8s %-4s %9zu %10.2f %10.2f %12.1f\n", p.name, add ? "add" : "sum",
-                    mine[i], s[i].median * 1e6, s[i].worst * 1e6, busbw);
+        std::printf("%-8s %-5s %9zu %10.2f %10.2f %12.1f\n", p.name, kOpNames[static_cast<int>(op)],
+                    sizes[i], s[i].median * 1e6, s[i].worst * 1e6, busbw);
       }
     }
   }

@@ -44,7 +44,9 @@
 #                   layer (decode_layer_bench), ops (cuda_ops_bench), ops_rope (cuda_ops_bench
 #                   rope: the fused RoPE/store decode kernel against the store kernel first),
 #                   ops_wgmma (cuda_ops_bench wgmma: the decode-step GEMM against cuBLASLt;
-#                   nano_wgmma and decode256_wgmma run the engine with it), gemm_ws (gemm_ws_bench:
+#                   nano_wgmma and decode256_wgmma run the engine with it; nano_tune,
+#                   decode256_tune, nano_fp8_tune: cuBLASLt's candidates timed per shape,
+#                   KESTREL_GEMM_TUNE=1), gemm_ws (gemm_ws_bench:
 #                   the prompt-sized GEMM kernel against cuBLASLt), allreduce (allreduce_bench:
 #                   the tensor-parallel all-reduce paths; 2+ GPUs) or python (with
 #                   --python); only what they need is built
@@ -451,6 +453,11 @@ BENCHES=(
   # fused into it (KESTREL_DECODE_MMA_ROPE=0), against nano and decode256 above.
   "nano_sep:KESTREL_DECODE_MMA_ROPE=0 --num-seqs 256"
   "nano_wgmma:KESTREL_GEMM_SM90=1 --num-seqs 256"
+  # cuBLASLt's candidates (and their K splits) timed per shape before the graphs are captured
+  # (KESTREL_GEMM_TUNE=1, gemm.h) against the heuristic's first answer above.
+  "nano_tune:KESTREL_GEMM_TUNE=1 --num-seqs 256"
+  "decode256_tune:KESTREL_GEMM_TUNE=1 --num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
+  "nano_fp8_tune:KESTREL_GEMM_TUNE=1 --num-seqs 256 --kv-cache-dtype fp8"
   "decode256_wgmma:KESTREL_GEMM_SM90=1 --num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   "decode256_sep:KESTREL_DECODE_MMA_ROPE=0 --num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   "single_eager:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --enforce-eager"
