@@ -15,10 +15,9 @@
 //   twoshot   the two-shot peer kernel (KESTREL_PEER_TWO_SHOT_BYTES), 64 KiB to 4 MiB, on
 //             32 blocks; ts-128 on 128 (KESTREL_PEER_TWO_SHOT_BLOCKS), from 256 KiB
 //   nccl      NCCL's all-reduce (KESTREL_CUSTOM_ALLREDUCE=0)
-// each as all_reduce_sum, as all_reduce_add (the sum added into a residual: the decode
+// each as all_reduce_sum, as all_reduce_add (the sum added into a residual: the fused decode
 // path's form), and, in rows of 4,096 (Qwen3-8B's hidden size), as the unfused decode path's
-// all-reduce then norm: all_reduce_sum then the backend's add_rms_norm ("norm"), and the peer
-// kernels' fused all_reduce_add_rms_norm (KESTREL_PEER_NORM=1, "fnorm"). Inputs are random (never zeros); the sums grow over the calls, up to
+// all_reduce_sum then the backend's add_rms_norm ("norm"). Inputs are random (never zeros); the sums grow over the calls, up to
 // infinities, which no path's time depends on.
 //
 // Build: ninja allreduce_bench (KESTREL_CUDA=ON with NCCL); run on 2+ GPUs:
@@ -55,8 +54,8 @@ struct Path {
   size_t min_kib, max_kib;      // other sizes are not this path's
 };
 
-enum class Op { kSum, kAdd, kNorm, kFusedNorm };
-constexpr const char* kOpNames[] = {"sum", "add", "norm", "fnorm"};
+enum class Op { kSum, kAdd, kNorm };
+constexpr const char* kOpNames[] = {"sum", "add", "norm"};
 constexpr int64_t kNormRow = 4096;
 
 struct Timing {
@@ -72,7 +71,7 @@ std::vector<Timing> time_path(int ranks, const std::vector<size_t>& kib,
   const std::vector<std::string> errors =
       run_nccl_ranks(ranks, [&](int r, Backend& backend, Communicator& comm) {
         for (size_t i = 0; i < kib.size(); ++i) {
-          const bool rows = op == Op::kNorm || op == Op::kFusedNorm;
+          const bool rows = op == Op::kNorm;
           const Shape shape = rows ? Shape{inputs[r][i].numel() / kNormRow, kNormRow}
                                    : inputs[r][i].shape();
           Tensor t = backend.upload(inputs[r][i], DType::kBF16).view(shape);
@@ -87,11 +86,6 @@ std::vector<Timing> time_path(int ranks, const std::vector<size_t>& kib,
               case Op::kNorm:
                 comm.all_reduce_sum(t);
                 backend.add_rms_norm(t, residual, weight, 1e-6f);
-                break;
-              case Op::kFusedNorm:
-                KS_CHECK(comm.all_reduce_add_rms_norm(t, residual, weight, 1e-6f),
-                         "allreduce_bench: the peer kernel does not fuse the norm at {} bytes",
-                         t.nbytes());
                 break;
             }
           };
@@ -172,18 +166,16 @@ int run(int argc, char** argv) {
       for (int r = 0; r < ranks; ++r) my_inputs[r].push_back(inputs[r][i]);
     }
     if (mine.empty()) continue;
-    for (Op op : {Op::kSum, Op::kAdd, Op::kNorm, Op::kFusedNorm}) {
-      // The norm forms: whole rows, on the peer kernels that fuse it (not the low-latency one).
+    for (Op op : {Op::kSum, Op::kAdd, Op::kNorm}) {
+      // The norm: whole rows of 4,096.
       std::vector<size_t> sizes;
       std::vector<std::vector<Tensor>> op_inputs(ranks);
       for (size_t i = 0; i < mine.size(); ++i) {
-        const bool rows = op == Op::kNorm || op == Op::kFusedNorm;
-        if (rows && (mine[i] * 512 % kNormRow != 0 || mine[i] <= 16 || p.custom[0] == '0')) continue;
+        if (op == Op::kNorm && mine[i] * 512 % kNormRow != 0) continue;
         sizes.push_back(mine[i]);
         for (int r = 0; r < ranks; ++r) op_inputs[r].push_back(my_inputs[r][i]);
       }
       if (sizes.empty()) continue;
-      setenv("KESTREL_PEER_NORM", op == Op::kFusedNorm ? "1" : "0", 1);
       const std::vector<Timing> s = time_path(ranks, sizes, op_inputs, op);
       for (size_t i = 0; i < sizes.size(); ++i) {
         const double bytes = double(sizes[i]) * 1024.0;

@@ -81,18 +81,21 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
   // Without a communicator all_reduce() does nothing: the single-device sequence.
   for (int l = 0; l < c.num_hidden_layers; ++l) {
     const LayerWeights& w = weights_.layers[l];
-    if (l == 0) be.rms_norm(residual, w.input_norm, eps, hidden);
+    if (l == 0) {
+      be.rms_norm(residual, w.input_norm, eps, hidden);
+    } else {
+      be.add_rms_norm(hidden, residual, w.input_norm, eps);
+    }
     be.linear_qk_norm_rope_attention(hidden, w.qkv, w.qkv_bias, qkv, w.q_norm, w.k_norm, eps,
                                      cos_sin_, shape, meta, kv[l], scale, q, attn);
     be.linear(attn, w.o_proj, w.o_bias, hidden);  // o_bias: rank 0's only
-    all_reduce_add_rms_norm(hidden, residual, w.post_norm, eps);
+    all_reduce(hidden);
+    be.add_rms_norm(hidden, residual, w.post_norm, eps);
     be.linear_silu_mul(hidden, w.gate_up, gate_up, act);
     be.linear(act, w.down, Tensor(), hidden);
-    // The next layer's input norm, or after the last layer the final norm.
-    const bool last = l + 1 == c.num_hidden_layers;
-    all_reduce_add_rms_norm(hidden, residual,
-                            last ? weights_.final_norm : weights_.layers[l + 1].input_norm, eps);
+    all_reduce(hidden);
   }
+  be.add_rms_norm(hidden, residual, weights_.final_norm, eps);
 
   Tensor sampled = ws_.sampled.slice(0, S);
   be.gather_rows(hidden, sample_rows, sampled);

@@ -102,14 +102,6 @@ class CausalLM {
     if (comm_ != nullptr) comm_->all_reduce_sum(t);
   }
 
-  // all_reduce(t) then Backend::add_rms_norm(t, residual, weight, eps), in one operation where
-  // the communicator fuses them.
-  void all_reduce_add_rms_norm(Tensor& t, Tensor& residual, const Tensor& weight, float eps) {
-    if (comm_ != nullptr && comm_->all_reduce_add_rms_norm(t, residual, weight, eps)) return;
-    all_reduce(t);
-    backend_.add_rms_norm(t, residual, weight, eps);
-  }
-
   // forward() after the embedding, with the backend's fused ops (steps of at most
   // fused_linear_max_rows() tokens).
   Tensor forward_fused(const AttentionMetadata& meta, std::vector<LayerKvCache>& kv,

@@ -48,15 +48,6 @@ class Communicator {
   virtual void all_reduce_add(Tensor& t, Tensor& residual) {
     throw_error("{} communicator: no all_reduce_add", name());
   }
-  // all_reduce_sum(t), then Backend::add_rms_norm(t, residual, weight, eps) (residual += t;
-  // t = RMSNorm(residual) * weight), in one operation where the communicator can fuse them
-  // (the peer all-reduce on CUDA, with KESTREL_PEER_NORM=1): then true, with the bits of the
-  // two. Otherwise false, having done nothing: the caller composes the two. Shapes as
-  // all_reduce_add's, weight [row].
-  virtual bool all_reduce_add_rms_norm(Tensor& t, Tensor& residual, const Tensor& weight,
-                                       float eps) {
-    return false;
-  }
   // The vocab-parallel gather of the LM head. in [R, C] on every rank; out [R, W] with
   // (world_size - 1) * C < W <= world_size * C. On every rank, out[:, r*C + j] = rank r's
   // in[:, j] for the columns that exist (the last rank's trailing C*N - W columns are

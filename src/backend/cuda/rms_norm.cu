@@ -14,10 +14,21 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/kernels.h"
-#include "backend/cuda/rms_norm_device.cuh"
 
 namespace kestrel::kernels {
 namespace {
+
+// The second pass of both kernels: bf16(w * bf16(s * inv)) for one vector.
+template <int VEC>
+__device__ __forceinline__ BfVec<VEC> normed(BfVec<VEC> s, BfVec<VEC> w, float inv) {
+  BfVec<VEC> o;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    const float n = round_bf16(__bfloat162float(s.v[k]) * inv);
+    o.v[k] = __float2bfloat16(n * __bfloat162float(w.v[k]));
+  }
+  return o;
+}
 
 // x may equal out (in place): each element is read before the same thread writes it.
 template <int VEC>
@@ -41,8 +52,8 @@ __global__ void rms_norm_kernel(const bf16* x, const bf16* __restrict__ w, float
       ss += f * f;
     }
   }
-  const float inv = rms_inv(block_sum(ss, scratch), h, eps);
-  for (int i = threadIdx.x; i < nvec; i += blockDim.x) outr[i] = rms_normed(xr[i], wv[i], inv);
+  const float inv = rsqrtf(block_sum(ss, scratch) / h + eps);
+  for (int i = threadIdx.x; i < nvec; i += blockDim.x) outr[i] = normed(xr[i], wv[i], inv);
 }
 
 // x and residual are read and written: no __restrict__ and no read-only cache path.
@@ -60,10 +71,19 @@ __global__ void add_rms_norm_kernel(bf16* x, bf16* residual, const bf16* __restr
 
   float ss = 0.0f;
   for (int i = threadIdx.x; i < nvec; i += blockDim.x) {
-    rr[i] = rms_add_residual(xr[i], rr[i], ss);
+    BfVec<VEC> a = xr[i];
+    BfVec<VEC> b = rr[i];
+    BfVec<VEC> s;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      s.v[k] = __float2bfloat16(__bfloat162float(a.v[k]) + __bfloat162float(b.v[k]));
+      float f = __bfloat162float(s.v[k]);
+      ss += f * f;
+    }
+    rr[i] = s;
   }
-  const float inv = rms_inv(block_sum(ss, scratch), h, eps);
-  for (int i = threadIdx.x; i < nvec; i += blockDim.x) xr[i] = rms_normed(rr[i], wv[i], inv);
+  const float inv = rsqrtf(block_sum(ss, scratch) / h + eps);
+  for (int i = threadIdx.x; i < nvec; i += blockDim.x) xr[i] = normed(rr[i], wv[i], inv);
 }
 
 int threads_for(int nvec) {

@@ -77,8 +77,6 @@ class NcclCommunicator final : public Communicator {
   void all_reduce_sum(Tensor& t) override;
   bool has_all_reduce_add() const override { return true; }
   void all_reduce_add(Tensor& t, Tensor& residual) override;
-  bool all_reduce_add_rms_norm(Tensor& t, Tensor& residual, const Tensor& weight,
-                               float eps) override;
   void all_gather_columns(const Tensor& in, Tensor& out) override;
   void broadcast(Tensor& t, int root) override;
 
@@ -291,26 +289,6 @@ void NcclCommunicator::all_reduce_add(Tensor& t, Tensor& residual) {
   all_reduce_sum(t);
   kernels::add_into(static_cast<kernels::bf16*>(residual.data()),
                     static_cast<const kernels::bf16*>(t.data()), t.numel(), stream_);
-}
-
-bool NcclCommunicator::all_reduce_add_rms_norm(Tensor& t, Tensor& residual, const Tensor& weight,
-                                               float eps) {
-  // Only the peer kernel fuses the norm; every rank decides alike (the same shapes, and the
-  // switches agreed at creation), so the ranks run the same kernels.
-  if (!peer_ || skip_all_reduce_ || !t.defined() || !residual.defined() || !weight.defined() ||
-      t.device() != Device::kCuda || t.dtype() != DType::kBF16 ||
-      residual.dtype() != DType::kBF16 || weight.dtype() != DType::kBF16 || t.ndim() != 2 ||
-      t.shape() != residual.shape() || weight.ndim() != 1 || weight.dim(0) != t.dim(1) ||
-      t.numel() == 0 || !peer_->takes(t.nbytes(), t.data()) ||
-      !peer_->takes(residual.nbytes(), residual.data())) {
-    return false;
-  }
-  const PeerAllReduce::Norm norm{weight.data(), eps, t.dim(1)};
-  if (!peer_->takes_norm(t.nbytes(), norm)) return false;
-  guarded([&] {
-    peer_->run(t.data(), t.numel(), t.dtype(), stream_, residual.data(), &norm);
-  });
-  return true;
 }
 
 void NcclCommunicator::broadcast(Tensor& t, int root) {

@@ -158,9 +158,6 @@ std::unique_ptr<PeerAllReduce> PeerAllReduce::create(int device, Communicator& h
   self->two_shot_bytes_ = two_shot > 0 ? static_cast<size_t>(two_shot) : SIZE_MAX;
   self->two_shot_blocks_ = static_cast<int>(agreed_env(
       host, "KESTREL_PEER_TWO_SHOT_BLOCKS", kernels::kPeerBlocks, 1, kernels::kPeerMaxBlocks));
-  // The RMSNorm after an all-reduce in the same kernel (unfused decode steps): off by default
-  // until it has been measured on GPUs.
-  self->norm_ = agreed_env(host, "KESTREL_PEER_NORM", 0, 0, 1) != 0;
   KS_LOG_INFO("tensor parallelism: peer all-reduce up to {} KiB{}{}, NCCL above",
               self->max_bytes_ >> 10,
               self->low_latency_
@@ -184,21 +181,7 @@ PeerAllReduce::~PeerAllReduce() {
   if (abort_host_ != nullptr) cudaFreeHost(const_cast<int*>(abort_host_));
 }
 
-bool PeerAllReduce::takes_norm(size_t bytes, const Norm& norm) const {
-  const int64_t row = norm.row;
-  if (!norm_ || row <= 0 || row % 8 != 0 || row > kernels::kPeerNormMaxRow ||
-      reinterpret_cast<uintptr_t>(norm.weight) % 16 != 0) {
-    return false;
-  }
-  const size_t row_bytes = static_cast<size_t>(row) * 2;
-  if (bytes % row_bytes != 0 || (low_latency_ && bytes <= kernels::kPeerLlBytes)) return false;
-  return bytes < two_shot_bytes_ ||
-         kernels::peer_two_shot_norm_fits(static_cast<int64_t>(bytes / row_bytes), row,
-                                          world_size_, kCapacity);
-}
-
-void PeerAllReduce::run(void* data, int64_t n, DType dtype, cudaStream_t stream, void* residual,
-                        const Norm* norm) {
+void PeerAllReduce::run(void* data, int64_t n, DType dtype, cudaStream_t stream, void* residual) {
   const size_t bytes = static_cast<size_t>(n) * dtype_size(dtype);
   KS_CHECK(dtype == DType::kBF16 || dtype == DType::kF32,
            "peer all-reduce: BF16 or F32, not {}", dtype_name(dtype));
@@ -220,13 +203,6 @@ void PeerAllReduce::run(void* data, int64_t n, DType dtype, cudaStream_t stream,
   a.ts_blocks = two_shot_blocks_;
   a.abort = abort_device_;
   a.rank = rank_;
-  if (norm != nullptr) {
-    KS_CHECK(dtype == DType::kBF16 && residual != nullptr && takes_norm(bytes, *norm),
-             "peer all-reduce: no fused norm of {} bytes in rows of {}", bytes, norm->row);
-    a.norm_w = norm->weight;
-    a.norm_eps = norm->eps;
-    a.norm_row = static_cast<int>(norm->row);
-  }
   if (low_latency_ && bytes <= kernels::kPeerLlBytes) {
     kernels::peer_all_reduce_ll(a, world_size_, dtype == DType::kBF16, stream);
   } else if (bytes >= two_shot_bytes_) {

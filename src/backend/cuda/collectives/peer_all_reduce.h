@@ -70,24 +70,9 @@ class PeerAllReduce {
     return bytes > 0 && bytes <= max_bytes_ && bytes % 16 == 0 &&
            reinterpret_cast<uintptr_t>(data) % 16 == 0;
   }
-  // The fused RMSNorm after the sum (run's `norm`): bf16 weights [row], and eps.
-  struct Norm {
-    const void* weight = nullptr;
-    float eps = 0.0f;
-    int64_t row = 0;
-  };
-  // True when run() takes `norm` for a bf16 tensor of these bytes (takes() too): the fused
-  // norm is switched on (KESTREL_PEER_NORM=1 on every rank: off by default until measured on
-  // GPUs), rows of a multiple of 8 values up to kernels::kPeerNormMaxRow, whole rows, a
-  // 16-byte aligned weight, not the low-latency kernel's sizes, and for the two-shot
-  // kernel's, shards of whole rows that fit.
-  bool takes_norm(size_t bytes, const Norm& norm) const;
   // With `residual` (n elements of dtype, 16-byte aligned, or null): after the sum, also
   // residual[i] = residual[i] + data[i], the sum rounded to dtype first, in the same kernel.
-  // With `norm` as well (REQUIRES takes_norm): then data = the RMSNorm of each row of the
-  // new residual: Backend::add_rms_norm after the sum, same bits.
-  void run(void* data, int64_t n, DType dtype, cudaStream_t stream, void* residual = nullptr,
-           const Norm* norm = nullptr);
+  void run(void* data, int64_t n, DType dtype, cudaStream_t stream, void* residual = nullptr);
   void abort();
 
  private:
@@ -102,7 +87,6 @@ class PeerAllReduce {
   // peer_all_reduce_two_shot.cu) on two_shot_blocks_ blocks; SIZE_MAX: never.
   size_t two_shot_bytes_ = SIZE_MAX;
   int two_shot_blocks_ = kernels::kPeerBlocks;
-  bool norm_ = false;  // run() takes a fused norm (takes_norm)
   volatile int* abort_host_ = nullptr;  // mapped pinned memory the kernels poll
   int* abort_device_ = nullptr;
   std::vector<void*> peers_;     // [world_size] every rank's allocation (this rank's too)

@@ -1,17 +1,13 @@
 // Device pieces shared by the peer all-reduce kernels (peer_all_reduce.cu, the one-shot
-// kernel; peer_all_reduce_ll.cu, the low-latency one; peer_all_reduce_two_shot.cu):
-// system-scope loads and stores of words other GPUs read and write, 16- and 4-byte groups of
-// elements as floats, the rounding of a sum and its add into the residual, and the fused
-// add_rms_norm of whole rows. Included by those files only.
+// kernel; peer_all_reduce_ll.cu, the low-latency one): system-scope loads and stores of
+// words other GPUs read and write, 16- and 4-byte groups of elements as floats, and the
+// rounding of a sum and its add into the residual. Included by those two files only.
 #pragma once
 
 #include <cuda_bf16.h>
 
 #include <cstdint>
 #include <cstring>
-
-#include "backend/cuda/collectives/peer_all_reduce_kernel.h"
-#include "backend/cuda/rms_norm_device.cuh"
 
 namespace kestrel::kernels::peer {
 
@@ -153,67 +149,6 @@ __device__ __forceinline__ void store_sum(const float* acc, Word* out, Word* res
   const Word sum = G::store(acc);
   out[i] = sum;
   if (residual != nullptr) add_into_residual<G>(sum, residual, i);
-}
-
-// add_rms_norm (rms_norm.cu) of the nrows (<= kPeerNormRows) rows `rows` of a.data, whose
-// summed values sum_of(at) gives (the 16-byte vector at index `at` of the tensor, the sum
-// already rounded to bf16): a.residual's rows += the sums, a.data's rows = the RMSNorm of
-// the new residual times a.norm_w. Thread t takes vectors t, t + blockDim.x of each row in
-// order, and the rows' sums of squares go through block_sum's reduction tree (a warp's
-// butterfly, then the warps' partials, zeros past the last warp, in one butterfly), so the
-// bits are add_rms_norm's for rows of at most kPeerNormMaxRow values. Every thread of the
-// block calls it with the same rows; `scratch` holds kPeerNormRows x 32 floats.
-template <typename SumOf>
-__device__ __forceinline__ void add_rms_norm_rows(const PeerAllReduceArgs& a,
-                                                  const int64_t (&rows)[kPeerNormRows],
-                                                  int nrows, SumOf sum_of, float* scratch) {
-  using V = BfVec<8>;
-  const int64_t row_vecs = a.norm_row / 8;
-  auto* data = static_cast<V*>(a.data);
-  auto* residual = static_cast<V*>(a.residual);
-  const auto* w = static_cast<const V*>(a.norm_w);
-  V s[kPeerNormRows][kPeerNormVecs];
-  float sum_sq[kPeerNormRows];
-#pragma unroll
-  for (int r = 0; r < kPeerNormRows; ++r) {
-    sum_sq[r] = 0.0f;
-#pragma unroll
-    for (int v = 0; v < kPeerNormVecs; ++v) {
-      const int64_t i = threadIdx.x + int64_t{v} * blockDim.x;
-      if (r < nrows && i < row_vecs) {
-        const int64_t at = rows[r] * row_vecs + i;
-        const uint4 sum = sum_of(at);
-        s[r][v] = rms_add_residual(*reinterpret_cast<const V*>(&sum), residual[at], sum_sq[r]);
-      }
-    }
-  }
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-#pragma unroll
-  for (int r = 0; r < kPeerNormRows; ++r) {
-    const float partial = warp_sum(sum_sq[r]);
-    if (lane == 0) scratch[r * 32 + warp] = partial;
-  }
-  __syncthreads();
-  const int warps = blockDim.x / 32;
-  float inv[kPeerNormRows];
-#pragma unroll
-  for (int r = 0; r < kPeerNormRows; ++r) {
-    const float total = warp_sum(lane < warps ? scratch[r * 32 + lane] : 0.0f);
-    inv[r] = rms_inv(total, a.norm_row, a.norm_eps);
-  }
-  __syncthreads();  // scratch is free for the next rows
-#pragma unroll
-  for (int r = 0; r < kPeerNormRows; ++r) {
-#pragma unroll
-    for (int v = 0; v < kPeerNormVecs; ++v) {
-      const int64_t i = threadIdx.x + int64_t{v} * blockDim.x;
-      if (r < nrows && i < row_vecs) {
-        const int64_t at = rows[r] * row_vecs + i;
-        residual[at] = s[r][v];
-        data[at] = rms_normed(s[r][v], w[i], inv[r]);
-      }
-    }
-  }
 }
 
 }  // namespace kestrel::kernels::peer

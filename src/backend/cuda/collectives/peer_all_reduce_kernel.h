@@ -35,13 +35,6 @@ constexpr size_t kPeerTwoShotRegionBytes(size_t capacity) {
   return kPeerFlagsBytes + 4 * kPeerTwoShotAreaBytes(capacity);
 }
 
-// Whether the two-shot kernel can norm `rows` rows of `row` bf16 at `world` ranks: its shards
-// are then whole rows, ceil(rows / world) each, and world of them must fit a scatter area.
-inline bool peer_two_shot_norm_fits(int64_t rows, int64_t row, int world, size_t capacity) {
-  const int64_t shard_rows = (rows + world - 1) / world;
-  return static_cast<size_t>(world * shard_rows * row * 2) <= kPeerTwoShotAreaBytes(capacity);
-}
-
 struct PeerAllReduceArgs {
   char* bases[kPeerMaxRanks];  // every rank's allocation, as this rank addresses it
   void* data;                  // the tensor, summed in place
@@ -56,19 +49,7 @@ struct PeerAllReduceArgs {
   int ts_blocks;               // the two-shot kernel's grid: 1..kPeerMaxBlocks, fixed per group
   const volatile int* abort;   // non-zero: stop waiting for peers
   int rank;
-  // With norm_w (bf16 [norm_row]; then data is bf16 [vecs * 8 / norm_row, norm_row] and residual
-  // is given): after the sum, add_rms_norm (kernels.h) of every row, in the same kernel:
-  // residual = round(residual + sum), data = the RMSNorm of the new residual times norm_w.
-  const void* norm_w;
-  float norm_eps;
-  int norm_row;  // elements of a row: a multiple of 8, at most kPeerNormMaxRow
 };
-
-// The fused add_rms_norm: a block norms kPeerNormRows rows at once, each thread of its 512
-// holding up to kPeerNormVecs 16-byte vectors of each.
-constexpr int kPeerNormRows = 4;
-constexpr int kPeerNormVecs = 2;
-constexpr int kPeerNormMaxRow = kPeerNormVecs * 512 * 8;
 
 // Calls f(std::integral_constant<int, world>{}) for 2 <= world <= kPeerMaxRanks (the kernels
 // are instantiated per world size); other sizes do nothing (the entry point admits none).
@@ -87,16 +68,13 @@ void with_world(int world, F&& f) {
   static_assert(kPeerMaxRanks == 8, "one case per world size");
 }
 
-// REQUIRES: 2 <= world <= kPeerMaxRanks; args.vecs * 16 <= args.capacity; data 16-byte aligned;
-// with args.norm_w: bf16, a residual, and whole rows.
+// REQUIRES: 2 <= world <= kPeerMaxRanks; args.vecs * 16 <= args.capacity; data 16-byte aligned.
 void peer_all_reduce(const PeerAllReduceArgs& args, int world, bool bf16, cudaStream_t stream);
 // The same result (bit for bit) through the low-latency region. REQUIRES as above and
 // args.vecs * 16 <= kPeerLlBytes.
 void peer_all_reduce_ll(const PeerAllReduceArgs& args, int world, bool bf16, cudaStream_t stream);
 // The same result (bit for bit) as a reduce-scatter and an all-gather through the two-shot
-// region (peer_all_reduce_two_shot.cu). REQUIRES as peer_all_reduce; with args.norm_w also
-// that world shards of ceil(rows / world) rows fit the region's areas
-// (peer_two_shot_norm_fits).
+// region (peer_all_reduce_two_shot.cu). REQUIRES as peer_all_reduce.
 void peer_all_reduce_two_shot(const PeerAllReduceArgs& args, int world, bool bf16,
                               cudaStream_t stream);
 

@@ -3,9 +3,7 @@
 //
 // Maths: the same as peer_all_reduce.cu, bit for bit: data[i] = the fp32 sum over ranks
 // p = 0..W-1, in that order, rounded once; with a residual, residual[i] = round(residual[i]
-// + data[i]); with norm_w, also add_rms_norm's norm of every row (the same bits as that
-// kernel: peer_all_reduce_device.cuh), so that the norm after a row-parallel product of the
-// unfused decode path costs no kernel of its own.
+// + data[i]).
 //
 // Why: the one-shot kernel has every rank read the whole tensor from every peer, (W - 1) x
 // bytes into each GPU; at four ranks a 2 MiB decode all-reduce is 6 MiB over each GPU's links
@@ -22,9 +20,7 @@
 // gather holds the tensor's sums at their own indices.
 // Geometry: kPeerBlocks blocks of 512 threads on every rank; block b handles the in-shard
 // vectors j = b * 512 + t + k * B * 512 of every shard in both phases, so a block waits only
-// for the same block of each peer. With norm_w the shards are whole rows (ceil(rows / W)
-// each, which may overrun the capacity by up to W - 1 rows: peer_two_shot_norm_fits), and
-// block b handles in-shard rows b, b + B, ... in every phase, norming kPeerNormRows at once.
+// for the same block of each peer.
 // Call numbers and flags: ts_counter[b] counts this kernel's calls (the same on every rank:
 // every rank runs every call). Block b of rank p posts 2e into flags[p][b] of every rank when
 // its scatter stores of call e are out, 2e + 1 when its gather stores are; the counts only
@@ -66,7 +62,7 @@ __device__ void exchange_flags(const PeerAllReduceArgs& a, int b, uint32_t value
   __syncthreads();
 }
 
-template <typename T, int W, bool kNorm>
+template <typename T, int W>
 __global__ void __launch_bounds__(kThreads)
     peer_all_reduce_two_shot_kernel(const __grid_constant__ PeerAllReduceArgs a) {
   __shared__ uint32_t call;
@@ -79,46 +75,31 @@ __global__ void __launch_bounds__(kThreads)
   const size_t area = kPeerTwoShotAreaBytes(a.capacity);
   const size_t scatter = a.ts_offset + kPeerFlagsBytes + (e & 1) * area;
   const size_t gather = a.ts_offset + kPeerFlagsBytes + (2 + (e & 1)) * area;
-  auto* data = static_cast<uint4*>(a.data);
-  // The shards: W runs of q vectors (the last ones may be short). kNorm: whole rows, and the
-  // block's share of a shard is its rows b, b + B, ... (each row's vectors by the threads in
-  // turn) in every phase; otherwise vectors b * kThreads + t + k * B * kThreads.
-  const int64_t row_vecs = kNorm ? a.norm_row / 8 : 1;
-  const int64_t rows = a.vecs / row_vecs;
-  const int64_t q_rows = (rows + W - 1) / W;
-  const int64_t q = q_rows * row_vecs;
+  const int64_t q = (a.vecs + W - 1) / W;  // vectors of a shard (the last ones may be short)
   auto shard_len = [&](int s) { return max(int64_t{0}, min(q, a.vecs - s * q)); };
-  // Calls f(j) for the block's in-shard vectors j of a shard of `len` vectors.
-  auto for_mine = [&](int64_t len, auto&& f) {
-    if constexpr (kNorm) {
-      for (int64_t r = b; r * row_vecs < len; r += gridDim.x) {
-        for (int64_t j = r * row_vecs + threadIdx.x; j < (r + 1) * row_vecs; j += kThreads) f(j);
-      }
-    } else {
-      for (int64_t j = int64_t{b} * kThreads + threadIdx.x; j < len;
-           j += int64_t{gridDim.x} * kThreads) {
-        f(j);
-      }
-    }
-  };
+  const int64_t stride = int64_t{gridDim.x} * kThreads;
+  const int64_t first = int64_t{b} * kThreads + threadIdx.x;
+  auto* data = static_cast<uint4*>(a.data);
 
   // Phase 1: this rank's copy of every other shard into its owner's scatter slot [rank].
 #pragma unroll
   for (int s = 0; s < W; ++s) {
     if (s == a.rank) continue;
     auto* slot = reinterpret_cast<uint4*>(a.bases[s] + scatter) + a.rank * q;
-    for_mine(shard_len(s), [&](int64_t j) { slot[j] = data[s * q + j]; });
+    const int64_t len = shard_len(s);
+    for (int64_t j = first; j < len; j += stride) slot[j] = data[s * q + j];
   }
   exchange_flags<W>(a, b, 2 * e);
 
   // Own shard: the sum over ranks in rank order, into the tensor and every peer's gather area.
+  constexpr int kN = Vec<T>::kN;
   const auto* slots = reinterpret_cast<const uint4*>(a.bases[a.rank] + scatter);
-  const int64_t base = a.rank * q;
-  for_mine(shard_len(a.rank), [&](int64_t j) {
+  const int64_t base = a.rank * q, len = shard_len(a.rank);
+  for (int64_t j = first; j < len; j += stride) {
     uint4 v[W];
 #pragma unroll
     for (int p = 0; p < W; ++p) v[p] = p == a.rank ? data[base + j] : slots[p * q + j];
-    float acc[Vec<T>::kN];
+    float acc[kN];
     sum_in_rank_order<T, W>(v, acc);
     const uint4 sum = Vec<T>::store(acc);
     data[base + j] = sum;
@@ -126,48 +107,29 @@ __global__ void __launch_bounds__(kThreads)
     for (int p = 0; p < W; ++p) {
       if (p != a.rank) reinterpret_cast<uint4*>(a.bases[p] + gather)[base + j] = sum;
     }
-  });
+  }
   exchange_flags<W>(a, b, 2 * e + 1);
 
-  // Phase 2: the other shards' sums from the gather area; the residual add (and the norm)
-  // over every shard.
+  // Phase 2: the other shards' sums from the gather area; the residual add over every shard.
   const auto* sums = reinterpret_cast<const uint4*>(a.bases[a.rank] + gather);
-  if constexpr (kNorm) {
-    // A vector's shard from its index: the rows of a chunk may come from several shards.
-    auto sum_at = [&](int64_t i) { return i / q == a.rank ? data[i] : sums[i]; };
-    __shared__ float scratch[kPeerNormRows * 32];
-    int64_t chunk[kPeerNormRows];
-    int n = 0;
+  auto* residual = static_cast<uint4*>(a.residual);
 #pragma unroll
-    for (int s = 0; s < W; ++s) {
-      for (int64_t r = b; r * row_vecs < shard_len(s); r += gridDim.x) {
-        chunk[n++] = s * q_rows + r;
-        if (n == kPeerNormRows) {
-          add_rms_norm_rows(a, chunk, n, sum_at, scratch);
-          n = 0;
-        }
-      }
-    }
-    if (n > 0) add_rms_norm_rows(a, chunk, n, sum_at, scratch);
-  } else {
-    auto* residual = static_cast<uint4*>(a.residual);
-#pragma unroll
-    for (int s = 0; s < W; ++s) {
-      for_mine(shard_len(s), [&](int64_t j) {
-        const int64_t i = s * q + j;
-        const uint4 sum = s == a.rank ? data[i] : sums[i];
-        if (s != a.rank) data[i] = sum;
-        if (residual != nullptr) add_into_residual<Vec<T>>(sum, residual, i);
-      });
+  for (int s = 0; s < W; ++s) {
+    const int64_t len_s = shard_len(s);
+    for (int64_t j = first; j < len_s; j += stride) {
+      const int64_t i = s * q + j;
+      const uint4 sum = s == a.rank ? data[i] : sums[i];
+      if (s != a.rank) data[i] = sum;
+      if (residual != nullptr) add_into_residual<Vec<T>>(sum, residual, i);
     }
   }
 }
 
-template <typename T, bool kNorm>
+template <typename T>
 void launch(const PeerAllReduceArgs& a, int world, cudaStream_t stream) {
   with_world(world, [&](auto w) {
     launch_pdl("peer_all_reduce_two_shot_kernel",
-               peer_all_reduce_two_shot_kernel<T, decltype(w)::value, kNorm>, dim3(a.ts_blocks),
+               peer_all_reduce_two_shot_kernel<T, decltype(w)::value>, dim3(a.ts_blocks),
                dim3(kThreads), 0, stream, a);
   });
   KS_CUDA_CHECK_LAUNCH("peer_all_reduce_two_shot_kernel");
@@ -177,12 +139,10 @@ void launch(const PeerAllReduceArgs& a, int world, cudaStream_t stream) {
 
 void peer_all_reduce_two_shot(const PeerAllReduceArgs& args, int world, bool bf16,
                               cudaStream_t stream) {
-  if (args.norm_w != nullptr) {
-    launch<__nv_bfloat16, true>(args, world, stream);
-  } else if (bf16) {
-    launch<__nv_bfloat16, false>(args, world, stream);
+  if (bf16) {
+    launch<__nv_bfloat16>(args, world, stream);
   } else {
-    launch<float, false>(args, world, stream);
+    launch<float>(args, world, stream);
   }
 }
 
