@@ -671,7 +671,8 @@ int run(const std::string& section) {
 }
 
 // `cuda_ops_bench wgmma-one T N K TILE SPLIT`: three plain launches of one configuration of
-// the wgmma GEMM on random data, for a profiler (ncu -k regex:wgmma_gemm).
+// the wgmma GEMM on random data, for a profiler (ncu -k regex:wgmma_gemm); TILE 0: the
+// backend's linear() instead (cuBLASLt at these T), to profile beside it.
 int run_wgmma_one(int argc, char** argv) {
   if (argc != 7) {
     std::fprintf(stderr, "usage: cuda_ops_bench wgmma-one T N K TILE SPLIT\n");
@@ -683,9 +684,14 @@ int run_wgmma_one(int argc, char** argv) {
   Tensor x = random_bf16(be, Shape{t, k});
   Tensor w = random_bf16(be, Shape{n, k});
   Tensor out = be.empty(DType::kBF16, Shape{t, n});
+  const int tile = std::atoi(argv[5]);
   for (int i = 0; i < 3; ++i) {
-    kernels::wgmma_gemm(x.data(), w.data(), out.data(), t, n, k, 132, be.stream(),
-                        {std::atoi(argv[5]), std::atoi(argv[6])});
+    if (tile == 0) {
+      be.linear(x, w, Tensor(), out);
+    } else {
+      kernels::wgmma_gemm(x.data(), w.data(), out.data(), t, n, k, 132, be.stream(),
+                          {tile, std::atoi(argv[6])});
+    }
   }
   be.synchronize();
   return 0;
