@@ -3,8 +3,8 @@
 //
 // Build: ninja cuda_ops_bench (configured with KESTREL_CUDA=ON); run: build/bench/cuda_ops_bench
 // (`cuda_ops_bench decode`, `prefill`, `fp8`, `rope`, `gemm`, `wgmma`, `wgmma-8b` (Qwen3-8B
-// products at TP=4 and 2, with gemm_ws and tuned cuBLASLt beside) or `gemv-8b` (its batch-1
-// fused products): the ceilings and
+// products at TP=4 and 2, with gemm_ws and tuned cuBLASLt beside), `gemv-8b` (its batch-1
+// fused products) or `decode-tp` (its decode attention at TP ranks' heads): the ceilings and
 // those rows only;
 // `prefill-one ...` and `wgmma-one ...`: one row, for profilers; `tma-encode`: the host time
 // of encoding one TMA map).
@@ -383,8 +383,8 @@ PagedBatch paged_batch(CudaBackend& be, const std::vector<int32_t>& lens, int q_
 void bench_attention_lens(CudaBackend& be, const Ceilings& c, const char* name,
                           const std::vector<int32_t>& lens, int q_len, bool scatter_pages = true,
                           bool general = false, bool longest_first = false, bool fp8 = false,
-                          int bs = 16) {
-  const int hq = 16, hkv = 8, d = 128;
+                          int bs = 16, int hq = 16, int hkv = 8) {
+  const int d = 128;
   const PagedBatch pb = paged_batch(be, lens, q_len, scatter_pages, general, longest_first, bs);
   const AttentionMetadata& meta = pb.meta;
   const int64_t t = meta.num_tokens;
@@ -453,6 +453,30 @@ void bench_attention(CudaBackend& be, const Ceilings& c, const char* name, int n
                      int q_len, bool scatter_pages = true, bool general = false, bool fp8 = false) {
   bench_attention_lens(be, c, name, std::vector<int32_t>(num_seqs, ctx), q_len, scatter_pages,
                        general, false, fp8);
+}
+
+// Qwen3-8B's decode attention as one rank of TP = 1, 2 and 4 holds it (32 / 8 query / KV
+// heads, a half, a quarter): 256 sequences of 1,024 keys and a nano-vLLM-like step of 256
+// mixed lengths (100..2,048 keys), in batch order and longest first. At TP = 4 the engine's
+// kernel streams at ~71% of the copy rate where TP = 1's reaches ~90% (docs/parallel.md).
+void bench_decode_attention_tp(CudaBackend& be, const Ceilings& c) {
+  std::vector<int32_t> mixed(256);
+  uint64_t state = 777;
+  for (int32_t& len : mixed) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    len = 100 + static_cast<int32_t>((state >> 33) % 1949);
+  }
+  for (int tp : {1, 2, 4}) {
+    const int hq = 32 / tp, hkv = 8 / tp;
+    const std::string tag = "tp" + std::to_string(tp) + " (Hq " + std::to_string(hq) + ", Hkv " +
+                            std::to_string(hkv) + ") ";
+    bench_attention_lens(be, c, (tag + "256 x 1024").c_str(), std::vector<int32_t>(256, 1024), 1,
+                         true, false, false, false, 16, hq, hkv);
+    bench_attention_lens(be, c, (tag + "256 mixed").c_str(), mixed, 1, true, false, false, false,
+                         16, hq, hkv);
+    bench_attention_lens(be, c, (tag + "256 mixed, longest first").c_str(), mixed, 1, true, false,
+                         true, false, 16, hq, hkv);
+  }
 }
 
 // The decode attention rows: uniform batches, nano-vLLM's mixed lengths, a single stream.
@@ -613,6 +637,11 @@ int run(const std::string& section) {
     bench_wgmma_gemms(be, c);
     return 0;
   }
+  if (section == "decode-tp") {
+    std::printf("\n-- Qwen3-8B decode attention at a TP rank's heads, D 128, block 16, token-major --\n");
+    bench_decode_attention_tp(be, c);
+    return 0;
+  }
   if (section == "gemv-8b") {
     std::printf("\n-- Qwen3-8B batch-1 products (fused small-step ops), weights cold --\n");
     bench_gemv_8b(be, c);
@@ -748,10 +777,10 @@ int main(int argc, char** argv) {
     const std::string section = argc > 1 ? argv[1] : "";
     if (section != "" && section != "decode" && section != "prefill" && section != "gemm" &&
         section != "fp8" && section != "rope" && section != "wgmma" && section != "wgmma-8b" &&
-        section != "gemv-8b") {
+        section != "gemv-8b" && section != "decode-tp") {
       std::fprintf(stderr,
                    "cuda_ops_bench: unknown section '%s' (decode, prefill, fp8, rope, gemm, wgmma, "
-                   "wgmma-8b or gemv-8b, or none for all)\n",
+                   "wgmma-8b, gemv-8b or decode-tp, or none for all)\n",
                    section.c_str());
       return 2;
     }
