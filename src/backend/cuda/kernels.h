@@ -120,10 +120,8 @@ constexpr int kMaxAttentionGroup = 16;
 // longer max_seq_len stays right (and efficient) for shorter sequences: one captured graph
 // serves every context length.
 //
-// Decode batches of several CTA waves are not split that way on the CUDA-core decode kernel
-// (most z-splits of short sequences would find no keys and still take a CTA slot; the
-// tensor-core one splits batches of one to two waves so that the last is full: attention.cu,
-// multi_wave_splits); instead, with tail_seqs > 0
+// Decode batches of several CTA waves are not split that way (most z-splits of short
+// sequences would find no keys and still take a CTA slot); instead, with tail_seqs > 0
 // (decode kernel only; num_splits == 2), the first tail_seqs sequences of args.seq_order (the
 // longest, when the order is longest first) are cut in two halves that take two CTAs next to
 // each other, and the rest are whole: a wave then ends on halves, not on lone long sequences.

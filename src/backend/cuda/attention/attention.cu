@@ -38,8 +38,6 @@
 // barriers and reductions per 32-key tile), hence the decode kernel.
 #include <algorithm>
 #include <cfloat>
-#include <cstdlib>
-#include <cstring>
 #include <type_traits>
 
 #include "backend/cuda/attention/attention_decode.cuh"
@@ -398,48 +396,19 @@ constexpr int kMinDecodeKeysPerSplit = 48;
 // this many keys: a shorter sequence stays whole.
 constexpr int kMinTailKeys = 128;
 
-// The tensor-core decode kernel's split for a batch of one to two waves of CTAs (ctas >=
-// slots): a second, partly filled wave runs its few CTAs on mostly idle SMs. At a Qwen3-8B
-// TP=4 rank's heads (256 sequences x 2 KV heads = 512 CTAs on 396 slots) the kernel streamed
-// at 78-81% of the copy rate where TP=1's 2,048 CTAs reach 92-96% (cuda_ops_bench
-// decode-tp). Cutting every CTA's keys s ways makes ctas x s CTAs; the s (2-4, at most
-// max_splits) whose last wave is fullest, ctas s / (ceil(ctas s / slots) slots), is taken
-// where that beats the unsplit batch's fill by kMinWaveFillGain (the partials and the merge
-// kernel cost a few percent). Two waves or more stay whole: their last wave is a smaller
-// share, and sequences of mixed lengths even it out. KESTREL_DECODE_MMA_WAVE_SPLIT=0: never
-// (the plan before session 22, for comparison).
-constexpr double kMinWaveFillGain = 0.08;
-constexpr int64_t kMaxWaveSplits = 4;
-int64_t multi_wave_splits(int64_t ctas, int64_t slots, int64_t max_splits) {
-  const char* env = std::getenv("KESTREL_DECODE_MMA_WAVE_SPLIT");
-  if (ctas >= 2 * slots || (env != nullptr && std::strcmp(env, "0") == 0)) return 1;
-  auto fill = [&](int64_t s) {
-    const int64_t n = ctas * s;
-    return double(n) / double((n + slots - 1) / slots * slots);
-  };
-  int64_t best = 1;
-  for (int64_t s = 2; s <= std::min(kMaxWaveSplits, max_splits); ++s) {
-    if (fill(s) > fill(best) + kMinWaveFillGain) best = s;
-  }
-  return best;
-}
-
 }  // namespace
 
 AttentionSplit plan_attention_split(const PagedAttentionArgs& a, int max_seq_len, int num_sms,
                                     int decode_ctas_per_sm) {
   int64_t ctas = 0, slots = 0;
   if (detail::use_decode_mma(a)) {
-    // The tensor-core decode kernel: one CTA per (sequence, KV head); a batch short of one
-    // wave splits its keys into the most chunks that still fit in it, as below; a batch of
-    // one to two waves as multi_wave_splits says.
+    // The fp8 tensor-core decode kernel: one CTA per (sequence, KV head); a batch short of
+    // one wave splits its keys into the most chunks that still fit in it, as below.
     ctas = int64_t(a.num_seqs) * a.num_kv_heads;
     slots = int64_t(num_sms) * detail::kDecodeMmaCtasPerSm;
-    if (max_seq_len < 2 * kMinKeysPerSplit) return {};
-    const int64_t splits =
-        ctas >= slots ? multi_wave_splits(ctas, slots, max_seq_len / kMinKeysPerSplit)
-                      : std::min<int64_t>({slots / ctas, max_seq_len / kMinKeysPerSplit,
-                                           kMaxAttentionSplits});
+    if (ctas >= slots || max_seq_len < 2 * kMinKeysPerSplit) return {};
+    const int64_t splits = std::min<int64_t>({slots / ctas, max_seq_len / kMinKeysPerSplit,
+                                              kMaxAttentionSplits});
     if (splits <= 1) return {};
     return {static_cast<int>(splits), kMinKeysPerSplit};  // whole 16-key tiles
   }

@@ -42,9 +42,9 @@
 // What each of these gave: docs/cuda_backend.md, "Tensor-core decode attention".
 //
 // Splits (Flash-Decoding, kernels.h AttentionSplit; plan_attention_split fills one wave of
-// kDecodeMmaCtasPerSm CTAs per SM, or the last of two): with num_splits > 1 every CTA
-// writes its rows' partials (log2-domain max, sum, unnormalised output; empty splits write
-// empty ones) and attention.cu's merge kernel combines them.
+// kDecodeMmaCtasPerSm CTAs per SM): with num_splits > 1 every CTA writes its rows' partials
+// (log2-domain max, sum, unnormalised output; empty splits write empty ones) and
+// attention.cu's merge kernel combines them.
 #pragma once
 
 #include <cfloat>
