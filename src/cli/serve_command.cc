@@ -64,6 +64,10 @@ Runner add_serve_command(CLI::App& app) {
                   "seconds in-flight requests may run after SIGINT/SIGTERM before they are aborted")
       ->check(at_least(0))
       ->capture_default_str();
+  cmd->add_option("--responses-store-max", o->server.responses_store_max,
+                  "Responses API: responses kept in memory for previous_response_id and GET/DELETE "
+                  "/v1/responses/{id} (oldest dropped first; at most 256 MiB); 0 = none")
+      ->capture_default_str();
   cmd->add_option("--keep-alive-timeout", o->server.keep_alive_timeout_s,
                   "idle connection timeout (s)")
       ->check(at_least(1))

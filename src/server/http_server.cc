@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <string_view>
 #include <thread>
 
 #include "core/error.h"
@@ -49,6 +50,11 @@ const char* allowed_methods(const std::string& path) {
   if (path == "/health" || path == "/metrics" || path == "/version" || path == "/v1/models" ||
       path.rfind("/v1/models/", 0) == 0) {
     return "GET";
+  }
+  // A stored response (/v1/responses/{id}); its input_items are not served.
+  constexpr std::string_view kResponse = "/v1/responses/";
+  if (path.rfind(kResponse, 0) == 0 && path.find('/', kResponse.size()) == std::string::npos) {
+    return "GET, DELETE";
   }
   return nullptr;
 }
@@ -194,6 +200,7 @@ HttpServer::HttpServer(LLM& llm, ServerConfig config) : impl_(new Impl(llm)) {
   s.ctx.max_model_len = llm.max_model_len();
   s.ctx.served_model_name = s.config.served_model_name;
   s.ctx.tool_call_parser = s.config.tool_call_parser;
+  s.responses = std::make_unique<ResponseStore>(s.config.responses_store_max);
   s.started_at = unix_seconds();
 }
 
@@ -351,6 +358,14 @@ void HttpServer::Impl::install_routes() {
                                                httplib::Response& res) {
               handle_responses(s, req, res);
             })));
+  http.Get(R"(/v1/responses/([^/]+))",
+           guarded([&s](const httplib::Request& req, httplib::Response& res) {
+             get_stored_response(s, req.matches[1], res);
+           }));
+  http.Delete(R"(/v1/responses/([^/]+))",
+              guarded([&s](const httplib::Request& req, httplib::Response& res) {
+                delete_stored_response(s, req.matches[1], res);
+              }));
   http.set_post_routing_handler([](const httplib::Request&, httplib::Response& res) {
     // httplib adds its keep-alive terms to a response that closes the connection.
     if (res.get_header_value("Connection") == "close") res.headers.erase("Keep-Alive");

@@ -52,6 +52,10 @@ struct ServerConfig {
   // "hermes" or "llama3_json": chat requests with `tools` get the model's tool-call markup
   // as message.tool_calls (tool_calls.h). Empty: calls stay text, as vLLM without a parser.
   std::string tool_call_parser;
+  // Responses API: how many responses are kept for previous_response_id and GET / DELETE
+  // /v1/responses/{id} (response_store.h; the oldest go first, and at most 256 MiB of them).
+  // 0: none (previous_response_id is then a 400).
+  size_t responses_store_max = 1024;
 };
 
 class HttpServer {

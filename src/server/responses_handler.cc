@@ -12,6 +12,7 @@
 #include "server/connections.h"
 #include "server/generation.h"
 #include "server/reasoning.h"
+#include "server/response_store.h"
 #include "server/responses_format.h"
 #include "server/responses_request.h"
 #include "server/server_state.h"
@@ -23,12 +24,15 @@ using ojson = nlohmann::ordered_json;
 using Events = ResponseBuilder::Events;
 
 // One response being generated: the engine request, and the builder its text goes to after
-// the chat path's reasoning and tool-call parsers split it.
+// the chat path's reasoning and tool-call parsers split it. `items`: the conversation it
+// answers (response_store.h), kept with the response when the request asks to store it.
 class ResponseRun {
  public:
   ResponseRun(ServerState& state, ResponsesRequest request, std::string id,
-              Clock::time_point arrival)
+              Clock::time_point arrival, ojson items)
       : state_(state),
+        store_(request.store),
+        items_(std::move(items)),
         builder_(id, unix_seconds(), state.ctx.served_model_name, request.settings,
                  [&state](const char* prefix) { return state.new_request_id(prefix); }),
         parallel_tool_calls_(request.generate.parallel_tool_calls),
@@ -53,7 +57,11 @@ class ResponseRun {
         continue;
       }
       take(d.text, last, out);
-      if (last) append(out, builder_.finish(d.finish_reason, usage()));
+      if (!last) continue;
+      append(out, builder_.finish(d.finish_reason, usage()));
+      // Kept before the client sees the end, so that a request continuing from it finds it
+      // (a failed response is not kept).
+      if (store_) state_.responses->put(builder_.response(), std::move(items_));
     }
     return out;
   }
@@ -99,6 +107,8 @@ class ResponseRun {
   }
 
   ServerState& state_;
+  bool store_;
+  ojson items_;
   ResponseBuilder builder_;
   const bool parallel_tool_calls_;
   Generation gen_;
@@ -166,11 +176,21 @@ struct StreamSession {
 void handle_responses(ServerState& state, const httplib::Request& http_req,
                       httplib::Response& res) {
   const Clock::time_point arrival = Clock::now();
-  ResponsesRequest request = parse_responses_request(parse_request_body(http_req.body), state.ctx);
+  const ojson body = parse_request_body(http_req.body);
+  const ojson previous = body.contains("previous_response_id") ? body["previous_response_id"]
+                                                                : ojson(nullptr);
+  // With previous_response_id, the stored conversation's items come before the input.
+  const ojson resolved = with_previous_response(body, *state.responses);
+  ResponsesRequest request = parse_responses_request(resolved, state.ctx);
+  request.settings["previous_response_id"] = previous;
+  request.store = request.store && state.responses->enabled();
+  if (!state.responses->enabled()) request.settings["store"] = false;
   const bool stream = request.generate.stream;
   std::string id = state.new_request_id("resp_");
   KS_LOG_DEBUG("{}: {} prompt tokens, stream={}", id, request.generate.prompts[0].size(), stream);
-  auto run = std::make_unique<ResponseRun>(state, std::move(request), std::move(id), arrival);
+  ojson items = request.store ? input_items(resolved.at("input")) : ojson();
+  auto run = std::make_unique<ResponseRun>(state, std::move(request), std::move(id), arrival,
+                                           std::move(items));
   if (!stream) {
     answer_whole(state, std::move(run), http_req, res);
     return;
@@ -182,6 +202,29 @@ void handle_responses(ServerState& state, const httplib::Request& http_req,
       "text/event-stream",
       [session](size_t, httplib::DataSink& sink) { return session->pump(sink); },
       [session](bool) {});
+}
+
+namespace {
+
+[[noreturn]] void not_stored(const std::string& id) {
+  throw ApiError(404, fmt::format("Response with id '{}' not found.", id), "response_id",
+                 "invalid_request_error", "response_not_found");
+}
+
+}  // namespace
+
+void get_stored_response(ServerState& state, const std::string& id, httplib::Response& res) {
+  const std::optional<ojson> response = state.responses->response(id);
+  if (!response) not_stored(id);
+  res.set_content(response->dump(-1, ' ', false, ojson::error_handler_t::replace),
+                  "application/json");
+}
+
+void delete_stored_response(ServerState& state, const std::string& id, httplib::Response& res) {
+  if (!state.responses->erase(id)) not_stored(id);
+  res.set_content(
+      ojson{{"id", id}, {"object", "response.deleted"}, {"deleted", true}}.dump(),
+      "application/json");
 }
 
 }  // namespace kestrel::server

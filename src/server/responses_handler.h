@@ -12,4 +12,9 @@ namespace kestrel::server {
 // Throws ApiError for a bad request (before anything is queued); the route's guard answers it.
 void handle_responses(ServerState& state, const httplib::Request& req, httplib::Response& res);
 
+// GET /v1/responses/{id}: the stored response; DELETE: removes it ({"id", "object":
+// "response.deleted", "deleted": true}). Both throw a 404 ApiError for an id not stored.
+void get_stored_response(ServerState& state, const std::string& id, httplib::Response& res);
+void delete_stored_response(ServerState& state, const std::string& id, httplib::Response& res);
+
 }  // namespace kestrel::server

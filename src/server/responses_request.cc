@@ -213,6 +213,7 @@ ResponsesRequest parse_responses_request(const ojson& body, const ServingContext
     const ojson* v = f.find(key);
     return v ? *v : absent;
   };
+  out.store = f.boolean("store").value_or(true);
   ojson text = echo("text", ojson::object());
   if (!text.contains("format") || text["format"].is_null()) text["format"] = {{"type", "text"}};
   out.settings = {
@@ -221,7 +222,7 @@ ResponsesRequest parse_responses_request(const ojson& body, const ServingContext
       {"metadata", echo("metadata", ojson::object())},
       {"parallel_tool_calls", out.generate.parallel_tool_calls},
       {"reasoning", echo("reasoning", {{"effort", nullptr}, {"summary", nullptr}})},
-      {"store", echo("store", false)},
+      {"store", echo("store", true)},
       {"temperature", shortest(out.generate.params.temperature)},
       {"text", std::move(text)},
       {"tool_choice", echo("tool_choice", "auto")},

@@ -1,10 +1,11 @@
 // POST /v1/responses: OpenAI's Responses API request, read as the equivalent chat request.
 //
 // The body is checked field by field (a 400 naming the field for each mistake, and for each
-// feature this server does not have: previous_response_id, background, include, built-in
-// tools, ...), then rewritten as a /v1/chat/completions body: `instructions` becomes a first
-// system message, `input` items become messages (function_call items an assistant message's
-// tool_calls, function_call_output items tool messages), flat function tools the chat form,
+// feature this server does not have: background, include, built-in tools, ...; a
+// previous_response_id is resolved before this, by response_store.h), then rewritten as a
+// /v1/chat/completions body: `instructions` becomes a first system message, `input` items
+// become messages (function_call items an assistant message's tool_calls,
+// function_call_output items tool messages), flat function tools the chat form,
 // `text.format` the response_format, `max_output_tokens` max_completion_tokens. That body
 // goes through parse_chat_request, so the prompt, sampling and constraints are the chat
 // endpoint's to the byte. docs/server.md lists the fields.
@@ -18,6 +19,7 @@ namespace kestrel::server {
 
 struct ResponsesRequest {
   GenerateRequest generate;  // what the engine runs (n = 1, chat = true)
+  bool store = true;         // `store` (OpenAI's default: true): keep the finished response
   // What the response object repeats of the request: instructions, max_output_tokens,
   // metadata, parallel_tool_calls, reasoning, store, temperature and top_p (the values
   // sampling uses), text, tool_choice, tools, truncation, user.

@@ -16,6 +16,7 @@
 #include "server/http_server.h"
 #include "server/metrics.h"
 #include "server/request_parser.h"
+#include "server/response_store.h"
 #include "structured/grammar_compiler.h"
 
 namespace httplib {
@@ -33,6 +34,7 @@ struct ServerState {
   int64_t started_at = 0;  // Unix seconds
   ServerMetrics metrics;
   std::unique_ptr<EngineLoop> loop;
+  std::unique_ptr<ResponseStore> responses;  // never null once the server is made
   std::atomic<bool> draining{false};
 
   std::mutex mu;

@@ -88,5 +88,47 @@ TEST(Responses, BadInputIsA400NamingTheField) {
   EXPECT_TRUE(wait_engine_idle(server.port(), 10s));
 }
 
+// The stored responses' routes over raw HTTP: the methods each path takes, 404s naming the
+// unknown id, and a server that stores nothing (--responses-store-max 0).
+TEST(Responses, StoredResponseRoutes) {
+  ServerProcess server({"--responses-store-max", "0"});
+  auto off = client(server.port())
+                 .Post("/v1/responses", R"({"input": "x", "max_output_tokens": 2})",
+                       "application/json");
+  ASSERT_TRUE(off);
+  EXPECT_EQ(off->status, 200) << off->body;
+  EXPECT_EQ(json::parse(off->body)["store"], false) << off->body;
+  const std::string id = json::parse(off->body)["id"];
+  auto continued =
+      client(server.port())
+          .Post("/v1/responses", json{{"input", "y"}, {"previous_response_id", id}}.dump(),
+                "application/json");
+  ASSERT_TRUE(continued);
+  EXPECT_EQ(continued->status, 400) << continued->body;
+  EXPECT_EQ(json::parse(continued->body)["error"]["param"], "previous_response_id");
+  EXPECT_NE(continued->body.find("stores none"), std::string::npos) << continued->body;
+  for (const char* method : {"GET", "DELETE"}) {
+    httplib::Request req;
+    req.method = method;
+    req.path = "/v1/responses/" + id;
+    auto res = client(server.port()).send(req);
+    ASSERT_TRUE(res) << method;
+    EXPECT_EQ(res->status, 404) << method << " " << res->body;
+    const json error = json::parse(res->body)["error"];
+    EXPECT_EQ(error["code"], "response_not_found") << res->body;
+    EXPECT_NE(error["message"].get<std::string>().find(id), std::string::npos) << res->body;
+  }
+  auto post = client(server.port()).Post("/v1/responses/" + id, "{}", "application/json");
+  ASSERT_TRUE(post);
+  EXPECT_EQ(post->status, 405);
+  EXPECT_EQ(post->get_header_value("Allow"), "GET, DELETE");
+  auto items = client(server.port()).Get("/v1/responses/" + id + "/input_items");
+  ASSERT_TRUE(items);
+  EXPECT_EQ(items->status, 404) << items->body;
+  auto no_key = client(server.port(), false).Get("/v1/responses/" + id);
+  ASSERT_TRUE(no_key);
+  EXPECT_EQ(no_key->status, 401);
+}
+
 }  // namespace
 }  // namespace kestrel::server_test
