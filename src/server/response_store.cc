@@ -9,6 +9,28 @@ namespace kestrel::server {
 
 using ojson = nlohmann::ordered_json;
 
+namespace {
+
+bool has_id(const ojson& item, const std::string& id) {
+  if (!item.is_object()) return false;
+  const auto it = item.find("id");
+  return it != item.end() && it->is_string() && it->get_ref<const std::string&>() == id;
+}
+
+// Calls f(id) for every item of `entry` (output and input) that has a string "id".
+template <typename Entry, typename F>
+void for_each_item_id(const Entry& entry, F&& f) {
+  for (const ojson* list : {&entry.response.at("output"), &entry.items}) {
+    if (!list->is_array()) continue;
+    for (const ojson& item : *list) {
+      if (!item.is_object()) continue;
+      if (const auto id = item.find("id"); id != item.end() && id->is_string()) f(id->get<std::string>());
+    }
+  }
+}
+
+}  // namespace
+
 ResponseStore::ResponseStore(size_t max_responses, size_t max_bytes)
     : max_responses_(max_responses), max_bytes_(max_bytes) {}
 
@@ -24,11 +46,23 @@ void ResponseStore::put(const ojson& response, ojson items) {
     erase_locked(entries_.find(oldest_first_.front()));
   }
   oldest_first_.push_back(id);
-  entries_.emplace(id, Entry{response, std::move(items), bytes, std::prev(oldest_first_.end())});
+  const Entry& entry =
+      entries_
+          .emplace(id, Entry{response, std::move(items), bytes, std::prev(oldest_first_.end())})
+          .first->second;
+  for_each_item_id(entry, [&](const std::string& item_id) { item_owner_[item_id] = id; });
   bytes_ += bytes;
 }
 
 void ResponseStore::erase_locked(std::unordered_map<std::string, Entry>::iterator it) {
+  for_each_item_id(it->second, [&](const std::string& item_id) {
+    // An older response's item stays findable only through a newer one that holds it too;
+    // the newest holder owns the id, so only its removal drops the index entry.
+    if (auto owner = item_owner_.find(item_id);
+        owner != item_owner_.end() && owner->second == it->first) {
+      item_owner_.erase(owner);
+    }
+  });
   bytes_ -= it->second.bytes;
   oldest_first_.erase(it->second.age);
   entries_.erase(it);
@@ -50,6 +84,19 @@ std::optional<ojson> ResponseStore::conversation(const std::string& id) const {
   return items;
 }
 
+std::optional<ojson> ResponseStore::item(const std::string& item_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto owner = item_owner_.find(item_id);
+  if (owner == item_owner_.end()) return std::nullopt;
+  const Entry& entry = entries_.at(owner->second);
+  for (const ojson* list : {&entry.response.at("output"), &entry.items}) {
+    for (const ojson& item : *list) {
+      if (has_id(item, item_id)) return item;
+    }
+  }
+  return std::nullopt;
+}
+
 bool ResponseStore::erase(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = entries_.find(id);
@@ -68,6 +115,40 @@ ojson input_items(const ojson& input) {
   return input;  // a list, or a wrong type that the request parser names
 }
 
+namespace {
+
+// `input` with each item reference replaced by the stored item it names.
+ojson resolve_references(const ojson& input, const ResponseStore& store) {
+  if (!input.is_array()) return input;
+  ojson out = ojson::array();
+  for (size_t i = 0; i < input.size(); ++i) {
+    const ojson& item = input[i];
+    // string_member: a "type" of another JSON type is not a reference (and not a throw).
+    if (!(item.is_object() && string_member(item, "type") == "item_reference")) {
+      out.push_back(item);
+      continue;
+    }
+    const auto id = item.find("id");
+    if (id == item.end() || !id->is_string()) {
+      throw_bad_request("input", "'input[{}]': an item_reference needs a string 'id'", i);
+    }
+    if (!store.enabled()) {
+      throw_bad_request("input",
+                        "'input[{}]': item references need stored responses, and this server "
+                        "stores none (kestrel serve --responses-store-max 0)",
+                        i);
+    }
+    std::optional<ojson> stored = store.item(id->get<std::string>());
+    if (!stored) {
+      throw_bad_request("input", "'input[{}]': no stored item has the id '{}'", i,
+                        id->get<std::string>());
+    }
+    out.push_back(std::move(*stored));
+  }
+  return out;
+}
+
+// The body with previous_response_id's conversation before the input, the key removed.
 ojson with_previous_response(const ojson& body, const ResponseStore& store) {
   const auto previous = body.find("previous_response_id");
   if (previous == body.end() || previous->is_null()) return body;
@@ -97,6 +178,16 @@ ojson with_previous_response(const ojson& body, const ResponseStore& store) {
     for (const ojson& item : own) items->push_back(item);
   }
   out["input"] = std::move(*items);
+  return out;
+}
+
+}  // namespace
+
+ojson with_stored_items(const ojson& body, const ResponseStore& store) {
+  ojson out = with_previous_response(body, store);
+  if (const auto input = out.find("input"); input != out.end() && input->is_array()) {
+    *input = resolve_references(*input, store);
+  }
   return out;
 }
 

@@ -7,7 +7,10 @@
 // Each entry holds the whole response object and its conversation: every input item of the
 // chain it continues (previous responses' input and output items, in order) then its own
 // input items. Instructions are not part of it: as on OpenAI's API, a request's
-// `instructions` apply to that request alone. Thread safety: every method locks.
+// `instructions` apply to that request alone. The items that carry an "id" (every output
+// item; input items sent back with theirs) can be referenced from a later input as
+// {"type": "item_reference", "id"}, as Codex-style clients do. Thread safety: every method
+// locks.
 #pragma once
 
 #include <cstddef>
@@ -36,6 +39,9 @@ class ResponseStore {
   // The conversation after response `id`: its items, then its output items (as input items:
   // a response's output can be sent back as it is). nullopt: not stored.
   std::optional<nlohmann::ordered_json> conversation(const std::string& id) const;
+  // The stored item with this "id" (an output item, or an input item that has one), from the
+  // newest response that holds it. nullopt: none.
+  std::optional<nlohmann::ordered_json> item(const std::string& item_id) const;
   bool erase(const std::string& id);
   size_t size() const;
 
@@ -51,17 +57,20 @@ class ResponseStore {
   mutable std::mutex mu_;
   std::list<std::string> oldest_first_;
   std::unordered_map<std::string, Entry> entries_;
+  std::unordered_map<std::string, std::string> item_owner_;  // item id -> response id
   size_t bytes_ = 0;
 };
 
 // A Responses request's `input` as a list of items: a string is one user message.
 nlohmann::ordered_json input_items(const nlohmann::ordered_json& input);
 
-// The request body with `previous_response_id` resolved: the stored conversation's items
-// before the request's own input items, and the key removed (a body without it, or with
-// null, comes back as it is). Throws a 400 ApiError naming previous_response_id when it is
-// not a string, when the server stores nothing, or when that response is not stored.
-nlohmann::ordered_json with_previous_response(const nlohmann::ordered_json& body,
-                                              const ResponseStore& store);
+// The request body with what it refers to in the store put in place: with
+// `previous_response_id`, the stored conversation's items before the request's own input
+// items, and the key removed; each {"type": "item_reference", "id"} input item replaced by
+// the stored item. A body that refers to nothing comes back as it is. Throws a 400 ApiError
+// naming previous_response_id (not a string, not stored, or the server stores nothing) or
+// input (an item reference to no stored item, with its place).
+nlohmann::ordered_json with_stored_items(const nlohmann::ordered_json& body,
+                                         const ResponseStore& store);
 
 }  // namespace kestrel::server

@@ -179,8 +179,9 @@ void handle_responses(ServerState& state, const httplib::Request& http_req,
   const ojson body = parse_request_body(http_req.body);
   const ojson previous = body.contains("previous_response_id") ? body["previous_response_id"]
                                                                 : ojson(nullptr);
-  // With previous_response_id, the stored conversation's items come before the input.
-  const ojson resolved = with_previous_response(body, *state.responses);
+  // The stored conversation before the input (previous_response_id), referenced items in
+  // place.
+  const ojson resolved = with_stored_items(body, *state.responses);
   ResponsesRequest request = parse_responses_request(resolved, state.ctx);
   request.settings["previous_response_id"] = previous;
   request.store = request.store && state.responses->enabled();

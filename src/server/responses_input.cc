@@ -151,7 +151,7 @@ void append_input_messages(const ojson& input, ojson& messages) {
                           {"content", ""},
                           {"reasoning_content", reasoning_text(item, where)}});
     } else if (type == "item_reference") {
-      bad_item(where, "item references are not supported: this server stores no responses");
+      bad_item(where, "item references are resolved against stored responses; none is stored");
     } else {
       bad_item(where, "items of type '{}' are not supported", type);
     }

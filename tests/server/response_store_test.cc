@@ -1,5 +1,6 @@
 // The Responses API's stored responses without a server: what is kept and dropped (by count
-// and by bytes), and how previous_response_id puts the stored conversation before the input.
+// and by bytes), how previous_response_id puts the stored conversation before the input, and
+// how item references find stored items.
 #include "server/response_store.h"
 
 #include <gtest/gtest.h>
@@ -75,13 +76,13 @@ TEST(ResponseStore, PreviousResponseComesBeforeTheInput) {
   ResponseStore store(8);
   // A chain: resp_a answered [user 1]; resp_b continued it with [user 2].
   store.put(response("resp_a", "A"), ojson::array({user("1")}));
-  const ojson b_items = with_previous_response(
+  const ojson b_items = with_stored_items(
       ojson{{"input", "2"}, {"previous_response_id", "resp_a"}}, store)["input"];
   store.put(response("resp_b", "B"), b_items);
   const ojson body = ojson::parse(
       R"({"input": [{"role": "user", "content": "3"}], "previous_response_id": "resp_b",
           "instructions": "Be brief.", "max_output_tokens": 5})");
-  const ojson out = with_previous_response(body, store);
+  const ojson out = with_stored_items(body, store);
   EXPECT_FALSE(out.contains("previous_response_id"));
   EXPECT_EQ(out["instructions"], "Be brief.");  // the request's own, not carried over
   EXPECT_EQ(out["max_output_tokens"], 5);
@@ -94,16 +95,45 @@ TEST(ResponseStore, PreviousResponseComesBeforeTheInput) {
   EXPECT_EQ(input[4], user("3"));
   // Without the key, or with null, the body is unchanged.
   const ojson plain = ojson{{"input", "x"}};
-  EXPECT_EQ(with_previous_response(plain, store), plain);
+  EXPECT_EQ(with_stored_items(plain, store), plain);
   const ojson null_id = ojson{{"input", "x"}, {"previous_response_id", nullptr}};
-  EXPECT_EQ(with_previous_response(null_id, store), null_id);
+  EXPECT_EQ(with_stored_items(null_id, store), null_id);
+}
+
+TEST(ResponseStore, ItemReferencesAreReplacedByTheStoredItems) {
+  ResponseStore store(2);
+  // Input items sent with an id are findable too (a client's earlier output, sent back).
+  ojson sent = user("1");
+  sent["id"] = "msg_sent";
+  store.put(response("resp_a", "A"), ojson::array({sent}));
+  ASSERT_TRUE(store.item("msg_resp_a"));
+  EXPECT_EQ(*store.item("msg_resp_a"), response("resp_a", "A")["output"][0]);
+  EXPECT_EQ(*store.item("msg_sent"), sent);
+  EXPECT_FALSE(store.item("msg_none"));
+  const ojson body = ojson::parse(R"({"input": [{"role": "user", "content": "0"},
+      {"type": "item_reference", "id": "msg_resp_a"}, {"role": "user", "content": "2"}]})");
+  const ojson out = with_stored_items(body, store);
+  ASSERT_EQ(out["input"].size(), 3u);
+  EXPECT_EQ(out["input"][1], response("resp_a", "A")["output"][0]);
+  EXPECT_EQ(out["input"][2], user("2"));
+  // A newer response holding the same item keeps it findable when the older one goes.
+  store.put(response("resp_b", "B"), ojson::array({sent}));
+  EXPECT_TRUE(store.erase("resp_a"));
+  EXPECT_FALSE(store.item("msg_resp_a"));
+  EXPECT_EQ(*store.item("msg_sent"), sent);
+  // Dropped as the oldest: its items go with it.
+  store.put(response("resp_c", "C"), ojson::array());
+  store.put(response("resp_d", "D"), ojson::array());
+  EXPECT_FALSE(store.item("msg_sent"));
+  EXPECT_FALSE(store.item("msg_resp_b"));
+  EXPECT_TRUE(store.item("msg_resp_d"));
 }
 
 // The 400 of each mistake, naming previous_response_id (or input).
 void expect_bad(const ojson& body, const ResponseStore& store, const std::string& param,
                 const std::string& needle) {
   try {
-    (void)with_previous_response(body, store);
+    (void)with_stored_items(body, store);
     ADD_FAILURE() << "accepted: " << body.dump();
   } catch (const ApiError& e) {
     EXPECT_EQ(e.status(), 400) << e.what();
@@ -123,6 +153,11 @@ TEST(ResponseStore, BadPreviousResponseIsA400) {
              "stores none");
   expect_bad({{"input", 3}, {"previous_response_id", "resp_a"}}, store, "input",
              "a string or a list");
+  const ojson ref = ojson::parse(R"({"input": [{"type": "item_reference", "id": "msg_zz"}]})");
+  expect_bad(ref, store, "input", "'input[0]': no stored item has the id 'msg_zz'");
+  expect_bad(ref, off, "input", "stores none");
+  expect_bad(ojson::parse(R"({"input": [{"type": "item_reference", "id": 5}]})"), store, "input",
+             "needs a string 'id'");
 }
 
 }  // namespace

@@ -187,8 +187,9 @@ function checkCalls(r, what, only) {
 }
 
 // --- Stored responses: previous_response_id continues a conversation as if its turns were
-// sent again (the oracle: the chat completion of the whole conversation); a stored response
-// can be read back and deleted; store: false keeps nothing.
+// sent again, and an item_reference stands for the stored item (the oracle: the chat
+// completion of the whole conversation); a stored response can be read back and deleted;
+// store: false keeps nothing.
 {
   const first = await client.responses.create({ model: MODEL, input: "Name a color.", temperature: 0, max_output_tokens: 12 });
   checkEqual(first.store, true, "stored: store defaults to true");
@@ -215,6 +216,13 @@ function checkCalls(r, what, only) {
     { role: "user", content: "One more?" },
   ], 12);
   checkAgainstChat(third, oracle3, "stored: third turn");
+  // An item_reference stands for the stored item it names (Codex-style clients send the
+  // conversation with references to the server's own output items).
+  const referenced = await client.responses.create({
+    model: MODEL, temperature: 0, max_output_tokens: 12,
+    input: [{ role: "user", content: "Name a color." }, { type: "item_reference", id: first.output.at(-1).id }, { role: "user", content: "And another one?" }],
+  });
+  checkAgainstChat(referenced, oracle, "stored: item_reference");
   // A streamed response is stored too, before its last event reaches the client.
   const stream = await client.responses.create({ model: MODEL, input: "Count to three.", temperature: 0, max_output_tokens: 12, stream: true });
   let streamedId = null;

@@ -221,8 +221,10 @@ TEST(ResponsesRequest, MalformedInputIsRejectedNamingInput) {
       "input", "call_id");
   expect_400(ojson::parse(R"({"input": [{"type": "function_call_output", "call_id": "c"}]})"),
              "input", "output");
+  // Resolved against the stored responses before this parser (response_store.h); one that
+  // reaches it finds nothing stored.
   expect_400(ojson::parse(R"({"input": [{"type": "item_reference", "id": "msg_1"}]})"), "input",
-             "not supported");
+             "stored responses");
   expect_400(ojson::parse(R"({"input": ["x"]})"), "input", "object");
   // Found by fuzz_test.cc: a "type" member that is not a string was a 500 (nlohmann's
   // value("type", "") throws for a member of another type).
