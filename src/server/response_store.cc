@@ -1,6 +1,7 @@
 #include "server/response_store.h"
 
 #include <utility>
+#include <vector>
 
 #include "server/api_error.h"
 #include "server/request_fields.h"
@@ -24,7 +25,8 @@ void for_each_item_id(const Entry& entry, F&& f) {
     if (!list->is_array()) continue;
     for (const ojson& item : *list) {
       if (!item.is_object()) continue;
-      if (const auto id = item.find("id"); id != item.end() && id->is_string()) f(id->get<std::string>());
+      const auto id = item.find("id");
+      if (id != item.end() && id->is_string()) f(id->get<std::string>());
     }
   }
 }
@@ -55,17 +57,28 @@ void ResponseStore::put(const ojson& response, ojson items) {
 }
 
 void ResponseStore::erase_locked(std::unordered_map<std::string, Entry>::iterator it) {
+  const std::string id = it->first;
+  bytes_ -= it->second.bytes;
+  oldest_first_.erase(it->second.age);
+  // The items whose ids this response owned (it was their newest holder) pass to the newest
+  // response still holding them, else leave the index. (A chain's later responses hold its
+  // earlier items too; eviction takes the oldest first, so ownership rarely moves.)
+  std::vector<std::string> owned;
   for_each_item_id(it->second, [&](const std::string& item_id) {
-    // An older response's item stays findable only through a newer one that holds it too;
-    // the newest holder owns the id, so only its removal drops the index entry.
     if (auto owner = item_owner_.find(item_id);
-        owner != item_owner_.end() && owner->second == it->first) {
+        owner != item_owner_.end() && owner->second == id) {
+      owned.push_back(item_id);
       item_owner_.erase(owner);
     }
   });
-  bytes_ -= it->second.bytes;
-  oldest_first_.erase(it->second.age);
   entries_.erase(it);
+  for (auto age = oldest_first_.rbegin(); age != oldest_first_.rend() && !owned.empty(); ++age) {
+    for_each_item_id(entries_.at(*age), [&](const std::string& item_id) {
+      if (!item_owner_.contains(item_id) && std::erase(owned, item_id) > 0) {
+        item_owner_[item_id] = *age;
+      }
+    });
+  }
 }
 
 std::optional<ojson> ResponseStore::response(const std::string& id) const {

@@ -40,7 +40,7 @@ class ResponseStore {
   // a response's output can be sent back as it is). nullopt: not stored.
   std::optional<nlohmann::ordered_json> conversation(const std::string& id) const;
   // The stored item with this "id" (an output item, or an input item that has one), from the
-  // newest response that holds it. nullopt: none.
+  // newest response that holds it (while any does). nullopt: none.
   std::optional<nlohmann::ordered_json> item(const std::string& item_id) const;
   bool erase(const std::string& id);
   size_t size() const;

@@ -116,7 +116,10 @@ TEST(ResponseStore, ItemReferencesAreReplacedByTheStoredItems) {
   ASSERT_EQ(out["input"].size(), 3u);
   EXPECT_EQ(out["input"][1], response("resp_a", "A")["output"][0]);
   EXPECT_EQ(out["input"][2], user("2"));
-  // A newer response holding the same item keeps it findable when the older one goes.
+  // An item two responses hold stays findable while either does.
+  store.put(response("resp_b", "B"), ojson::array({sent}));
+  EXPECT_TRUE(store.erase("resp_b"));
+  EXPECT_EQ(*store.item("msg_sent"), sent);  // through resp_a again
   store.put(response("resp_b", "B"), ojson::array({sent}));
   EXPECT_TRUE(store.erase("resp_a"));
   EXPECT_FALSE(store.item("msg_resp_a"));
