@@ -3,7 +3,9 @@
 // written.
 #include <netinet/tcp.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "raw_http.h"
 #include "server_harness.h"
@@ -184,7 +186,10 @@ namespace {
 
 // Found by fuzz_test.cc: every answer on a kept-alive connection took 40 ms, since the
 // server's socket kept Nagle's algorithm (httplib writes a head, then a body, which waited
-// for the head's delayed ACK). 25 requests on one connection now take milliseconds, not 1 s.
+// for the head's delayed ACK). Answers on one connection now take milliseconds. The median
+// answer is checked, not the total: with the stall every answer waits the ~40 ms ACK timer,
+// while a machine busy with other tests (CI runs them two at a time on two cores) makes only
+// some answers slow (25 took 726 ms in all once, against the 500 ms the total was held to).
 TEST(HttpFraming, KeptAliveAnswersDoNotWaitForDelayedAcks) {
   ServerProcess server;
   const int fd = raw_connect(server.port());
@@ -193,14 +198,18 @@ TEST(HttpFraming, KeptAliveAnswersDoNotWaitForDelayedAcks) {
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &yes, sizeof(yes));
   const std::string body = R"({"prompt": 5})";
   const std::string request = kPost + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
-  const auto start = Clock::now();
+  std::vector<double> ms;
   for (int i = 0; i < 25; ++i) {
+    const auto start = Clock::now();
     ASSERT_TRUE(raw_send(fd, request));
     ASSERT_EQ(raw_status(raw_read_response(fd)), 400) << "request " << i;
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
   }
-  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
   ::close(fd);
-  EXPECT_LT(took.count(), 500) << "25 answers took " << took.count() << " ms";
+  std::vector<double> sorted = ms;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_LT(sorted[sorted.size() / 2], 20.0)
+      << "median answer " << sorted[sorted.size() / 2] << " ms; all: " << testing::PrintToString(ms);
 }
 
 }  // namespace
