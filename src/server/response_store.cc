@@ -12,13 +12,7 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-bool has_id(const ojson& item, const std::string& id) {
-  if (!item.is_object()) return false;
-  const auto it = item.find("id");
-  return it != item.end() && it->is_string() && it->get_ref<const std::string&>() == id;
-}
-
-// Calls f(id) for every item of `entry` (output and input) that has a string "id".
+// Calls f(item, id) for every item of `entry` (output, then input) that has a string "id".
 template <typename Entry, typename F>
 void for_each_item_id(const Entry& entry, F&& f) {
   for (const ojson* list : {&entry.response.at("output"), &entry.items}) {
@@ -26,7 +20,7 @@ void for_each_item_id(const Entry& entry, F&& f) {
     for (const ojson& item : *list) {
       if (!item.is_object()) continue;
       const auto id = item.find("id");
-      if (id != item.end() && id->is_string()) f(id->get<std::string>());
+      if (id != item.end() && id->is_string()) f(item, id->get_ref<const std::string&>());
     }
   }
 }
@@ -52,7 +46,8 @@ void ResponseStore::put(const ojson& response, ojson items) {
       entries_
           .emplace(id, Entry{response, std::move(items), bytes, std::prev(oldest_first_.end())})
           .first->second;
-  for_each_item_id(entry, [&](const std::string& item_id) { item_owner_[item_id] = id; });
+  for_each_item_id(entry,
+                   [&](const ojson&, const std::string& item_id) { item_owner_[item_id] = id; });
   bytes_ += bytes;
 }
 
@@ -64,7 +59,7 @@ void ResponseStore::erase_locked(std::unordered_map<std::string, Entry>::iterato
   // response still holding them, else leave the index. (A chain's later responses hold its
   // earlier items too; eviction takes the oldest first, so ownership rarely moves.)
   std::vector<std::string> owned;
-  for_each_item_id(it->second, [&](const std::string& item_id) {
+  for_each_item_id(it->second, [&](const ojson&, const std::string& item_id) {
     if (auto owner = item_owner_.find(item_id);
         owner != item_owner_.end() && owner->second == id) {
       owned.push_back(item_id);
@@ -73,7 +68,7 @@ void ResponseStore::erase_locked(std::unordered_map<std::string, Entry>::iterato
   });
   entries_.erase(it);
   for (auto age = oldest_first_.rbegin(); age != oldest_first_.rend() && !owned.empty(); ++age) {
-    for_each_item_id(entries_.at(*age), [&](const std::string& item_id) {
+    for_each_item_id(entries_.at(*age), [&](const ojson&, const std::string& item_id) {
       if (!item_owner_.contains(item_id) && std::erase(owned, item_id) > 0) {
         item_owner_[item_id] = *age;
       }
@@ -101,13 +96,11 @@ std::optional<ojson> ResponseStore::item(const std::string& item_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto owner = item_owner_.find(item_id);
   if (owner == item_owner_.end()) return std::nullopt;
-  const Entry& entry = entries_.at(owner->second);
-  for (const ojson* list : {&entry.response.at("output"), &entry.items}) {
-    for (const ojson& item : *list) {
-      if (has_id(item, item_id)) return item;
-    }
-  }
-  return std::nullopt;
+  std::optional<ojson> found;
+  for_each_item_id(entries_.at(owner->second), [&](const ojson& item, const std::string& id) {
+    if (!found && id == item_id) found = item;
+  });
+  return found;
 }
 
 bool ResponseStore::erase(const std::string& id) {

@@ -185,7 +185,7 @@ void handle_responses(ServerState& state, const httplib::Request& http_req,
   ResponsesRequest request = parse_responses_request(resolved, state.ctx);
   request.settings["previous_response_id"] = previous;
   request.store = request.store && state.responses->enabled();
-  if (!state.responses->enabled()) request.settings["store"] = false;
+  request.settings["store"] = request.store;
   const bool stream = request.generate.stream;
   std::string id = state.new_request_id("resp_");
   KS_LOG_DEBUG("{}: {} prompt tokens, stream={}", id, request.generate.prompts[0].size(), stream);

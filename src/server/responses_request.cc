@@ -222,7 +222,7 @@ ResponsesRequest parse_responses_request(const ojson& body, const ServingContext
       {"metadata", echo("metadata", ojson::object())},
       {"parallel_tool_calls", out.generate.parallel_tool_calls},
       {"reasoning", echo("reasoning", {{"effort", nullptr}, {"summary", nullptr}})},
-      {"store", echo("store", true)},
+      {"store", out.store},
       {"temperature", shortest(out.generate.params.temperature)},
       {"text", std::move(text)},
       {"tool_choice", echo("tool_choice", "auto")},

@@ -197,11 +197,12 @@ function checkCalls(r, what, only) {
     model: MODEL, previous_response_id: first.id, input: "And another one?", temperature: 0, max_output_tokens: 12,
   });
   checkEqual(second.previous_response_id, first.id, "stored: previous_response_id repeated");
-  const oracle = await chatOracle([
+  const turns = [
     { role: "user", content: "Name a color." },
     { role: "assistant", content: first.output_text },
     { role: "user", content: "And another one?" },
-  ], 12);
+  ];
+  const oracle = await chatOracle(turns, 12);
   checkAgainstChat(second, oracle, "stored: second turn");
   // Instructions are the request's own: the third turn's apply, the first's are not kept.
   const third = await client.responses.create({
@@ -209,9 +210,7 @@ function checkCalls(r, what, only) {
   });
   const oracle3 = await chatOracle([
     { role: "system", content: "Answer in one word." },
-    { role: "user", content: "Name a color." },
-    { role: "assistant", content: first.output_text },
-    { role: "user", content: "And another one?" },
+    ...turns,
     { role: "assistant", content: second.output_text },
     { role: "user", content: "One more?" },
   ], 12);
@@ -232,25 +231,21 @@ function checkCalls(r, what, only) {
   const retrieved = await client.responses.retrieve(first.id);
   checkEqual(retrieved.output_text, first.output_text, "stored: retrieved text");
   checkEqual(retrieved.usage, first.usage, "stored: retrieved usage");
-  const deleted = await client.responses.delete(first.id);
-  // The client returns the body of DELETE (openai 5: void; older: the object).
-  if (deleted) checkEqual(deleted.deleted, true, "stored: deleted");
-  for (const [what, call] of [["retrieve", () => client.responses.retrieve(first.id)], ["delete", () => client.responses.delete(first.id)]]) {
+  const deleted = await client.responses.delete(first.id);  // the client returns the JSON body
+  checkEqual(deleted, { id: first.id, object: "response.deleted", deleted: true }, "stored: deleted");
+  const expect404 = async (call, what) => {
     try {
       await call();
-      check(false, `stored: ${what} after delete: accepted`);
+      check(false, `${what}: accepted`);
     } catch (e) {
-      checkEqual(e.status, 404, `stored: ${what} after delete: status`);
+      checkEqual(e.status, 404, `${what}: status`);
     }
-  }
+  };
+  await expect404(() => client.responses.retrieve(first.id), "stored: retrieve after delete");
+  await expect404(() => client.responses.delete(first.id), "stored: delete after delete");
   const unstored = await client.responses.create({ model: MODEL, input: "Hi", store: false, max_output_tokens: 4 });
   checkEqual(unstored.store, false, "store false: repeated");
-  try {
-    await client.responses.retrieve(unstored.id);
-    check(false, "store false: retrievable");
-  } catch (e) {
-    checkEqual(e.status, 404, "store false: not found");
-  }
+  await expect404(() => client.responses.retrieve(unstored.id), "store false: retrieve");
 }
 
 // --- Errors reach the client as APIErrors naming the field.
