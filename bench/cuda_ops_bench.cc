@@ -4,9 +4,10 @@
 // Build: ninja cuda_ops_bench (configured with KESTREL_CUDA=ON); run: build/bench/cuda_ops_bench
 // (`cuda_ops_bench decode`, `prefill`, `fp8`, `rope`, `gemm`, `wgmma`, `wgmma-8b` (Qwen3-8B
 // products at TP=4 and 2, with gemm_ws and tuned cuBLASLt beside), `gemv-8b` (its batch-1
-// fused products) or `decode-tp` (its decode attention at TP ranks' heads): the ceilings and
-// those rows only;
-// `prefill-one ...` and `wgmma-one ...`: one row, for profilers; `tma-encode`: the host time
+// fused products), `decode-tp` (its decode attention at TP ranks' heads) or `decode-fit`
+// (decode attention's time against its bytes, beside copies of the same bytes): the
+// ceilings and those rows only;
+// `prefill-one ...`, `decode-one ...` and `wgmma-one ...`: one row, for profilers; `tma-encode`: the host time
 // of encoding one TMA map).
 // Each op is captured REPS times into a CUDA graph (no launch gaps; this also checks that the
 // op is graph-capturable) and the replay is timed with events; the median of 7 replays is
@@ -479,6 +480,42 @@ void bench_decode_attention_tp(CudaBackend& be, const Ceilings& c) {
   }
 }
 
+// Milliseconds per device-to-device copy moving `bytes` in all (half read, half written), timed
+// as the ops are: what the copy-rate floor's own method reaches at that size.
+double copy_ms_moving(CudaBackend& be, double bytes) {
+  const int64_t n = int64_t(bytes / 4);  // bf16 elements per buffer: bytes / 2 each way
+  Tensor src = random_bf16(be, Shape{n});
+  Tensor dst = be.empty(DType::kBF16, Shape{n});
+  return time_ms(be, 10, [&] {
+    KS_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice,
+                                  be.stream()));
+  });
+}
+
+// Decode attention's time against its bytes at a TP=4 rank's heads (Hq 8, Hkv 2) and at
+// TP=1's (32, 8), over batch sizes that fill a fraction of a wave to several waves (3 CTAs an
+// SM), each beside a copy moving the same bytes: whether the time over the copy-rate floor
+// is a cost per launch, per wave or per byte.
+void bench_decode_fit(CudaBackend& be, const Ceilings& c) {
+  struct Row {
+    int hq, hkv, seqs, keys;
+  };
+  const Row rows[] = {{8, 2, 66, 1024},  {8, 2, 132, 1024}, {8, 2, 198, 1024}, {8, 2, 256, 1024},
+                      {8, 2, 396, 1024}, {8, 2, 512, 1024}, {8, 2, 792, 1024}, {8, 2, 256, 256},
+                      {8, 2, 256, 512},  {8, 2, 256, 2048}, {8, 2, 256, 4096}, {32, 8, 64, 1024},
+                      {32, 8, 256, 1024}};
+  for (const Row& r : rows) {
+    const std::string tag = "Hq " + std::to_string(r.hq) + " Hkv " + std::to_string(r.hkv) + ", " +
+                            std::to_string(r.seqs) + " x " + std::to_string(r.keys);
+    bench_attention_lens(be, c, tag.c_str(), std::vector<int32_t>(r.seqs, r.keys), 1, true, false,
+                         false, false, 16, r.hq, r.hkv);
+    const double kv_bytes = 2.0 * r.seqs * r.keys * r.hkv * 128 * 2;
+    const double ms = copy_ms_moving(be, kv_bytes);
+    std::printf("%-44s %9.3f ms   (%.0f GB/s)\n", "  a copy moving the K/V bytes", ms,
+                kv_bytes / (ms * 1e-3) / 1e9);
+  }
+}
+
 // The decode attention rows: uniform batches, nano-vLLM's mixed lengths, a single stream.
 void bench_decode_attention(CudaBackend& be, const Ceilings& c, bool fp8 = false) {
   bench_attention(be, c, "decode 256 seqs x 1024 ctx", 256, 1024, 1, true, false, fp8);
@@ -642,6 +679,11 @@ int run(const std::string& section) {
     bench_decode_attention_tp(be, c);
     return 0;
   }
+  if (section == "decode-fit") {
+    std::printf("\n-- decode attention time against bytes, D 128, block 16, token-major --\n");
+    bench_decode_fit(be, c);
+    return 0;
+  }
   if (section == "gemv-8b") {
     std::printf("\n-- Qwen3-8B batch-1 products (fused small-step ops), weights cold --\n");
     bench_gemv_8b(be, c);
@@ -746,6 +788,20 @@ int run_tma_encode() {
   return 0;
 }
 
+// `cuda_ops_bench decode-one NUM_SEQS KEYS HQ HKV`: one decode attention row alone (for ncu).
+int run_decode_one(int argc, char** argv) {
+  if (argc != 6) {
+    std::fprintf(stderr, "usage: cuda_ops_bench decode-one NUM_SEQS KEYS HQ HKV\n");
+    return 2;
+  }
+  auto backend = make_cuda_backend(0, CudaKvLayout::kTokenMajor);
+  auto& be = dynamic_cast<CudaBackend&>(*backend);
+  const Ceilings c = measure_ceilings(be);
+  bench_attention_lens(be, c, "decode", std::vector<int32_t>(std::atoi(argv[2]), std::atoi(argv[3])),
+                       1, true, false, false, false, 16, std::atoi(argv[4]), std::atoi(argv[5]));
+  return 0;
+}
+
 int run_prefill_one(int argc, char** argv) {
   if (argc < 5 || argc > 8) {
     std::fprintf(stderr,
@@ -771,16 +827,17 @@ int main(int argc, char** argv) {
   try {
     if (argc > 1 && std::string(argv[1]) == "wgmma-one") return kestrel::run_wgmma_one(argc, argv);
     if (argc > 1 && std::string(argv[1]) == "tma-encode") return kestrel::run_tma_encode();
+    if (argc > 1 && std::string(argv[1]) == "decode-one") return kestrel::run_decode_one(argc, argv);
     if (argc > 1 && std::string(argv[1]) == "prefill-one") {
       return kestrel::run_prefill_one(argc, argv);
     }
     const std::string section = argc > 1 ? argv[1] : "";
     if (section != "" && section != "decode" && section != "prefill" && section != "gemm" &&
         section != "fp8" && section != "rope" && section != "wgmma" && section != "wgmma-8b" &&
-        section != "gemv-8b" && section != "decode-tp") {
+        section != "gemv-8b" && section != "decode-tp" && section != "decode-fit") {
       std::fprintf(stderr,
                    "cuda_ops_bench: unknown section '%s' (decode, prefill, fp8, rope, gemm, wgmma, "
-                   "wgmma-8b, gemv-8b or decode-tp, or none for all)\n",
+                   "wgmma-8b, gemv-8b, decode-tp or decode-fit, or none for all)\n",
                    section.c_str());
       return 2;
     }

@@ -46,7 +46,8 @@
 #                   ops_wgmma (cuda_ops_bench wgmma: the decode-step GEMM against cuBLASLt;
 #                   nano_wgmma and decode256_wgmma run the engine with it; nano_tune,
 #                   decode256_tune, nano_fp8_tune: cuBLASLt's candidates timed per shape,
-#                   KESTREL_GEMM_TUNE=1), gemm_ws (gemm_ws_bench:
+#                   KESTREL_GEMM_TUNE=1; nano_ring3, decode256_ring3: the tensor-core decode
+#                   kernel's bf16 rings of three tiles forced), gemm_ws (gemm_ws_bench:
 #                   the prompt-sized GEMM kernel against cuBLASLt), allreduce (allreduce_bench:
 #                   the tensor-parallel all-reduce paths; 2+ GPUs) or python (with
 #                   --python); only what they need is built
@@ -460,6 +461,10 @@ BENCHES=(
   "nano_fp8_tune:KESTREL_GEMM_TUNE=1 --num-seqs 256 --kv-cache-dtype fp8"
   "decode256_wgmma:KESTREL_GEMM_SM90=1 --num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   "decode256_sep:KESTREL_DECODE_MMA_ROPE=0 --num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
+  # bf16 decode with the tensor-core kernel's rings of three tiles a warp (2 CTAs an SM)
+  # forced, against the depth each batch chooses (two, 3 CTAs an SM, at 256 x 8 KV heads).
+  "nano_ring3:KESTREL_DECODE_MMA_BF16_STAGES=3 --num-seqs 256"
+  "decode256_ring3:KESTREL_DECODE_MMA_BF16_STAGES=3 --num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   "single_eager:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --enforce-eager"
   "single_sync:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --no-async-scheduling"
   "nano_sync:--num-seqs 256 --no-async-scheduling"

@@ -372,21 +372,33 @@ TEST(CudaAttention, DecodeSplitPlan) {
   EXPECT_EQ(plan(16, 2, 4096, 1, 16).num_splits, 12);
 }
 
-// The tensor-core decode kernel's plan (132 SMs): one CTA per (sequence, KV head) against 3
-// per SM (396 slots); a batch short of a wave splits floor(396 / CTAs) ways, in chunks of at
-// least 128 keys; several waves never split.
+// The tensor-core decode kernel's plan (132 SMs): one CTA per (sequence, KV head) against its
+// CTAs per SM (fp8: 3, 396 slots; bf16 at D = 128: 3 with rings of two tiles, 2 with rings of
+// three, whichever fills the batch's waves better); a batch short of a wave splits
+// floor(slots / CTAs) ways, in chunks of at least 128 keys; several waves never split.
 TEST(CudaAttention, DecodeMmaSplitPlan) {
   ScopedEnv on(kBf16DecodeMma, "16");  // bf16 batches of 16+ sequences: 15 stay below
-  EXPECT_EQ(plan_split(16, 8, 4096, 1).num_splits, 3);    // 128 CTAs: 384 fit
+  // 128 CTAs: 3 splits fill 384 of 396 slots as well as 2 fill 256 of 264: rings of two.
+  EXPECT_EQ(plan_split(16, 8, 4096, 1).num_splits, 3);
   EXPECT_EQ(plan_split(16, 8, 4096, 1).kv_chunk, 128);
-  EXPECT_EQ(plan_split(40, 8, 4096, 1).num_splits, 1);    // 320 CTAs: floor(1.24)
+  // 256 CTAs: 65% of 396 slots against 97% of 264: rings of three, no split.
+  EXPECT_EQ(plan_split(32, 8, 4096, 1).num_splits, 1);
   EXPECT_EQ(plan_split(256, 8, 1024, 1, 2, 0, true).num_splits, 1);  // 2048 CTAs: no tail halves
-  // 512 CTAs (a Qwen3-8B TP=4 rank at 256 sequences): 1.29 waves stay whole; splitting them
-  // three ways to fill the last wave measured no faster (docs/parallel.md, session 22).
+  // 512 CTAs (a Qwen3-8B TP=4 rank at 256 sequences): 1.94 waves of 264, whole.
   EXPECT_EQ(plan_split(256, 2, 4096, 1, 4).num_splits, 1);
   EXPECT_EQ(plan_split(16, 8, 255, 1).num_splits, 1);     // under two chunks of keys
   EXPECT_EQ(plan_split(16, 8, 300, 1).num_splits, 2);     // 300 / 128
-  EXPECT_EQ(plan_split(16, 2, 4096, 1, 16).num_splits, 12);  // group 16: 32 CTAs
+  EXPECT_EQ(plan_split(16, 2, 4096, 1, 16).num_splits, 12);  // group 16: 32 CTAs, 396 slots
+  {
+    ScopedEnv three("KESTREL_DECODE_MMA_BF16_STAGES", "3");  // forced: 264 slots
+    EXPECT_EQ(plan_split(16, 8, 4096, 1).num_splits, 2);
+    EXPECT_EQ(plan_split(16, 2, 4096, 1, 16).num_splits, 8);
+  }
+  {
+    ScopedEnv two("KESTREL_DECODE_MMA_BF16_STAGES", "2");  // forced: 396 slots
+    EXPECT_EQ(plan_split(32, 8, 4096, 1).num_splits, 1);   // floor(1.55)
+    EXPECT_EQ(plan_split(24, 8, 4096, 1).num_splits, 2);   // 192 CTAs: floor(2.06)
+  }
   // Fewer bf16 sequences keep the CUDA-core kernel's plan (6 splits per 48 keys, 792 slots).
   EXPECT_EQ(plan_split(15, 8, 4096, 1).num_splits, 6);
   EXPECT_EQ(plan_split(15, 8, 4096, 1).kv_chunk, 48);
@@ -396,8 +408,9 @@ TEST(CudaAttention, DecodeMmaSplitPlan) {
 }
 
 // bf16 decode batches on the tensor-core kernel: splits (one wave), block sizes of 1, 16 and
-// 32 (per-key lookups, a page per tile, two tiles per page), groups 1 to 16, both layouts;
-// then several waves, and warps of over 32 tiles.
+// 32 (per-key lookups, a page per tile, two tiles per page), groups 1 to 16, both layouts,
+// with rings of two and of three tiles; then several waves (the depth the batch chooses),
+// and warps of over 32 tiles.
 TEST(CudaAttention, DecodeMmaKernelBf16) {
   KS_REQUIRE_GPU();
   std::mt19937 rng(90);
@@ -407,11 +420,15 @@ TEST(CudaAttention, DecodeMmaKernelBf16) {
   while (seqs.size() < 20) seqs.push_back({ctx(rng), 1});
   const Config configs[] = {{16, 8, 128, 16}, {32, 2, 128, 1}, {10, 2, 64, 16}, {16, 16, 64, 32},
                             {16, 4, 128, 32}};
-  for (const Config& c : configs) {
-    for (CudaKvLayout layout : kLayouts) {
-      SCOPED_TRACE(testing::Message() << layout_name(layout) << " Hq " << c.hq << " Hkv " << c.hkv
-                                      << " D " << c.d << " block " << c.block_size);
-      run_case(c, seqs, layout, rng);
+  for (const char* ring : {"2", "3"}) {
+    ScopedEnv depth("KESTREL_DECODE_MMA_BF16_STAGES", ring);
+    for (const Config& c : configs) {
+      for (CudaKvLayout layout : kLayouts) {
+        SCOPED_TRACE(testing::Message() << "ring " << ring << ", " << layout_name(layout) << " Hq "
+                                        << c.hq << " Hkv " << c.hkv << " D " << c.d << " block "
+                                        << c.block_size);
+        run_case(c, seqs, layout, rng);
+      }
     }
   }
   std::vector<SeqSpec> many, long_seqs;

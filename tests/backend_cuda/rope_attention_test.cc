@@ -184,6 +184,20 @@ TEST(CudaRopeAttention, MatchesTheOpsItFuses) {
       }
     }
   }
+  // bf16 at D = 128 takes rings of two or three tiles by batch (attention_decode_mma.cuh):
+  // both, forced, at every group there.
+  for (const char* ring : {"2", "3"}) {
+    ScopedEnv depth("KESTREL_DECODE_MMA_BF16_STAGES", ring);
+    for (const Config& c : configs) {
+      if (c.d != 128) continue;
+      for (const std::vector<int>& cached : batches) {
+        SCOPED_TRACE(testing::Message() << "ring " << ring << " Hq " << c.hq << " Hkv " << c.hkv
+                                        << " norms " << c.norms << " seqs " << cached.size());
+        const int longest = *std::max_element(cached.begin(), cached.end()) + 1;
+        run_case(c, cached, true, longest, CudaKvLayout::kTokenMajor, rng);
+      }
+    }
+  }
 }
 
 TEST(CudaRopeAttention, Fp8CacheMatchesTheOpsItFuses) {

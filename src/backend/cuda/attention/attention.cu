@@ -405,7 +405,7 @@ AttentionSplit plan_attention_split(const PagedAttentionArgs& a, int max_seq_len
     // The fp8 tensor-core decode kernel: one CTA per (sequence, KV head); a batch short of
     // one wave splits its keys into the most chunks that still fit in it, as below.
     ctas = int64_t(a.num_seqs) * a.num_kv_heads;
-    slots = int64_t(num_sms) * detail::kDecodeMmaCtasPerSm;
+    slots = int64_t(num_sms) * detail::decode_mma_ctas_per_sm(a, num_sms);
     if (ctas >= slots || max_seq_len < 2 * kMinKeysPerSplit) return {};
     const int64_t splits = std::min<int64_t>({slots / ctas, max_seq_len / kMinKeysPerSplit,
                                               kMaxAttentionSplits});

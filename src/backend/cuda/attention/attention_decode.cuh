@@ -57,8 +57,10 @@ void decode_attention(const PagedAttentionArgs& a, const QkNormRopeArgs& rope,
 // cannot choose by context length (docs/cuda_backend.md, "Small decode batches").
 bool use_decode_mma(const PagedAttentionArgs& a);
 constexpr int kDecodeMmaMinBf16Seqs = 2;
-// Its CTAs resident per SM (157 registers and 72 KB of shared memory per 128 threads at D = 128).
-constexpr int kDecodeMmaCtasPerSm = 3;
+// Its CTAs resident per SM for a's batch on num_sms SMs: 3, or 2 for a bf16 batch at D = 128
+// that takes rings of three 16-key tiles a warp (102 KB a CTA; attention_decode_mma.cuh,
+// bf16_ring_tiles, chooses by how the batch fills its waves).
+int decode_mma_ctas_per_sm(const PagedAttentionArgs& a, int num_sms);
 // Launches it over grid (Hkv, B, split.num_splits); with num_splits > 1 it writes partials
 // (part_ml [splits, T Hq, 2], part_acc [splits, T Hq, D]) for the merge, else a.out.
 void decode_mma_attention(const PagedAttentionArgs& a, const AttentionSplit& split,
@@ -67,7 +69,7 @@ void decode_mma_attention(const PagedAttentionArgs& a, const AttentionSplit& spl
 // True when paged_attention_rope runs `a` on the tensor-core kernel with qk_norm_rope_store
 // fused in (decode_mma_attention_rope): use_decode_mma(a) with a group whose q rows fit its
 // shared memory (all up to 16, but 7 for fp8 at D = 128) and a batch whose CTAs fit one
-// wave (num_seqs x num_kv_heads <= SMs x kDecodeMmaCtasPerSm; the environment variable
+// wave (num_seqs x num_kv_heads <= SMs x decode_mma_ctas_per_sm(a, SMs); the environment variable
 // KESTREL_DECODE_MMA_ROPE=N allows N sequences instead, 0 none). Otherwise
 // paged_attention_rope is not offered (attention_rope_supported) and the store kernel runs
 // before the plain one. Why one wave: every CTA pays the fused prologue's round trip and two

@@ -19,6 +19,12 @@ bool use_decode_mma(const PagedAttentionArgs& a) {
   return min_seqs > 0 && a.num_seqs >= min_seqs;
 }
 
+int decode_mma_ctas_per_sm(const PagedAttentionArgs& a, int num_sms) {
+  return with_kernel_config(a, num_sms, [](auto d, auto fp8, auto stages) {
+    return ctas_per_sm<decltype(d)::value, decltype(fp8)::value, decltype(stages)::value>();
+  });
+}
+
 void decode_mma_attention(const PagedAttentionArgs& a, const AttentionSplit& split,
                           float* part_ml, float* part_acc, cudaStream_t stream) {
   launch_for<false>(a, QkNormRopeArgs{}, split, part_ml, part_acc, stream);

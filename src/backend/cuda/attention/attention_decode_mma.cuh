@@ -42,7 +42,7 @@
 // What each of these gave: docs/cuda_backend.md, "Tensor-core decode attention".
 //
 // Splits (Flash-Decoding, kernels.h AttentionSplit; plan_attention_split fills one wave of
-// kDecodeMmaCtasPerSm CTAs per SM): with num_splits > 1 every CTA writes its rows' partials
+// decode_mma_ctas_per_sm(a) CTAs per SM): with num_splits > 1 every CTA writes its rows' partials
 // (log2-domain max, sum, unnormalised output; empty splits write empty ones) and
 // attention.cu's merge kernel combines them.
 #pragma once
@@ -61,6 +61,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/device_utils.cuh"
 #include "backend/cuda/launch.cuh"
+#include "backend/cuda/launch.h"
 #include "backend/cuda/mma.cuh"
 
 namespace kestrel::kernels::detail {
@@ -71,24 +72,35 @@ constexpr int kThreads = kWarps * 32;
 constexpr int kKeys = 16;   // keys per warp tile
 constexpr float kLog2e = 1.4426950408889634f;
 
-// Per cache type: tiles in a warp's ring (3 CTAs of 4 warps per SM fit either way) and row
-// strides in bytes, padded where fragment reads would hit one bank. fp8: K is read 16 bytes
-// per lane (D / 4 bytes per quad column), V 16 or 8 bytes at rows 2c, 2c + 1, ...; bf16:
-// ldmatrix's eight rows of 16 bytes, 16 bytes apart in the banks.
+// Per cache type: row strides in bytes, padded where fragment reads would hit one bank. fp8:
+// K is read 16 bytes per lane (D / 4 bytes per quad column), V 16 or 8 bytes at rows 2c,
+// 2c + 1, ...; bf16: ldmatrix's eight rows of 16 bytes, 16 bytes apart in the banks.
 template <int D, bool kFp8>
 struct Tile {
-  static constexpr int kStages = kFp8 ? 4 : 2;
   static constexpr int kRowBytes = kFp8 ? D : 2 * D;
   static constexpr int kKStride = kFp8 && D == 64 ? D : kRowBytes + 16;
   static constexpr int kVStride = kRowBytes + 16;
 };
 
-template <int D, bool kFp8>
+// A warp's ring of kStages tiles (kStages - 1 in flight while it works on one).
+template <int D, bool kFp8, int kStages>
 struct alignas(16) WarpRing {
   using T = Tile<D, kFp8>;
-  uint8_t k[T::kStages][kKeys][T::kKStride];
-  uint8_t v[T::kStages][kKeys][T::kVStride];
+  uint8_t k[kStages][kKeys][T::kKStride];
+  uint8_t v[kStages][kKeys][T::kVStride];
 };
+
+// Tiles in a warp's ring: fp8 4; bf16 2 or 3, chosen per batch (bf16_ring_tiles).
+constexpr int kFp8Stages = 4;
+
+// CTAs resident per SM: three (the register limit, 168 a thread), or as many rings as fit in
+// Hopper's 228 KB an SM with 1 KB of it reserved per CTA. bf16 at D = 128 with three stages:
+// 102 KB a CTA, two per SM.
+template <int D, bool kFp8, int kStages>
+constexpr int ctas_per_sm() {
+  constexpr int kFit = 228 * 1024 / (int(sizeof(WarpRing<D, kFp8, kStages>)) * kWarps + 1024);
+  return kFit < 3 ? kFit : 3;
+}
 
 template <int D>
 struct MergeSmem {  // reuses the rings once every warp is done; o in fragment order
@@ -114,21 +126,21 @@ struct RopeSmem {
 };
 
 // Query heads per KV head the fused kernel takes: as many q rows (bf16, after NewKv and
-// RopeSmem) as fit beside the rings at 3 CTAs per SM (Hopper: 228 KB an SM, 1 KB of it
-// reserved per CTA), at most 16. fp8 at D = 128: 7.
-template <int D, bool kFp8>
+// RopeSmem) as fit beside the rings at ctas_per_sm() CTAs per SM, at most 16. fp8 at
+// D = 128: 7.
+template <int D, bool kFp8, int kStages>
 constexpr int fused_max_group() {
-  constexpr int kBudget = 228 * 1024 / 3 - 1024;
-  constexpr int kFixed = int(sizeof(WarpRing<D, kFp8>)) * kWarps + int(sizeof(NewKv<D, kFp8>)) +
+  constexpr int kBudget = 228 * 1024 / ctas_per_sm<D, kFp8, kStages>() - 1024;
+  constexpr int kFixed = int(sizeof(WarpRing<D, kFp8, kStages>)) * kWarps + int(sizeof(NewKv<D, kFp8>)) +
                          int(sizeof(RopeSmem<D>));
   return (kBudget - kFixed) / (2 * D) < 16 ? (kBudget - kFixed) / (2 * D) : 16;
 }
 
-template <int D, bool kFp8, bool kFused>
+template <int D, bool kFp8, bool kFused, int kStages>
 constexpr int smem_bytes() {
-  const int ring = int(sizeof(WarpRing<D, kFp8>)) * kWarps +
+  const int ring = int(sizeof(WarpRing<D, kFp8, kStages>)) * kWarps +
                    (kFused ? int(sizeof(NewKv<D, kFp8>) + sizeof(RopeSmem<D>)) +
-                                 2 * D * fused_max_group<D, kFp8>()
+                                 2 * D * fused_max_group<D, kFp8, kStages>()
                            : 0);
   const int merge = int(sizeof(MergeSmem<D>));
   return ring > merge ? ring : merge;
@@ -207,7 +219,7 @@ __device__ __forceinline__ void copy_rope_inputs(RopeSmem<D>& rs, const QkNormRo
 // (normed, rotated) and V rows as the cache holds them into nk and, at `slot` (none for -1,
 // as the store kernel), into the cache. The maths is qk_norm_rope_store's (norm_rope8),
 // so the bits are the same. Ends with the CTA synchronised (qs and nk visible).
-template <int D, bool kHeadMajor, bool kFp8>
+template <int D, bool kHeadMajor, bool kFp8, int kStages>
 __device__ __forceinline__ void rope_prologue(bf16* qs, NewKv<D, kFp8>& nk, const RopeSmem<D>& rs,
                                               const QkNormRopeArgs& rope, int token, int g,
                                               int group, bool owns_new, int slot, int tid) {
@@ -225,7 +237,7 @@ __device__ __forceinline__ void rope_prologue(bf16* qs, NewKv<D, kFp8>& nk, cons
     return *reinterpret_cast<const uint4*>(rope.qkv + (qkv_heads + head_of(p)) * D + sub * 8);
   };
   uint4 raw = load(0);
-  cp_async_wait<Tile<D, kFp8>::kStages - 1>();  // the rope inputs' group (the oldest)
+  cp_async_wait<kStages - 1>();  // the rope inputs' group (the oldest)
   __syncthreads();                              // every thread's part of it visible
   RopeRow rr;
   rr.load_from<kLanes>(rs.cos_sin, rope.q_norm != nullptr ? rs.q_norm : nullptr,
@@ -265,7 +277,7 @@ __device__ __forceinline__ void rope_prologue(bf16* qs, NewKv<D, kFp8>& nk, cons
 // and rotated in each warp's fragment registers, 16 rows by 4 warps where a group of 2 needs
 // 2 rows once, and the K/V rows by warp 0 behind a barrier with the rope inputs loaded after
 // the wait.
-template <int D, bool kHeadMajor, bool kFp8, bool kFused>
+template <int D, bool kHeadMajor, bool kFp8, bool kFused, int kStages>
 __global__ void __launch_bounds__(kThreads, 3)
     decode_mma_kernel(PagedAttentionArgs a, QkNormRopeArgs rope, int group, AttentionSplit split,
                       float* part_ml, float* part_acc) {
@@ -276,7 +288,6 @@ __global__ void __launch_bounds__(kThreads, 3)
   constexpr int kKSteps = D / 16;      // k-steps of Q K^T
   constexpr int kONb = D / 8;          // n-blocks of O
   using T = Tile<D, kFp8>;
-  constexpr int kStages = T::kStages;
   constexpr int kChunks = T::kRowBytes / 16;  // 16-byte copies per row
   constexpr int kRowsPerPass = 32 / kChunks;
   constexpr int kKWords = D / 16;      // 4-byte K words a lane reads per key row (= k-steps)
@@ -284,7 +295,8 @@ __global__ void __launch_bounds__(kThreads, 3)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
   const int quad = lane / 4, c = lane % 4;  // fragment row group and column pair
-  WarpRing<D, kFp8>& ring = reinterpret_cast<WarpRing<D, kFp8>*>(smem_raw)[warp];
+  using Ring = WarpRing<D, kFp8, kStages>;
+  Ring& ring = reinterpret_cast<Ring*>(smem_raw)[warp];
 
   // Heads fastest: a sequence's KV heads run side by side (in seq_order, longest first).
   const int x = blockIdx.y;
@@ -311,7 +323,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   bf16* qs = nullptr;
   int new_slot = -1;
   if constexpr (kFused) {
-    nk = reinterpret_cast<NewKv<D, kFp8>*>(smem_raw + kWarps * sizeof(WarpRing<D, kFp8>));
+    nk = reinterpret_cast<NewKv<D, kFp8>*>(smem_raw + kWarps * sizeof(Ring));
     rs = reinterpret_cast<RopeSmem<D>*>(nk + 1);
     qs = reinterpret_cast<bf16*>(rs + 1);
     copy_rope_inputs<D>(*rs, rope, rope_position(rope.positions[b], rope.max_pos), tid);
@@ -385,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, 3)
   // dims c D/4 + 4 ks + (e < 2 ? 0 : 2) and the next; rows >= group are 0.
   // bf16 caches: Q's bf16 A fragments in the natural order (dims 16 ks + 2c, + 8).
   // Fused: q (normed, rotated) from qs, after the prologue.
-  if constexpr (kFused) rope_prologue<D, kHeadMajor, kFp8>(qs, *nk, *rs, rope, b, g, group, owns_new, new_slot, tid);
+  if constexpr (kFused) rope_prologue<D, kHeadMajor, kFp8, kStages>(qs, *nk, *rs, rope, b, g, group, owns_new, new_slot, tid);
   const bf16* q_rows = kFused ? qs : a.q + row0 * D;
   uint32_t qa[kKSteps][4];
   {
@@ -601,11 +613,11 @@ __global__ void __launch_bounds__(kThreads, 3)
   }
 }
 
-template <int D, bool kHeadMajor, bool kFp8, bool kFused>
+template <int D, bool kHeadMajor, bool kFp8, bool kFused, int kStages>
 void launch(const PagedAttentionArgs& a, const QkNormRopeArgs& rope, const AttentionSplit& split,
             float* part_ml, float* part_acc, cudaStream_t stream) {
-  constexpr int kSmem = smem_bytes<D, kFp8, kFused>();
-  constexpr auto kernel = decode_mma_kernel<D, kHeadMajor, kFp8, kFused>;
+  constexpr int kSmem = smem_bytes<D, kFp8, kFused, kStages>();
+  constexpr auto kernel = decode_mma_kernel<D, kHeadMajor, kFp8, kFused, kStages>;
   allow_dynamic_smem<kernel>(kSmem);
   const dim3 grid(static_cast<unsigned>(a.num_kv_heads), static_cast<unsigned>(a.num_seqs),
                   static_cast<unsigned>(split.num_splits));
@@ -615,22 +627,67 @@ void launch(const PagedAttentionArgs& a, const QkNormRopeArgs& rope, const Atten
   KS_CUDA_CHECK_LAUNCH("attention decode_mma_kernel");
 }
 
-// launch<> for a's head dim, cache type and page layout.
+// How full `ctas` CTAs keep `slots` resident ones over their waves, on average; a batch
+// short of one wave counts as the key splits that fill it (plan_attention_split).
+inline double wave_fill(int64_t ctas, int64_t slots) {
+  if (ctas < slots) return double(slots / ctas * ctas) / double(slots);
+  const int64_t waves = (ctas + slots - 1) / slots;
+  return double(ctas) / double(waves * slots);
+}
+
+// The bf16 ring's tiles for a's batch on num_sms SMs. At D = 64 both depths fit 3 CTAs an SM,
+// so 3. At D = 128 a ring of 3 (one tile more in flight per warp, 2 CTAs an SM) wins where
+// it fills the last wave better: a CTA alone on an SM (a partly filled wave, or the tail of
+// a long one) streams at what its warps keep in flight. H200, `cuda_ops_bench decode-fit`,
+// 1,024 keys, 2 KV heads, ring 2 -> 3: 264 CTAs 0.047 -> 0.039 ms, 512 CTAs 0.077 ->
+// 0.073, 512 CTAs of 4,096 keys 0.292 -> 0.266; but 396 CTAs (one full wave of 3 an SM)
+// 0.056 -> 0.061, 2,048 CTAs (5.2 waves) 0.265 -> 0.268 and 1,024 (2.6 waves) at par. So:
+// 3 where its fill is 5 points better, and never from two waves of 3 CTAs an SM up, whose
+// tails weigh less. KESTREL_DECODE_MMA_BF16_STAGES = 2 or 3 forces a depth (read at each
+// launch, for benchmarks).
+inline int bf16_ring_tiles(const PagedAttentionArgs& a, int num_sms) {
+  if (const char* env = std::getenv("KESTREL_DECODE_MMA_BF16_STAGES")) {
+    const int forced = std::atoi(env);
+    if (forced == 2 || forced == 3) return forced;
+  }
+  if (a.head_dim != 128) return 3;
+  const int64_t ctas = int64_t(a.num_seqs) * a.num_kv_heads;
+  const int64_t slots2 = int64_t(num_sms) * ctas_per_sm<128, false, 2>();
+  const int64_t slots3 = int64_t(num_sms) * ctas_per_sm<128, false, 3>();
+  if (ctas >= 2 * slots2) return 2;
+  return wave_fill(ctas, slots3) > wave_fill(ctas, slots2) + 0.05 ? 3 : 2;
+}
+
+// Calls f(d, fp8, stages) with a's head dim, cache type and ring depth (on num_sms SMs) as
+// constants.
+template <typename F>
+auto with_kernel_config(const PagedAttentionArgs& a, int num_sms, F&& f) {
+  auto with_stages = [&](auto d, auto fp8) {
+    using Fp8 = decltype(fp8);
+    if constexpr (Fp8::value) {
+      return f(d, fp8, std::integral_constant<int, kFp8Stages>{});
+    } else {
+      return bf16_ring_tiles(a, num_sms) == 2 ? f(d, fp8, std::integral_constant<int, 2>{})
+                                              : f(d, fp8, std::integral_constant<int, 3>{});
+    }
+  };
+  auto with_type = [&](auto d) {
+    return a.kv.fp8 ? with_stages(d, std::true_type{}) : with_stages(d, std::false_type{});
+  };
+  return a.head_dim == 64 ? with_type(std::integral_constant<int, 64>{})
+                          : with_type(std::integral_constant<int, 128>{});
+}
+
+// launch<> for a's head dim, cache type, ring depth and page layout.
 template <bool kFused>
 void launch_for(const PagedAttentionArgs& a, const QkNormRopeArgs& rope, const AttentionSplit& split,
                 float* part_ml, float* part_acc, cudaStream_t stream) {
-  auto go = [&](auto d, auto head_major, auto fp8) {
-    launch<decltype(d)::value, decltype(head_major)::value, decltype(fp8)::value, kFused>(
-        a, rope, split, part_ml, part_acc, stream);
-  };
-  auto with_layout = [&](auto d, auto fp8) {
-    a.kv_head_major ? go(d, std::true_type{}, fp8) : go(d, std::false_type{}, fp8);
-  };
-  auto with_type = [&](auto d) {
-    a.kv.fp8 ? with_layout(d, std::true_type{}) : with_layout(d, std::false_type{});
-  };
-  a.head_dim == 64 ? with_type(std::integral_constant<int, 64>{})
-                   : with_type(std::integral_constant<int, 128>{});
+  with_kernel_config(a, multiprocessor_count(), [&](auto d, auto fp8, auto stages) {
+    constexpr int D = decltype(d)::value, S = decltype(stages)::value;
+    constexpr bool kFp8 = decltype(fp8)::value;
+    a.kv_head_major ? launch<D, true, kFp8, kFused, S>(a, rope, split, part_ml, part_acc, stream)
+                    : launch<D, false, kFp8, kFused, S>(a, rope, split, part_ml, part_acc, stream);
+  });
 }
 
 }  // namespace

@@ -12,13 +12,14 @@ bool use_decode_mma_rope(const PagedAttentionArgs& a) {
   if (!use_decode_mma(a)) return false;
   // By default, batches whose CTAs (one per sequence and KV head) fit one wave.
   const char* env = std::getenv("KESTREL_DECODE_MMA_ROPE");
+  const int num_sms = multiprocessor_count();
   const int64_t max_seqs = env != nullptr ? std::atoll(env)
-                                          : int64_t(multiprocessor_count()) * kDecodeMmaCtasPerSm / a.num_kv_heads;
+                                          : int64_t(num_sms) * decode_mma_ctas_per_sm(a, num_sms) / a.num_kv_heads;
   if (a.num_seqs > max_seqs) return false;
-  const int group = a.num_q_heads / a.num_kv_heads;
-  const int max_group = a.head_dim == 64 ? (a.kv.fp8 ? fused_max_group<64, true>() : fused_max_group<64, false>())
-                                         : (a.kv.fp8 ? fused_max_group<128, true>() : fused_max_group<128, false>());
-  return group <= max_group;
+  const int max_group = with_kernel_config(a, num_sms, [](auto d, auto fp8, auto stages) {
+    return fused_max_group<decltype(d)::value, decltype(fp8)::value, decltype(stages)::value>();
+  });
+  return a.num_q_heads / a.num_kv_heads <= max_group;
 }
 
 void decode_mma_attention_rope(const PagedAttentionArgs& a, const QkNormRopeArgs& rope,
