@@ -62,6 +62,8 @@ __device__ void exchange_flags(const PeerAllReduceArgs& a, int b, uint32_t value
   __syncthreads();
 }
 
+// A thread loads its vector of every shard before it stores any (phases 1 and 2), so that
+// its W - 1 or W loads are in flight together, not one round trip per shard.
 template <typename T, int W>
 __global__ void __launch_bounds__(kThreads)
     peer_all_reduce_two_shot_kernel(const __grid_constant__ PeerAllReduceArgs a) {
@@ -76,25 +78,33 @@ __global__ void __launch_bounds__(kThreads)
   const size_t scatter = a.ts_offset + kPeerFlagsBytes + (e & 1) * area;
   const size_t gather = a.ts_offset + kPeerFlagsBytes + (2 + (e & 1)) * area;
   const int64_t q = (a.vecs + W - 1) / W;  // vectors of a shard (the last ones may be short)
-  auto shard_len = [&](int s) { return max(int64_t{0}, min(q, a.vecs - s * q)); };
+  int64_t lens[W];
+#pragma unroll
+  for (int s = 0; s < W; ++s) lens[s] = max(int64_t{0}, min(q, a.vecs - s * q));
   const int64_t stride = int64_t{gridDim.x} * kThreads;
   const int64_t first = int64_t{b} * kThreads + threadIdx.x;
   auto* data = static_cast<uint4*>(a.data);
 
   // Phase 1: this rank's copy of every other shard into its owner's scatter slot [rank].
+  for (int64_t j = first; j < q; j += stride) {
+    uint4 v[W];
 #pragma unroll
-  for (int s = 0; s < W; ++s) {
-    if (s == a.rank) continue;
-    auto* slot = reinterpret_cast<uint4*>(a.bases[s] + scatter) + a.rank * q;
-    const int64_t len = shard_len(s);
-    for (int64_t j = first; j < len; j += stride) slot[j] = data[s * q + j];
+    for (int s = 0; s < W; ++s) {
+      if (s != a.rank && j < lens[s]) v[s] = data[s * q + j];
+    }
+#pragma unroll
+    for (int s = 0; s < W; ++s) {
+      if (s != a.rank && j < lens[s]) {
+        reinterpret_cast<uint4*>(a.bases[s] + scatter)[a.rank * q + j] = v[s];
+      }
+    }
   }
   exchange_flags<W>(a, b, 2 * e);
 
   // Own shard: the sum over ranks in rank order, into the tensor and every peer's gather area.
   constexpr int kN = Vec<T>::kN;
   const auto* slots = reinterpret_cast<const uint4*>(a.bases[a.rank] + scatter);
-  const int64_t base = a.rank * q, len = shard_len(a.rank);
+  const int64_t base = a.rank * q, len = lens[a.rank];
   for (int64_t j = first; j < len; j += stride) {
     uint4 v[W];
 #pragma unroll
@@ -113,14 +123,28 @@ __global__ void __launch_bounds__(kThreads)
   // Phase 2: the other shards' sums from the gather area; the residual add over every shard.
   const auto* sums = reinterpret_cast<const uint4*>(a.bases[a.rank] + gather);
   auto* residual = static_cast<uint4*>(a.residual);
+  for (int64_t j = first; j < q; j += stride) {
+    uint4 sum[W], res[W];
 #pragma unroll
-  for (int s = 0; s < W; ++s) {
-    const int64_t len_s = shard_len(s);
-    for (int64_t j = first; j < len_s; j += stride) {
+    for (int s = 0; s < W; ++s) {
       const int64_t i = s * q + j;
-      const uint4 sum = s == a.rank ? data[i] : sums[i];
-      if (s != a.rank) data[i] = sum;
-      if (residual != nullptr) add_into_residual<Vec<T>>(sum, residual, i);
+      if (j >= lens[s]) continue;
+      sum[s] = s == a.rank ? data[i] : sums[i];
+      if (residual != nullptr) res[s] = residual[i];
+    }
+#pragma unroll
+    for (int s = 0; s < W; ++s) {
+      const int64_t i = s * q + j;
+      if (j >= lens[s]) continue;
+      if (s != a.rank) data[i] = sum[s];
+      if (residual != nullptr) {  // add_into_residual's add, on the value loaded above
+        float r[kN], x[kN];
+        Vec<T>::load(res[s], r);
+        Vec<T>::load(sum[s], x);
+#pragma unroll
+        for (int k = 0; k < kN; ++k) r[k] += x[k];
+        residual[i] = Vec<T>::store(r);
+      }
     }
   }
 }
