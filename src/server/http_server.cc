@@ -51,10 +51,12 @@ const char* allowed_methods(const std::string& path) {
       path.rfind("/v1/models/", 0) == 0) {
     return "GET";
   }
-  // A stored response (/v1/responses/{id}); its input_items are not served.
-  constexpr std::string_view kResponse = "/v1/responses/";
-  if (path.rfind(kResponse, 0) == 0 && path.find('/', kResponse.size()) == std::string::npos) {
-    return "GET, DELETE";
+  // A stored response (/v1/responses/{id}) and its input items.
+  constexpr std::string_view kResponse = "/v1/responses/", kItems = "/input_items";
+  if (path.rfind(kResponse, 0) == 0) {
+    const size_t slash = path.find('/', kResponse.size());
+    if (slash == std::string::npos) return "GET, DELETE";
+    if (slash > kResponse.size() && path.compare(slash, std::string::npos, kItems) == 0) return "GET";
   }
   return nullptr;
 }
@@ -361,6 +363,10 @@ void HttpServer::Impl::install_routes() {
   http.Get(R"(/v1/responses/([^/]+))",
            guarded([&s](const httplib::Request& req, httplib::Response& res) {
              get_stored_response(s, req.matches[1], res);
+           }));
+  http.Get(R"(/v1/responses/([^/]+)/input_items)",
+           guarded([&s](const httplib::Request& req, httplib::Response& res) {
+             list_stored_input_items(s, req.matches[1], req, res);
            }));
   http.Delete(R"(/v1/responses/([^/]+))",
               guarded([&s](const httplib::Request& req, httplib::Response& res) {

@@ -92,6 +92,13 @@ std::optional<ojson> ResponseStore::conversation(const std::string& id) const {
   return items;
 }
 
+std::optional<ojson> ResponseStore::answered_items(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = entries_.find(id);
+  if (it == entries_.end()) return std::nullopt;
+  return it->second.items;
+}
+
 std::optional<ojson> ResponseStore::item(const std::string& item_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto owner = item_owner_.find(item_id);

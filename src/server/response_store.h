@@ -39,6 +39,9 @@ class ResponseStore {
   // The conversation after response `id`: its items, then its output items (as input items:
   // a response's output can be sent back as it is). nullopt: not stored.
   std::optional<nlohmann::ordered_json> conversation(const std::string& id) const;
+  // The input items response `id` answered (the chain's, then its own), as put. nullopt: not
+  // stored.
+  std::optional<nlohmann::ordered_json> answered_items(const std::string& id) const;
   // The stored item with this "id" (an output item, or an input item that has one), from the
   // newest response that holds it (while any does). nullopt: none.
   std::optional<nlohmann::ordered_json> item(const std::string& item_id) const;

@@ -12,6 +12,7 @@
 #include "server/connections.h"
 #include "server/generation.h"
 #include "server/reasoning.h"
+#include "server/response_items_page.h"
 #include "server/response_store.h"
 #include "server/responses_format.h"
 #include "server/responses_request.h"
@@ -189,7 +190,12 @@ void handle_responses(ServerState& state, const httplib::Request& http_req,
   const bool stream = request.generate.stream;
   std::string id = state.new_request_id("resp_");
   KS_LOG_DEBUG("{}: {} prompt tokens, stream={}", id, request.generate.prompts[0].size(), stream);
-  ojson items = request.store ? input_items(resolved.at("input")) : ojson();
+  // Every stored item gets an id, so that it can be listed (input_items) and referenced.
+  ojson items = request.store ? with_item_ids(input_items(resolved.at("input")),
+                                              [&state](const char* prefix) {
+                                                return state.new_request_id(prefix);
+                                              })
+                              : ojson();
   auto run = std::make_unique<ResponseRun>(state, std::move(request), std::move(id), arrival,
                                            std::move(items));
   if (!stream) {
@@ -219,6 +225,19 @@ void get_stored_response(ServerState& state, const std::string& id, httplib::Res
   if (!response) not_stored(id);
   res.set_content(response->dump(-1, ' ', false, ojson::error_handler_t::replace),
                   "application/json");
+}
+
+void list_stored_input_items(ServerState& state, const std::string& id,
+                             const httplib::Request& req, httplib::Response& res) {
+  const std::optional<ojson> items = state.responses->answered_items(id);
+  if (!items) not_stored(id);
+  auto param = [&req](const char* key) -> std::optional<std::string> {
+    if (!req.has_param(key)) return std::nullopt;
+    return req.get_param_value(key);
+  };
+  const ojson page = input_items_page(
+      *items, {param("after"), param("before"), param("limit"), param("order")});
+  res.set_content(page.dump(-1, ' ', false, ojson::error_handler_t::replace), "application/json");
 }
 
 void delete_stored_response(ServerState& state, const std::string& id, httplib::Response& res) {

@@ -16,5 +16,9 @@ void handle_responses(ServerState& state, const httplib::Request& req, httplib::
 // "response.deleted", "deleted": true}). Both throw a 404 ApiError for an id not stored.
 void get_stored_response(ServerState& state, const std::string& id, httplib::Response& res);
 void delete_stored_response(ServerState& state, const std::string& id, httplib::Response& res);
+// GET /v1/responses/{id}/input_items: a page of the items it answered (response_items_page.h;
+// the query's after, before, limit and order). 404 for an id not stored, 400 for a bad query.
+void list_stored_input_items(ServerState& state, const std::string& id,
+                             const httplib::Request& req, httplib::Response& res);
 
 }  // namespace kestrel::server

@@ -188,8 +188,8 @@ function checkCalls(r, what, only) {
 
 // --- Stored responses: previous_response_id continues a conversation as if its turns were
 // sent again, and an item_reference stands for the stored item (the oracle: the chat
-// completion of the whole conversation); a stored response can be read back and deleted;
-// store: false keeps nothing.
+// completion of the whole conversation); a stored response can be read back, its input items
+// listed, and deleted; store: false keeps nothing.
 {
   const first = await client.responses.create({ model: MODEL, input: "Name a color.", temperature: 0, max_output_tokens: 12 });
   checkEqual(first.store, true, "stored: store defaults to true");
@@ -222,6 +222,37 @@ function checkCalls(r, what, only) {
     input: [{ role: "user", content: "Name a color." }, { type: "item_reference", id: first.output.at(-1).id }, { role: "user", content: "And another one?" }],
   });
   checkAgainstChat(referenced, oracle, "stored: item_reference");
+  // input_items: the conversation a stored response answered (the chain's turns, then its
+  // own input), newest first unless asked; the client pages on, sending the last id as
+  // `after`. Every item has an id, and an input item's id can be referenced as an output's.
+  const listed = [];
+  for await (const item of client.responses.inputItems.list(third.id, { limit: 2, order: "asc" })) listed.push(item);
+  checkEqual(listed.map((i) => [i.type, i.role, i.content.map((p) => p.text).join("")]), [
+    ["message", "user", "Name a color."],
+    ["message", "assistant", first.output_text],
+    ["message", "user", "And another one?"],
+    ["message", "assistant", second.output_text],
+    ["message", "user", "One more?"],
+  ], "input_items: the conversation, two at a time");
+  checkEqual(listed[1].id, first.output.at(-1).id, "input_items: an output item keeps its id");
+  check(listed.every((i) => typeof i.id === "string") && new Set(listed.map((i) => i.id)).size === 5,
+        "input_items: every item has its own id", listed.map((i) => i.id));
+  const newest = await client.responses.inputItems.list(third.id);
+  checkEqual(newest.data.map((i) => i.id), listed.map((i) => i.id).reverse(), "input_items: newest first by default");
+  checkEqual([newest.body.first_id, newest.body.last_id, newest.body.has_more], [listed[4].id, listed[0].id, false],
+             "input_items: first_id, last_id, has_more");
+  const byInputIds = await client.responses.create({
+    model: MODEL, temperature: 0, max_output_tokens: 12,
+    input: [{ type: "item_reference", id: listed[0].id }, { type: "item_reference", id: listed[1].id },
+            { type: "item_reference", id: listed[2].id }],
+  });
+  checkAgainstChat(byInputIds, oracle, "stored: item_reference to input items");
+  try {
+    await client.responses.inputItems.list(third.id, { limit: 0 });
+    check(false, "input_items limit 0: accepted");
+  } catch (e) {
+    checkEqual([e.status, e.param], [400, "limit"], "input_items limit 0: a 400 naming limit");
+  }
   // A streamed response is stored too, before its last event reaches the client.
   const stream = await client.responses.create({ model: MODEL, input: "Count to three.", temperature: 0, max_output_tokens: 12, stream: true });
   let streamedId = null;
@@ -243,6 +274,7 @@ function checkCalls(r, what, only) {
   };
   await expect404(() => client.responses.retrieve(first.id), "stored: retrieve after delete");
   await expect404(() => client.responses.delete(first.id), "stored: delete after delete");
+  await expect404(() => client.responses.inputItems.list(first.id), "stored: input_items after delete");
   const unstored = await client.responses.create({ model: MODEL, input: "Hi", store: false, max_output_tokens: 4 });
   checkEqual(unstored.store, false, "store false: repeated");
   await expect404(() => client.responses.retrieve(unstored.id), "store false: retrieve");

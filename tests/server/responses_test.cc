@@ -125,6 +125,15 @@ TEST(Responses, StoredResponseRoutes) {
   auto items = client(server.port()).Get("/v1/responses/" + id + "/input_items");
   ASSERT_TRUE(items);
   EXPECT_EQ(items->status, 404) << items->body;
+  EXPECT_EQ(json::parse(items->body)["error"]["code"], "response_not_found") << items->body;
+  auto post_items =
+      client(server.port()).Post("/v1/responses/" + id + "/input_items", "{}", "application/json");
+  ASSERT_TRUE(post_items);
+  EXPECT_EQ(post_items->status, 405);
+  EXPECT_EQ(post_items->get_header_value("Allow"), "GET");
+  auto deeper = client(server.port()).Get("/v1/responses/" + id + "/input_items/x");
+  ASSERT_TRUE(deeper);
+  EXPECT_EQ(deeper->status, 404);
   auto no_key = client(server.port(), false).Get("/v1/responses/" + id);
   ASSERT_TRUE(no_key);
   EXPECT_EQ(no_key->status, 401);
