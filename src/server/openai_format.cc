@@ -74,9 +74,11 @@ json token_bytes(const ResponseMeta& meta, int id) {
   return bytes;
 }
 
-json chat_logprobs(const ResponseMeta& meta, const ChoiceDelta& d) {
+}  // namespace
+
+json token_logprob_entries(const ResponseMeta& meta, std::span<const TokenLogprobs> logprobs) {
   json content = json::array();
-  for (const TokenLogprobs& lp : d.logprobs) {
+  for (const TokenLogprobs& lp : logprobs) {
     json top = json::array();
     for (const auto& [id, logprob] : lp.top) {
       top.push_back({{"token", token_string(meta, id)},
@@ -88,7 +90,13 @@ json chat_logprobs(const ResponseMeta& meta, const ChoiceDelta& d) {
                        {"bytes", token_bytes(meta, lp.token_id)},
                        {"top_logprobs", top}});
   }
-  return {{"content", content}};
+  return content;
+}
+
+namespace {
+
+json chat_logprobs(const ResponseMeta& meta, const ChoiceDelta& d) {
+  return {{"content", token_logprob_entries(meta, d.logprobs)}};
 }
 
 json finish_reason(const ChoiceDelta& d) {

@@ -85,6 +85,12 @@ nlohmann::json usage_chunk(const ResponseMeta& meta, const Usage& usage);
 nlohmann::json full_response(const ResponseMeta& meta, const std::vector<ChoiceDelta>& choices,
                              std::span<const ChoicePrompt> prompts, const Usage& usage);
 
+// Chat completions' logprobs entries of these tokens ({token, logprob, bytes, top_logprobs:
+// [{token, logprob, bytes}]}), as the Responses API's output_text logprobs list them too.
+// Uses meta.tokenizer only.
+nlohmann::json token_logprob_entries(const ResponseMeta& meta,
+                                     std::span<const TokenLogprobs> logprobs);
+
 // The legacy completions logprobs object ({tokens, token_logprobs, top_logprobs,
 // text_offset}) of one choice's delta. With `prompt` (echo): the prompt's tokens first (the
 // first one's logprob and top_logprobs null, offsets in the prompt's text from 0), then the

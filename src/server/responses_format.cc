@@ -15,12 +15,14 @@ ojson usage_json(const ResponseUsage& u) {
           {"total_tokens", u.input_tokens + u.output_tokens}};
 }
 
-ojson text_part(bool reasoning, std::string text) {
-  if (reasoning) return {{"type", "reasoning_text"}, {"text", std::move(text)}};
-  return {{"type", "output_text"}, {"text", std::move(text)}, {"annotations", ojson::array()}};
-}
-
 }  // namespace
+
+ojson ResponseBuilder::text_part(bool reasoning, std::string text) const {
+  if (reasoning) return {{"type", "reasoning_text"}, {"text", std::move(text)}};
+  ojson part = {{"type", "output_text"}, {"text", std::move(text)}, {"annotations", ojson::array()}};
+  if (list_logprobs_) part["logprobs"] = open_logprobs_;  // the open message's so far
+  return part;
+}
 
 ResponseBuilder::ResponseBuilder(std::string id, int64_t created_at, std::string model,
                                  const ojson& settings, NewId new_id)
@@ -74,6 +76,7 @@ void ResponseBuilder::open(Open kind, Events& out) {
   response_["output"].push_back(item);
   open_ = kind;
   open_text_.clear();
+  open_logprobs_ = ojson::array();
   const int index = open_index();
   out.push_back(event("response.output_item.added", {{"output_index", index}, {"item", item}}));
   out.push_back(event("response.content_part.added", {{"item_id", id},
@@ -91,7 +94,7 @@ void ResponseBuilder::close(const char* status, Events& out) {
   const ojson base = {{"item_id", id}, {"output_index", index}, {"content_index", 0}};
   ojson done = base;
   done["text"] = open_text_;
-  if (!reasoning) done["logprobs"] = ojson::array();
+  if (!reasoning) done["logprobs"] = list_logprobs_ ? open_logprobs_ : ojson::array();
   out.push_back(event(reasoning ? "response.reasoning_text.done" : "response.output_text.done",
                       std::move(done)));
   ojson part_done = base;
@@ -102,18 +105,23 @@ void ResponseBuilder::close(const char* status, Events& out) {
   out.push_back(event("response.output_item.done", {{"output_index", index}, {"item", item}}));
   open_ = Open::kNone;
   open_text_.clear();
+  open_logprobs_ = ojson::array();
 }
 
-ResponseBuilder::Events ResponseBuilder::add_piece(Open kind, std::string_view text) {
+ResponseBuilder::Events ResponseBuilder::add_piece(Open kind, std::string_view text,
+                                                   ojson logprobs) {
   Events out;
   if (text.empty()) return out;
   open(kind, out);
   open_text_ += text;
+  if (kind == Open::kMessage && list_logprobs_) {
+    for (const ojson& entry : logprobs) open_logprobs_.push_back(entry);
+  }
   ojson fields = {{"item_id", response_["output"][open_index()]["id"]},
                   {"output_index", open_index()},
                   {"content_index", 0},
                   {"delta", std::string(text)}};
-  if (kind == Open::kMessage) fields["logprobs"] = ojson::array();
+  if (kind == Open::kMessage) fields["logprobs"] = list_logprobs_ ? std::move(logprobs) : ojson::array();
   out.push_back(
       event(kind == Open::kMessage ? "response.output_text.delta" : "response.reasoning_text.delta",
             std::move(fields)));

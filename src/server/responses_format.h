@@ -45,9 +45,18 @@ class ResponseBuilder {
   ResponseBuilder(std::string id, int64_t created_at, std::string model,
                   const nlohmann::ordered_json& settings, NewId new_id);
 
+  // From now on output_text parts (and their done events) carry "logprobs": the entries
+  // add_text is given (the request included "message.output_text.logprobs").
+  void list_logprobs() { list_logprobs_ = true; }
+
   Events start();  // response.created, response.in_progress
-  Events add_reasoning(std::string_view text) { return add_piece(Open::kReasoning, text); }
-  Events add_text(std::string_view text) { return add_piece(Open::kMessage, text); }
+  Events add_reasoning(std::string_view text) { return add_piece(Open::kReasoning, text, {}); }
+  // `logprobs`: the entries of the text's tokens (openai_format.h token_logprob_entries), an
+  // array; the delta event carries them.
+  Events add_text(std::string_view text,
+                  nlohmann::ordered_json logprobs = nlohmann::ordered_json::array()) {
+    return add_piece(Open::kMessage, text, std::move(logprobs));
+  }
   Events add_function_call(const ToolCall& call);
   // The end of the output. finish_reason is the engine's: "length" makes the response
   // "incomplete" (incomplete_details.reason "max_output_tokens", the open item
@@ -64,7 +73,8 @@ class ResponseBuilder {
  private:
   enum class Open { kNone, kReasoning, kMessage };
   nlohmann::ordered_json event(const char* type, nlohmann::ordered_json fields);
-  Events add_piece(Open kind, std::string_view text);
+  Events add_piece(Open kind, std::string_view text, nlohmann::ordered_json logprobs);
+  nlohmann::ordered_json text_part(bool reasoning, std::string text) const;
   void open(Open kind, Events& out);
   void close(const char* status, Events& out);
   int open_index() const { return static_cast<int>(response_["output"].size()) - 1; }
@@ -74,6 +84,8 @@ class ResponseBuilder {
   int sequence_number_ = 0;
   Open open_ = Open::kNone;
   std::string open_text_;  // the open item's text so far
+  bool list_logprobs_ = false;
+  nlohmann::ordered_json open_logprobs_ = nlohmann::ordered_json::array();  // the open message's
 };
 
 // One event as SSE: "event: <type>\ndata: <json>\n\n".

@@ -11,6 +11,7 @@
 #include "server/api_error.h"
 #include "server/connections.h"
 #include "server/generation.h"
+#include "server/openai_format.h"
 #include "server/reasoning.h"
 #include "server/response_items_page.h"
 #include "server/response_store.h"
@@ -38,6 +39,10 @@ class ResponseRun {
                  [&state](const char* prefix) { return state.new_request_id(prefix); }),
         parallel_tool_calls_(request.generate.parallel_tool_calls),
         gen_(*state.loop, std::move(id), std::move(request.generate), arrival) {
+    if (gen_.request().logprobs) {
+      builder_.list_logprobs();
+      meta_.tokenizer = state.ctx.tokenizer;
+    }
     if (!state.config.reasoning_parser.empty()) reasoning_.emplace();
     if (gen_.request().tools && !state.config.tool_call_parser.empty()) {
       tool_parser_ = make_tool_call_parser(state.config.tool_call_parser);
@@ -56,6 +61,10 @@ class ResponseRun {
       if (d.finish_reason == "error") {
         append(out, builder_.fail(gen_.error()));
         continue;
+      }
+      if (gen_.request().logprobs) {
+        const nlohmann::json entries = token_logprob_entries(meta_, d.logprobs);
+        for (const auto& e : entries) pending_logprobs_.push_back(ojson(e));
       }
       take(d.text, last, out);
       if (!last) continue;
@@ -81,16 +90,29 @@ class ResponseRun {
       append(out, builder_.add_reasoning(piece.reasoning));
     }
     if (!tool_parser_) {
-      append(out, builder_.add_text(piece.content));
+      add_text(piece.content, !piece.reasoning.empty(), out);
       return;
     }
     ToolCallPiece calls = tool_parser_->take(piece.content, last);
-    append(out, builder_.add_text(calls.content));
+    add_text(calls.content, !piece.reasoning.empty() || !calls.calls.empty(), out);
     for (const ToolCall& call : calls.calls) {
       // parallel_tool_calls false keeps the first call only, as on the chat path.
       if (parallel_tool_calls_ || calls_seen_ == 0) append(out, builder_.add_function_call(call));
       ++calls_seen_;
     }
+  }
+
+  // The answer's text, with the logprobs of the tokens that came since the last text. Tokens
+  // the parsers took as thinking or calls (a delta with no answer text besides them) are
+  // not the answer's: their logprobs are dropped. (Where a delta's tokens were split between
+  // thinking and answer, all of them go with the answer's text.)
+  void add_text(const std::string& text, bool split_off, Events& out) {
+    if (text.empty()) {
+      if (split_off) pending_logprobs_ = ojson::array();
+      return;
+    }
+    append(out, builder_.add_text(text, std::move(pending_logprobs_)));
+    pending_logprobs_ = ojson::array();
   }
 
   ResponseUsage usage() const {
@@ -117,6 +139,8 @@ class ResponseRun {
   std::unique_ptr<ToolCallParser> tool_parser_;
   std::string reasoning_text_;
   int calls_seen_ = 0;
+  ResponseMeta meta_;  // its tokenizer, for the logprob entries' token strings
+  ojson pending_logprobs_ = ojson::array();  // tokens not yet given with answer text
 };
 
 void answer_whole(ServerState& state, std::unique_ptr<ResponseRun> run,

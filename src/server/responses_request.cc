@@ -1,5 +1,6 @@
 #include "server/responses_request.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -11,6 +12,17 @@ namespace kestrel::server {
 namespace {
 
 using ojson = nlohmann::ordered_json;
+
+constexpr const char* kLogprobsInclude = "message.output_text.logprobs";
+
+// Token logprobs of the answer: asked for by including "message.output_text.logprobs", or
+// by a top_logprobs other than 0 (the alternatives listed per token, as on the chat endpoint).
+bool wants_logprobs(const FieldReader& f) {
+  if (f.int32("top_logprobs").value_or(0) != 0) return true;  // the chat parser checks its range
+  const ojson* include = f.find("include");
+  return include && include->is_array() &&
+         std::find(include->begin(), include->end(), kLogprobsInclude) != include->end();
+}
 
 [[noreturn]] void not_supported(const std::string& param, const std::string& what) {
   throw_bad_request(param, "{} is not supported by this server", what);
@@ -26,18 +38,19 @@ void reject_unsupported(const FieldReader& f) {
   // include: "reasoning.encrypted_content" asks for reasoning that can go back as input
   // without the server storing it (Codex-style clients, with store: false). Reasoning items
   // here carry their text in the clear and are accepted back as input, so there is nothing
-  // to add. Anything else it may ask for is not produced.
+  // to add. "message.output_text.logprobs" asks for the answer's token logprobs
+  // (wants_logprobs). Anything else it may ask for is not produced.
   if (const ojson* include = f.find("include"); include && !include->is_null()) {
     if (!include->is_array()) {
       throw_bad_request("include", "'include' must be a list, got {}", json_type_name(*include));
     }
     for (const ojson& item : *include) {
-      if (!(item.is_string() && item.get<std::string>() == "reasoning.encrypted_content")) {
+      if (!(item.is_string() && (item.get<std::string>() == "reasoning.encrypted_content" ||
+                                 item.get<std::string>() == kLogprobsInclude))) {
         not_supported("include", fmt::format("'include' of {}", item.dump()));
       }
     }
   }
-  if (f.int32("top_logprobs").value_or(0) != 0) not_supported("top_logprobs", "'top_logprobs'");
   if (const auto truncation = f.string("truncation"); truncation && *truncation != "disabled") {
     not_supported("truncation", fmt::format("'truncation': '{}'", *truncation));
   }
@@ -164,6 +177,10 @@ ojson responses_to_chat_body(const ojson& body) {
   if (!input) throw_bad_request("input", "'input' is required");
   append_input_messages(*input, messages);
   chat["messages"] = std::move(messages);
+  if (wants_logprobs(f)) {
+    chat["logprobs"] = true;
+    if (const ojson* top = f.find("top_logprobs")) chat["top_logprobs"] = *top;
+  }
   if (const ojson* tools = f.find("tools")) chat["tools"] = chat_tools(*tools);
   if (const ojson* choice = f.find("tool_choice")) chat["tool_choice"] = chat_tool_choice(*choice);
   if (auto max = f.int32("max_output_tokens")) {
@@ -227,6 +244,7 @@ ResponsesRequest parse_responses_request(const ojson& body, const ServingContext
       {"text", std::move(text)},
       {"tool_choice", echo("tool_choice", "auto")},
       {"tools", echo("tools", ojson::array())},
+      {"top_logprobs", out.generate.logprobs ? out.generate.params.logprobs.value_or(0) : 0},
       {"top_p", shortest(out.generate.params.top_p)},
       {"truncation", echo("truncation", "disabled")},
       {"user", echo("user", nullptr)},

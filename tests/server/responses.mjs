@@ -280,6 +280,32 @@ function checkCalls(r, what, only) {
   await expect404(() => client.responses.retrieve(unstored.id), "store false: retrieve");
 }
 
+// --- Logprobs (include "message.output_text.logprobs", top_logprobs): the chat completion's
+// logprobs of the same conversation, entry for entry; a stream's deltas carry the same.
+{
+  const params = {
+    model: MODEL, input: "Name three fruits.", temperature: 0, max_output_tokens: 10,
+    include: ["message.output_text.logprobs"], top_logprobs: 2,
+  };
+  const r = await client.responses.create(params);
+  const chat = await client.chat.completions.create({
+    model: MODEL, messages: [{ role: "user", content: "Name three fruits." }], temperature: 0, max_tokens: 10,
+    logprobs: true, top_logprobs: 2,
+  });
+  const part = r.output.find((o) => o.type === "message").content[0];
+  checkEqual(part.text, chat.choices[0].message.content, "logprobs: text");
+  checkEqual(part.logprobs, chat.choices[0].logprobs.content, "logprobs: the chat completion's entries");
+  check(part.logprobs.length > 0 && part.logprobs.every((l) => l.top_logprobs.length === 2), "logprobs: two alternatives each", part.logprobs);
+  checkEqual(r.top_logprobs, 2, "logprobs: top_logprobs repeated");
+  const events = [];
+  for await (const e of await client.responses.create({ ...params, stream: true })) events.push(e);
+  checkEqual(events.filter((e) => e.type === "response.output_text.delta").flatMap((e) => e.logprobs), part.logprobs,
+             "logprobs: the stream's deltas together");
+  checkEqual(events.find((e) => e.type === "response.output_text.done").logprobs, part.logprobs, "logprobs: the done event");
+  const plain = await client.responses.create({ model: MODEL, input: "Hi", temperature: 0, max_output_tokens: 4 });
+  check(!("logprobs" in plain.output.find((o) => o.type === "message").content[0]), "logprobs: none unless asked");
+}
+
 // --- Errors reach the client as APIErrors naming the field.
 async function expectError(params, param, what) {
   try {

@@ -141,5 +141,41 @@ TEST(ResponsesFormat, SseEventsNameTheirType) {
       "data: {\"type\":\"response.output_text.delta\",\"sequence_number\":4,\"delta\":\"é\"}\n\n");
 }
 
+TEST(ResponsesFormat, ListedLogprobsGoWithTheirTextAndGatherInThePart) {
+  const ojson hel = {{"token", "Hel"}, {"logprob", -0.5}, {"bytes", {72, 101, 108}}, {"top_logprobs", ojson::array()}};
+  const ojson lo = {{"token", "lo"}, {"logprob", -1.25}, {"bytes", {108, 111}}, {"top_logprobs", ojson::array()}};
+  // Without list_logprobs the lists stay empty whatever add_text is given.
+  {
+    ResponseBuilder b = builder();
+    (void)b.start();
+    const Events e = b.add_text("Hel", ojson::array({hel}));
+    EXPECT_EQ(e.back()["logprobs"], ojson::array());
+    (void)b.finish("stop", {});
+    EXPECT_FALSE(b.response()["output"][0]["content"][0].contains("logprobs"));
+  }
+  ResponseBuilder b = builder();
+  b.list_logprobs();
+  Events all = b.start();
+  append(all, b.add_reasoning("Hmm"));
+  append(all, b.add_text("Hel", ojson::array({hel})));
+  append(all, b.add_text("lo", ojson::array({lo})));
+  append(all, b.finish("stop", {}));
+  std::vector<ojson> deltas, done, parts;
+  for (const ojson& e : all) {
+    if (e["type"] == "response.output_text.delta") deltas.push_back(e["logprobs"]);
+    if (e["type"] == "response.output_text.done") done.push_back(e["logprobs"]);
+    if (e["type"] == "response.content_part.added" && e["part"]["type"] == "output_text") {
+      parts.push_back(e["part"]["logprobs"]);
+    }
+  }
+  EXPECT_EQ(deltas, (std::vector<ojson>{ojson::array({hel}), ojson::array({lo})}));
+  EXPECT_EQ(done, (std::vector<ojson>{ojson::array({hel, lo})}));
+  EXPECT_EQ(parts, (std::vector<ojson>{ojson::array()}));  // added empty
+  const ojson& message = b.response()["output"][1];
+  EXPECT_EQ(message["content"][0]["text"], "Hello");
+  EXPECT_EQ(message["content"][0]["logprobs"], ojson::array({hel, lo}));
+  EXPECT_FALSE(b.response()["output"][0]["content"][0].contains("logprobs"));  // reasoning
+}
+
 }  // namespace
 }  // namespace kestrel::server

@@ -176,11 +176,37 @@ TEST(ResponsesRequest, PromptEqualsTheEquivalentChatRequests) {
   EXPECT_EQ(r.settings["text"], ojson::parse(R"({"format": {"type": "text"}})"));
 }
 
+TEST(ResponsesRequest, LogprobsAreAskedByIncludeOrTopLogprobs) {
+  auto chat = [](const char* body) { return responses_to_chat_body(ojson::parse(body)); };
+  ojson c = chat(R"({"input": "x", "include": ["message.output_text.logprobs"]})");
+  EXPECT_EQ(c["logprobs"], true);
+  EXPECT_FALSE(c.contains("top_logprobs"));
+  c = chat(R"({"input": "x", "include": ["message.output_text.logprobs"], "top_logprobs": 0})");
+  EXPECT_EQ(c["logprobs"], true);
+  EXPECT_EQ(c["top_logprobs"], 0);
+  c = chat(R"({"input": "x", "top_logprobs": 3})");
+  EXPECT_EQ(c["logprobs"], true);
+  EXPECT_EQ(c["top_logprobs"], 3);
+  c = chat(R"({"input": "x", "top_logprobs": 0, "include": ["reasoning.encrypted_content"]})");
+  EXPECT_FALSE(c.contains("logprobs"));
+  EXPECT_FALSE(c.contains("top_logprobs"));
+  // The chat parser's range, named as the Responses field; the response repeats the value.
+  const Qwen3Context q;
+  expect_400(ojson::parse(R"({"input": "x", "top_logprobs": -1})"), "top_logprobs", "", &q.ctx);
+  expect_400(ojson::parse(R"({"input": "x", "top_logprobs": 21})"), "top_logprobs", "", &q.ctx);
+  EXPECT_EQ(parse_responses_request(ojson::parse(R"({"input": "x", "top_logprobs": 2})"), q.ctx)
+                .settings["top_logprobs"],
+            2);
+  const ResponsesRequest plain = parse_responses_request(ojson::parse(R"({"input": "x"})"), q.ctx);
+  EXPECT_FALSE(plain.generate.logprobs);
+  EXPECT_EQ(plain.settings["top_logprobs"], 0);
+}
+
 TEST(ResponsesRequest, UnsupportedFieldsAreRejectedByName) {
   expect_400(ojson::parse(R"({"input": "x", "previous_response_id": "resp_1"})"),
              "previous_response_id", "not supported");
   expect_400(ojson::parse(R"({"input": "x", "background": true})"), "background", "not supported");
-  expect_400(ojson::parse(R"({"input": "x", "include": ["message.output_text.logprobs"]})"),
+  expect_400(ojson::parse(R"({"input": "x", "include": ["file_search_call.results"]})"),
              "include", "not supported");
   expect_400(ojson::parse(R"({"input": "x", "include": "reasoning.encrypted_content"})"),
              "include", "must be a list");
