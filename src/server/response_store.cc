@@ -76,27 +76,28 @@ void ResponseStore::erase_locked(std::unordered_map<std::string, Entry>::iterato
   }
 }
 
-std::optional<ojson> ResponseStore::response(const std::string& id) const {
+template <typename F>
+std::optional<ojson> ResponseStore::read(const std::string& id, F&& f) const {
   std::lock_guard<std::mutex> lock(mu_);
   const auto it = entries_.find(id);
   if (it == entries_.end()) return std::nullopt;
-  return it->second.response;
+  return f(it->second);
+}
+
+std::optional<ojson> ResponseStore::response(const std::string& id) const {
+  return read(id, [](const Entry& e) { return e.response; });
 }
 
 std::optional<ojson> ResponseStore::conversation(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto it = entries_.find(id);
-  if (it == entries_.end()) return std::nullopt;
-  ojson items = it->second.items;
-  for (const ojson& item : it->second.response.at("output")) items.push_back(item);
-  return items;
+  return read(id, [](const Entry& e) {
+    ojson items = e.items;
+    for (const ojson& item : e.response.at("output")) items.push_back(item);
+    return items;
+  });
 }
 
 std::optional<ojson> ResponseStore::answered_items(const std::string& id) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  const auto it = entries_.find(id);
-  if (it == entries_.end()) return std::nullopt;
-  return it->second.items;
+  return read(id, [](const Entry& e) { return e.items; });
 }
 
 std::optional<ojson> ResponseStore::item(const std::string& item_id) const {

@@ -55,6 +55,9 @@ class ResponseStore {
     std::list<std::string>::iterator age;
   };
   void erase_locked(std::unordered_map<std::string, Entry>::iterator it);
+  // f(entry) for the entry of response `id`, under the lock; nullopt when it is not stored.
+  template <typename F>
+  std::optional<nlohmann::ordered_json> read(const std::string& id, F&& f) const;
 
   const size_t max_responses_, max_bytes_;
   mutable std::mutex mu_;
