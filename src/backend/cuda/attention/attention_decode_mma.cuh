@@ -42,7 +42,7 @@
 // What each of these gave: docs/cuda_backend.md, "Tensor-core decode attention".
 //
 // Splits (Flash-Decoding, kernels.h AttentionSplit; plan_attention_split fills one wave of
-// decode_mma_ctas_per_sm(a) CTAs per SM): with num_splits > 1 every CTA writes its rows' partials
+// decode_mma_ctas_per_sm CTAs per SM): with num_splits > 1 every CTA writes its rows' partials
 // (log2-domain max, sum, unnormalised output; empty splits write empty ones) and
 // attention.cu's merge kernel combines them.
 #pragma once

@@ -131,15 +131,22 @@ __device__ __forceinline__ void sum_in_rank_order(const uint4 (&v)[W], float* ac
   }
 }
 
-// residual[i] = round(residual[i] + sum), `sum` already rounded (add_into's add).
+// round(residual + sum), `sum` already rounded (add_into's add), for a residual word
+// already loaded.
 template <typename G, typename Word>
-__device__ __forceinline__ void add_into_residual(Word sum, Word* residual, int64_t i) {
+__device__ __forceinline__ Word residual_plus(Word residual, Word sum) {
   float r[G::kN], x[G::kN];
-  G::load(residual[i], r);
+  G::load(residual, r);
   G::load(sum, x);
 #pragma unroll
   for (int j = 0; j < G::kN; ++j) r[j] += x[j];
-  residual[i] = G::store(r);
+  return G::store(r);
+}
+
+// residual[i] = round(residual[i] + sum), `sum` already rounded (add_into's add).
+template <typename G, typename Word>
+__device__ __forceinline__ void add_into_residual(Word sum, Word* residual, int64_t i) {
+  residual[i] = residual_plus<G>(residual[i], sum);
 }
 
 // Stores the fp32 sum `acc` of element group i, rounded once, into out; with a residual,

@@ -137,14 +137,7 @@ __global__ void __launch_bounds__(kThreads)
       const int64_t i = s * q + j;
       if (j >= lens[s]) continue;
       if (s != a.rank) data[i] = sum[s];
-      if (residual != nullptr) {  // add_into_residual's add, on the value loaded above
-        float r[kN], x[kN];
-        Vec<T>::load(res[s], r);
-        Vec<T>::load(sum[s], x);
-#pragma unroll
-        for (int k = 0; k < kN; ++k) r[k] += x[k];
-        residual[i] = Vec<T>::store(r);
-      }
+      if (residual != nullptr) residual[i] = residual_plus<Vec<T>>(res[s], sum[s]);
     }
   }
 }
