@@ -11,7 +11,9 @@
 // Paths (each a fresh group, since the ranks agree on them at start):
 //   ll        the low-latency peer kernel (tensors <= 16 KiB; the default at two ranks,
 //             KESTREL_PEER_LL=1 here at any size of group)
-//   oneshot   the one-shot peer kernel (KESTREL_PEER_LL=0), up to 4 MiB
+//   oneshot   the one-shot peer kernel (KESTREL_PEER_LL=0), up to 4 MiB; at two ranks it
+//             pushes (stores into the peer's buffer), and `pull` is it loading the peer's
+//             (KESTREL_PEER_PUSH=0)
 //   twoshot   the two-shot peer kernel (KESTREL_PEER_TWO_SHOT_BYTES), 64 KiB to 4 MiB, on
 //             32 blocks; ts-128 on 128 (KESTREL_PEER_TWO_SHOT_BLOCKS), from 256 KiB
 //   nccl      NCCL's all-reduce (KESTREL_CUSTOM_ALLREDUCE=0)
@@ -51,6 +53,7 @@ struct Path {
   const char* custom;           // KESTREL_CUSTOM_ALLREDUCE
   const char* two_shot_bytes;   // KESTREL_PEER_TWO_SHOT_BYTES
   const char* two_shot_blocks;  // KESTREL_PEER_TWO_SHOT_BLOCKS
+  const char* push;             // KESTREL_PEER_PUSH
   size_t min_kib, max_kib;      // other sizes are not this path's
 };
 
@@ -143,21 +146,24 @@ int run(int argc, char** argv) {
       inputs[r].push_back(cuda_bench::random_bf16_host(Shape{int64_t(k) * 512}));
     }
   }
-  const Path paths[] = {{"ll", "1", "1", "0", "32", 0, 16},
-                        {"oneshot", "0", "1", "0", "32", 0, 4096},
-                        {"twoshot", "0", "1", "16", "32", 64, 4096},
-                        {"ts-128", "0", "1", "16", "128", 256, 4096},
-                        {"nccl", "0", "0", "0", "32", 0, ~size_t{0}}};
+  const Path paths[] = {{"ll", "1", "1", "0", "32", "1", 0, 16},
+                        {"oneshot", "0", "1", "0", "32", "1", 0, 4096},
+                        {"pull", "0", "1", "0", "32", "0", 0, 4096},
+                        {"twoshot", "0", "1", "16", "32", "1", 64, 4096},
+                        {"ts-128", "0", "1", "16", "128", "1", 256, 4096},
+                        {"nccl", "0", "0", "0", "32", "1", 0, ~size_t{0}}};
   std::printf("%d ranks; us per all-reduce in a CUDA graph of %d, %d replays a round, median and "
               "worst of %d rounds; busbw = 2 (N-1)/N x bytes / median\n",
               ranks, kCalls, kReplays, kRounds);
   std::printf("%-8s %-5s %9s %10s %10s %12s\n", "path", "op", "KiB", "us/call", "worst us",
               "busbw GB/s");
   for (const Path& p : paths) {
+    if (ranks > 2 && std::string(p.name) == "pull") continue;  // oneshot pulls there
     setenv("KESTREL_PEER_LL", p.ll, 1);
     setenv("KESTREL_CUSTOM_ALLREDUCE", p.custom, 1);
     setenv("KESTREL_PEER_TWO_SHOT_BYTES", p.two_shot_bytes, 1);
     setenv("KESTREL_PEER_TWO_SHOT_BLOCKS", p.two_shot_blocks, 1);
+    setenv("KESTREL_PEER_PUSH", p.push, 1);
     std::vector<size_t> mine;
     std::vector<std::vector<Tensor>> my_inputs(ranks);
     for (size_t i = 0; i < kib.size(); ++i) {

@@ -280,9 +280,9 @@ namespace {
 // decode-sized and odd shapes, the largest it takes and one beyond (NCCL's), many calls in a
 // row (its call numbers and alternating buffers) and replays of a captured graph, each
 // against the exact sum (two bf16 addends: one rounding, whatever the algorithm).
-TEST(NcclCommunicator, PeerAllReduceSumsExactly) {
-  KS_REQUIRE_TWO_GPUS();
-  // The one-shot kernel at every size (two ranks default to the low-latency one up to 16 KiB).
+// The one-shot kernel at every size (two ranks default to the low-latency one up to 16 KiB),
+// in the direction KESTREL_PEER_PUSH says.
+void check_peer_all_reduce_sums() {
   cuda_test::ScopedEnv one_shot("KESTREL_PEER_LL", "0");
   constexpr int kRanks = 2, kRounds = 3, kReplays = 4;
   const std::vector<std::pair<DType, Shape>> cases = {
@@ -347,12 +347,26 @@ TEST(NcclCommunicator, PeerAllReduceSumsExactly) {
   }
 }
 
+// check() with the two-rank one-shot kernel pushing into the peer's buffer (the default),
+// then pulling from it.
+void in_both_directions(void (*check)()) {
+  for (const char* push : {"1", "0"}) {
+    SCOPED_TRACE(std::string("KESTREL_PEER_PUSH=") + push);
+    cuda_test::ScopedEnv direction("KESTREL_PEER_PUSH", push);
+    check();
+  }
+}
+
+TEST(NcclCommunicator, PeerAllReduceSumsExactly) {
+  KS_REQUIRE_TWO_GPUS();
+  in_both_directions(check_peer_all_reduce_sums);
+}
+
 // all_reduce_add at two ranks: the peer kernel's fused add (decode-sized rows) and NCCL's
 // all-reduce then the add kernel (600 rows, beyond the peer buffer; 37 columns, not 16-byte
 // rows), eager and in a captured graph: t is the exact sum (one rounding), and every rank's
 // residual becomes round(residual + t), add_rms_norm's add, the same bits on both ranks.
-TEST(NcclCommunicator, AllReduceAddAddsTheSumIntoTheResidual) {
-  KS_REQUIRE_TWO_GPUS();
+void check_all_reduce_add() {
   cuda_test::ScopedEnv one_shot("KESTREL_PEER_LL", "0");  // as PeerAllReduceSumsExactly
   constexpr int kRanks = 2, kReplays = 3;
   const std::vector<Shape> shapes = {Shape{1, 8}, Shape{1, 4096}, Shape{7, 4096},
@@ -421,6 +435,11 @@ TEST(NcclCommunicator, AllReduceAddAddsTheSumIntoTheResidual) {
       EXPECT_TRUE(res[r][i] == want_res[i]) << "residual of call " << i;
     }
   }
+}
+
+TEST(NcclCommunicator, AllReduceAddAddsTheSumIntoTheResidual) {
+  KS_REQUIRE_TWO_GPUS();
+  in_both_directions(check_all_reduce_add);
 }
 
 

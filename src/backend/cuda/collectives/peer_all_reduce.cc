@@ -158,8 +158,11 @@ std::unique_ptr<PeerAllReduce> PeerAllReduce::create(int device, Communicator& h
   self->two_shot_bytes_ = two_shot > 0 ? static_cast<size_t>(two_shot) : SIZE_MAX;
   self->two_shot_blocks_ = static_cast<int>(agreed_env(
       host, "KESTREL_PEER_TWO_SHOT_BLOCKS", kernels::kPeerBlocks, 1, kernels::kPeerMaxBlocks));
-  KS_LOG_INFO("tensor parallelism: peer all-reduce up to {} KiB{}{}, NCCL above",
-              self->max_bytes_ >> 10,
+  // At two ranks the one-shot kernel pushes its data into the peer's buffer instead of
+  // pulling the peer's (peer_all_reduce.cu); KESTREL_PEER_PUSH=0 pulls.
+  self->push_ = world == 2 && agreed_env(host, "KESTREL_PEER_PUSH", 1, 0, 1) == 1;
+  KS_LOG_INFO("tensor parallelism: peer all-reduce up to {} KiB{}{}{}, NCCL above",
+              self->max_bytes_ >> 10, self->push_ ? " (pushed to the peer)" : "",
               self->low_latency_
                   ? fmt::format(" (low-latency kernel up to {} KiB)", kernels::kPeerLlBytes >> 10)
                   : std::string(),
@@ -208,7 +211,7 @@ void PeerAllReduce::run(void* data, int64_t n, DType dtype, cudaStream_t stream,
   } else if (bytes >= two_shot_bytes_) {
     kernels::peer_all_reduce_two_shot(a, world_size_, dtype == DType::kBF16, stream);
   } else {
-    kernels::peer_all_reduce(a, world_size_, dtype == DType::kBF16, stream);
+    kernels::peer_all_reduce(a, world_size_, dtype == DType::kBF16, push_, stream);
   }
 }
 

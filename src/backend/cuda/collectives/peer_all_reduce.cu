@@ -11,6 +11,16 @@
 // Geometry: kPeerBlocks (32) blocks of 512 threads, fixed for every call (so block b's call numbers
 // and buffer parity agree across calls of any size); block b owns the 16-byte vectors
 // b*512 + t + k*kBlocks*512 in both phases, so a block waits for the same block of each peer.
+//
+// Two directions of the same exchange. Pull (any W): a rank copies its data into its own
+// buffer and, after the flags, loads every peer's across NVLink; each load waits for its
+// answer, so 32 blocks keep only so many bytes in flight (2 MiB at two ranks: 14.5 us on
+// H200s, ~145 GB/s). Push (two ranks, PeerAllReduce's default there): a rank stores its data
+// into the peer's buffer, which the peer then reads locally; stores cross the link without
+// waiting for an answer. Buffer reuse is the same argument for both: a rank writes the buffer
+// of parity e & 1 (its own or the peer's) again at call e + 2, after it has seen the peer's
+// flag of call e + 1, which the peer posts from a kernel that starts after call e's kernel,
+// the buffer's reader, has finished.
 #include "backend/cuda/collectives/peer_all_reduce_kernel.h"
 
 #include <cuda_bf16.h>
@@ -26,8 +36,9 @@ using namespace peer;
 
 constexpr int kThreads = 512;
 
-template <typename T, int W>
+template <typename T, int W, bool kPush>
 __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(const __grid_constant__ PeerAllReduceArgs a) {
+  static_assert(!kPush || W == 2, "a push buffer holds one peer's tensor");
   __shared__ uint32_t call;
   const int b = blockIdx.x;
   // Launched with PDL (launch.cuh): the data and this rank's counters are earlier kernels'.
@@ -43,8 +54,10 @@ __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(const __grid_
   const int64_t first = int64_t{b} * kThreads + threadIdx.x;
 
   const auto* in = static_cast<const uint4*>(a.data);
+  // Pull: this rank's buffer holds its own data; push: the peer's buffer receives it.
   auto* mine = reinterpret_cast<uint4*>(a.bases[a.rank] + off);
-  for (int64_t i = first; i < a.vecs; i += stride) mine[i] = in[i];
+  auto* dest = kPush ? reinterpret_cast<uint4*>(a.bases[1 - a.rank] + off) : mine;
+  for (int64_t i = first; i < a.vecs; i += stride) dest[i] = in[i];
   __syncthreads();  // the block's writes, made visible to peers by the release below
   if (threadIdx.x < W) {
     const int p = threadIdx.x;
@@ -60,7 +73,13 @@ __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(const __grid_
   for (int64_t i = first; i < a.vecs; i += stride) {
     uint4 v[W];
 #pragma unroll
-    for (int p = 0; p < W; ++p) v[p] = reinterpret_cast<const uint4*>(a.bases[p] + off)[i];
+    for (int p = 0; p < W; ++p) {
+      if constexpr (kPush) {
+        v[p] = p == a.rank ? in[i] : mine[i];
+      } else {
+        v[p] = reinterpret_cast<const uint4*>(a.bases[p] + off)[i];
+      }
+    }
     float acc[kN];
     sum_in_rank_order<T, W>(v, acc);
     store_sum<Vec<T>>(acc, out, static_cast<uint4*>(a.residual), i);
@@ -68,21 +87,27 @@ __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(const __grid_
 }
 
 template <typename T>
-void launch(const PeerAllReduceArgs& a, int world, cudaStream_t stream) {
-  with_world(world, [&](auto w) {
-    launch_pdl("peer_all_reduce_kernel", peer_all_reduce_kernel<T, decltype(w)::value>,
-               dim3(kPeerBlocks), dim3(kThreads), 0, stream, a);
-  });
+void launch(const PeerAllReduceArgs& a, int world, bool push, cudaStream_t stream) {
+  if (push && world == 2) {
+    launch_pdl("peer_all_reduce_kernel", peer_all_reduce_kernel<T, 2, true>, dim3(kPeerBlocks),
+               dim3(kThreads), 0, stream, a);
+  } else {
+    with_world(world, [&](auto w) {
+      launch_pdl("peer_all_reduce_kernel", peer_all_reduce_kernel<T, decltype(w)::value, false>,
+                 dim3(kPeerBlocks), dim3(kThreads), 0, stream, a);
+    });
+  }
   KS_CUDA_CHECK_LAUNCH("peer_all_reduce_kernel");
 }
 
 }  // namespace
 
-void peer_all_reduce(const PeerAllReduceArgs& args, int world, bool bf16, cudaStream_t stream) {
+void peer_all_reduce(const PeerAllReduceArgs& args, int world, bool bf16, bool push,
+                     cudaStream_t stream) {
   if (bf16) {
-    launch<__nv_bfloat16>(args, world, stream);
+    launch<__nv_bfloat16>(args, world, push, stream);
   } else {
-    launch<float>(args, world, stream);
+    launch<float>(args, world, push, stream);
   }
 }
 

@@ -24,7 +24,9 @@
 //   Tensors of at most kPeerLlBytes go to the low-latency kernel (peer_all_reduce_ll.cu)
 //   unless KESTREL_PEER_LL=0 on any rank. Tensors of at least KESTREL_PEER_TWO_SHOT_BYTES
 //   (512 KiB by default at three ranks and more, never at two; 0: never) go to the two-shot
-//   kernel (peer_all_reduce_two_shot.cu) on KESTREL_PEER_TWO_SHOT_BLOCKS blocks (32).
+//   kernel (peer_all_reduce_two_shot.cu) on KESTREL_PEER_TWO_SHOT_BLOCKS blocks (32). At two
+//   ranks the one-shot kernel pushes (stores its data into the peer's buffer) unless
+//   KESTREL_PEER_PUSH=0 on any rank, which makes it pull (load the peer's).
 // - run(): data[0..n) of dtype BF16 or F32, summed over ranks in place (and optionally added
 //   into a residual), enqueued on `stream` and capturable in a CUDA graph. REQUIRES: takes(bytes, data); every rank calls run
 //   with the same n and dtype in the same order (the kernels pair up by call number).
@@ -87,6 +89,7 @@ class PeerAllReduce {
   // peer_all_reduce_two_shot.cu) on two_shot_blocks_ blocks; SIZE_MAX: never.
   size_t two_shot_bytes_ = SIZE_MAX;
   int two_shot_blocks_ = kernels::kPeerBlocks;
+  bool push_ = false;  // two ranks: the one-shot kernel stores into the peer's buffer
   volatile int* abort_host_ = nullptr;  // mapped pinned memory the kernels poll
   int* abort_device_ = nullptr;
   std::vector<void*> peers_;     // [world_size] every rank's allocation (this rank's too)

@@ -69,7 +69,10 @@ void with_world(int world, F&& f) {
 }
 
 // REQUIRES: 2 <= world <= kPeerMaxRanks; args.vecs * 16 <= args.capacity; data 16-byte aligned.
-void peer_all_reduce(const PeerAllReduceArgs& args, int world, bool bf16, cudaStream_t stream);
+// push (honoured at world 2 only; every rank passes the same): each rank stores its data into
+// the peer's buffer instead of loading the peer's (peer_all_reduce.cu); the same bits.
+void peer_all_reduce(const PeerAllReduceArgs& args, int world, bool bf16, bool push,
+                     cudaStream_t stream);
 // The same result (bit for bit) through the low-latency region. REQUIRES as above and
 // args.vecs * 16 <= kPeerLlBytes.
 void peer_all_reduce_ll(const PeerAllReduceArgs& args, int world, bool bf16, cudaStream_t stream);
