@@ -261,10 +261,16 @@ void bench_wgmma_gemms(CudaBackend& be, const Ceilings& c,
   GemmRunner lt(be.stream());
   cublaslt_only(lt);
   const int num_sms = device_sms();
-  std::printf("resident CTAs (tile/split: CTAs):");
-  for (int tile : {64, 128}) {
-    for (int split = 1; split <= kernels::kWgmmaGemmMaxSplit; split *= 2) {
-      std::printf(" %d/%d: %d", tile, split, kernels::wgmma_gemm_resident_ctas(tile, split));
+  // Plans as rows:tile/split; the 128-row shape first, then the 64-row (deep ring) one.
+  const std::vector<std::pair<int, std::vector<int>>> shapes_of_cta = {{128, {64, 128}},
+                                                                       {64, {32, 64, 128}}};
+  std::printf("resident CTAs (rows:tile/split: CTAs):");
+  for (const auto& [rows, tiles] : shapes_of_cta) {
+    for (int tile : tiles) {
+      for (int split = 1; split <= kernels::kWgmmaGemmMaxSplit; split *= 2) {
+        std::printf(" %d:%d/%d: %d", rows, tile, split,
+                    kernels::wgmma_gemm_resident_ctas(tile, split, rows));
+      }
     }
   }
   std::printf("\n");
@@ -314,11 +320,15 @@ void bench_wgmma_gemms(CudaBackend& be, const Ceilings& c,
         std::printf("(wgmma: unsupported)\n");
         continue;
       }
-      std::printf("%.2f (%d/%d);", wgmma(def) * 1e3, def.tile_tokens, def.split);
-      for (int tile : {64, 128}) {
-        for (int split = 1; split <= kernels::kWgmmaGemmMaxSplit; split *= 2) {
-          if ((g.k / kernels::kWgmmaGemmStepK) % split != 0) continue;
-          std::printf(" %d/%d: %.2f", tile, split, wgmma({tile, split}) * 1e3);
+      const kernels::WgmmaGemmPlan deep = kernels::wgmma_gemm_deep_plan(t, g.n, g.k, num_sms);
+      std::printf("%.2f (128:%d/%d); deep %.2f (64:%d/%d);", wgmma(def) * 1e3, def.tile_tokens,
+                  def.split, wgmma(deep) * 1e3, deep.tile_tokens, deep.split);
+      for (const auto& [rows, tiles] : shapes_of_cta) {
+        for (int tile : tiles) {
+          for (int split = 1; split <= kernels::kWgmmaGemmMaxSplit; split *= 2) {
+            if ((g.k / kernels::kWgmmaGemmStepK) % split != 0) continue;
+            std::printf(" %d:%d/%d: %.2f", rows, tile, split, wgmma({tile, split, rows}) * 1e3);
+          }
         }
       }
       std::printf("\n");

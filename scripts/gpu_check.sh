@@ -46,7 +46,8 @@
 #                   layer (decode_layer_bench), ops (cuda_ops_bench), ops_rope (cuda_ops_bench
 #                   rope: the fused RoPE/store decode kernel against the store kernel first),
 #                   ops_wgmma (cuda_ops_bench wgmma: the decode-step GEMM against cuBLASLt;
-#                   nano_wgmma and decode256_wgmma run the engine with it; nano_tune,
+#                   nano_wgmma and decode256_wgmma run the engine with its 128-row plans,
+#                   nano_lt with cuBLASLt for every decode product; nano_tune,
 #                   decode256_tune, nano_fp8_tune: cuBLASLt's candidates timed per shape,
 #                   KESTREL_GEMM_TUNE=1; nano_ring3, decode256_ring3: the tensor-core decode
 #                   kernel's bf16 rings of three tiles forced), gemm_ws (gemm_ws_bench:
@@ -456,6 +457,8 @@ BENCHES=(
   # fused into it (KESTREL_DECODE_MMA_ROPE=0), against nano and decode256 above.
   "nano_sep:KESTREL_DECODE_MMA_ROPE=0 --num-seqs 256"
   "nano_wgmma:KESTREL_GEMM_SM90=1 --num-seqs 256"
+  # Every decode-step product on cuBLASLt (not the wgmma kernel's 64-row plans at 9-64 rows).
+  "nano_lt:KESTREL_GEMM_SM90=0 --num-seqs 256"
   # cuBLASLt's candidates (and their K splits) timed per shape before the graphs are captured
   # (KESTREL_GEMM_TUNE=1, gemm.h) against the heuristic's first answer above.
   "nano_tune:KESTREL_GEMM_TUNE=1 --num-seqs 256"

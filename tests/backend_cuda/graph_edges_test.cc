@@ -14,6 +14,7 @@
 
 #include "backend/cuda/gemm/gemm.h"
 #include "backend/cuda/kernels.h"
+#include "backend/cuda/launch.h"
 
 namespace kestrel {
 namespace {
@@ -38,34 +39,41 @@ struct DeviceBuffer {
   void* p = nullptr;
 };
 
+// add_into, a product of 16 rows (past the GEMV kernel's rows: set_gemv_max_tokens(0) too),
+// silu_mul: a layer's chain of kernel, product, kernel.
+struct Chain {
+  static constexpr int64_t kT = 16, kK = 256, kN = 512;
+  DeviceBuffer x{kT * kK}, x2{kT * kK}, w{kN * kK}, y{kT * kN}, act{kT * kN / 2};
+
+  // Runs the product once eagerly (planning and any workspace growth happen outside the
+  // capture), then captures the chain.
+  cudaGraph_t capture(cudaStream_t s, GemmRunner& gemm) {
+    gemm.run(x.get(), w.get(), nullptr, y.get(), CUDA_R_16BF, kT, kN, kK);
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    cudaGraph_t g = nullptr;
+    EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    kernels::add_into(x.get(), x2.get(), kT * kK, s);
+    gemm.run(x.get(), w.get(), nullptr, y.get(), CUDA_R_16BF, kT, kN, kK);
+    kernels::silu_mul(y.get(), kT, kN / 2, act.get(), s);
+    EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+    return g;
+  }
+};
+
 bool ours(const std::string& name) {
   return name.find("add_into") != std::string::npos || name.find("silu_mul") != std::string::npos;
 }
 
 TEST(GraphEdges, SeesThePlainEdgeIntoALibraryKernel) {
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
-  constexpr int64_t kT = 16, kK = 256, kN = 512;  // 16 rows: cuBLASLt, not the GEMV kernel
   cudaStream_t s;
   ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
   {
     GemmRunner gemm(s);
     gemm.set_gemv_max_tokens(0);
-    DeviceBuffer x(kT * kK), x2(kT * kK), w(kN * kK), y(kT * kN), act(kT * kN / 2);
-    // Eager once, so that planning (and any workspace growth) happens outside the capture.
-    gemm.run(x.get(), w.get(), nullptr, y.get(), CUDA_R_16BF, kT, kN, kK);
-    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-
-    auto capture = [&] {
-      cudaGraph_t g = nullptr;
-      EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-      kernels::add_into(x.get(), x2.get(), kT * kK, s);
-      gemm.run(x.get(), w.get(), nullptr, y.get(), CUDA_R_16BF, kT, kN, kK);
-      kernels::silu_mul(y.get(), kT, kN / 2, act.get(), s);
-      EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
-      return g;
-    };
-
-    cudaGraph_t g = capture();
+    gemm.set_wgmma_gemm(false);  // 16 rows would take our wgmma kernel, entered with PDL
+    Chain chain;
+    cudaGraph_t g = chain.capture(s, gemm);
     ASSERT_NE(g, nullptr);
     const GraphEdgeSummary report = summarize_graph_edges(g);
     EXPECT_GE(report.kernels, 3u);
@@ -88,6 +96,31 @@ TEST(GraphEdges, SeesThePlainEdgeIntoALibraryKernel) {
     cudaGraphExec_t exec = nullptr;
     EXPECT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess) << "the converted graph instantiates";
     if (exec != nullptr) cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(g);
+  }
+  cudaStreamDestroy(s);
+}
+
+// The same chain with the product on our wgmma kernel (GemmRunner's default for 9-64 rows on
+// compute capability 9.0): no plain edge is left, since every kernel of it waits on its grid
+// dependency.
+TEST(GraphEdges, OurDecodeProductIsEnteredProgrammatically) {
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  if (kernels::compute_capability() != 90) GTEST_SKIP() << "the wgmma kernel needs sm_90a";
+  cudaStream_t s;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), cudaSuccess);
+  {
+    GemmRunner gemm(s);
+    gemm.set_gemv_max_tokens(0);
+    ASSERT_TRUE(gemm.wgmma_gemm());
+    Chain chain;
+    cudaGraph_t g = chain.capture(s, gemm);
+    ASSERT_NE(g, nullptr);
+    const GraphEdgeSummary report = summarize_graph_edges(g);
+    EXPECT_EQ(report.kernels, 3u);
+    EXPECT_EQ(report.programmatic_edges, 2u);
+    EXPECT_TRUE(report.plain_into.empty());
+    EXPECT_EQ(gemm.num_plans(), 0u) << "no cuBLASLt plan was made";
     cudaGraphDestroy(g);
   }
   cudaStreamDestroy(s);

@@ -43,17 +43,19 @@ TEST(WgmmaGemm, EveryTileAndSplitMatchesReference) {
       Bf16Data x = random_bf16(Shape{t, s.k}, rng);
       Tensor x_d = upload_x_with_nan_tail(x, t, s.k, 8);
       const std::vector<double> ref = linear_ref(x, w, nullptr, t, s.n, s.k);
-      for (int tile : {64, 128}) {
+      // rows:tile/split: the 128-row CTAs, then the 64-row ones with the deep ring.
+      for (const auto& [rows, tile] :
+           std::vector<std::pair<int, int>>{{128, 64}, {128, 128}, {64, 32}, {64, 64}, {64, 128}}) {
         for (int split = 1; split <= kernels::kWgmmaGemmMaxSplit; split *= 2) {
           if ((s.k / kernels::kWgmmaGemmStepK) % split != 0) continue;
-          SCOPED_TRACE(testing::Message() << "T " << t << " N " << s.n << " K " << s.k
-                                          << " tile " << tile << " split " << split);
+          SCOPED_TRACE(testing::Message() << "T " << t << " N " << s.n << " K " << s.k << " rows "
+                                          << rows << " tile " << tile << " split " << split);
           Tensor out = poisoned(DType::kBF16, Shape{t + 3, s.n});  // 3 rows that stay NaN
           gpu().synchronize();
-          ASSERT_TRUE(kernels::wgmma_gemm_supported(t, s.n, s.k, x_d.data(), w_d.data(),
-                                                    out.data()));
+          ASSERT_TRUE(
+              kernels::wgmma_gemm_supported(t, s.n, s.k, x_d.data(), w_d.data(), out.data()));
           kernels::wgmma_gemm(x_d.data(), w_d.data(), out.data(), t, s.n, s.k, 132, nullptr,
-                              {tile, split});
+                              {tile, split, rows});
           ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
           std::vector<double> got = fetch(out);
           for (size_t i = size_t(t) * s.n; i < got.size(); ++i) {
@@ -80,21 +82,28 @@ TEST(WgmmaGemm, ModelShapesAreExactAndRepeatable) {
     Bf16Data w = random_bf16(Shape{s.n, s.k}, rng);
     Tensor w_d = gpu().upload(w.host, DType::kBF16);
     for (int t : {24, 128, 256}) {
-      const kernels::WgmmaGemmPlan plan = kernels::wgmma_gemm_plan(t, s.n, s.k, 132);
-      SCOPED_TRACE(testing::Message() << "T " << t << " K " << s.k << " N " << s.n << " tile "
-                                      << plan.tile_tokens << " split " << plan.split);
-      Bf16Data x = random_bf16(Shape{t, s.k}, rng);
-      Tensor x_d = gpu().upload(x.host, DType::kBF16);
-      Tensor first = poisoned(DType::kBF16, Shape{t, s.n});
-      Tensor again = poisoned(DType::kBF16, Shape{t, s.n});
-      gpu().synchronize();
-      kernels::wgmma_gemm(x_d.data(), w_d.data(), first.data(), t, s.n, s.k, 132, nullptr);
-      for (int rep = 0; rep < 3; ++rep) {
-        kernels::wgmma_gemm(x_d.data(), w_d.data(), again.data(), t, s.n, s.k, 132, nullptr);
-        ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
-        ASSERT_EQ(fetch(first), fetch(again)) << "run " << rep << " differs";
+      for (const kernels::WgmmaGemmPlan plan : {kernels::wgmma_gemm_plan(t, s.n, s.k, 132),
+                                                kernels::wgmma_gemm_deep_plan(t, s.n, s.k, 132)}) {
+        SCOPED_TRACE(testing::Message()
+                     << "T " << t << " K " << s.k << " N " << s.n << " rows " << plan.rows
+                     << " tile " << plan.tile_tokens << " split " << plan.split);
+        Bf16Data x = random_bf16(Shape{t, s.k}, rng);
+        Tensor x_d = gpu().upload(x.host, DType::kBF16);
+        Tensor first = poisoned(DType::kBF16, Shape{t, s.n});
+        Tensor again = poisoned(DType::kBF16, Shape{t, s.n});
+        gpu().synchronize();
+        // rows alone: the rest from that shape's default plan, which is `plan`.
+        const kernels::WgmmaGemmPlan by_rows{0, 0, plan.rows};
+        kernels::wgmma_gemm(x_d.data(), w_d.data(), first.data(), t, s.n, s.k, 132, nullptr,
+                            by_rows);
+        for (int rep = 0; rep < 3; ++rep) {
+          kernels::wgmma_gemm(x_d.data(), w_d.data(), again.data(), t, s.n, s.k, 132, nullptr,
+                              by_rows);
+          ASSERT_EQ(cudaStreamSynchronize(nullptr), cudaSuccess);
+          ASSERT_EQ(fetch(first), fetch(again)) << "run " << rep << " differs";
+        }
+        expect_bf16_product(fetch(first), linear_ref(x, w, nullptr, t, s.n, s.k), "model shape");
       }
-      expect_bf16_product(fetch(first), linear_ref(x, w, nullptr, t, s.n, s.k), "model shape");
     }
   }
 }
@@ -111,6 +120,29 @@ TEST(WgmmaGemm, PlanSplitsKToFillTheGpu) {
   // A split always divides the K steps.
   EXPECT_EQ(kernels::wgmma_gemm_plan(64, 128, 64 * 6, 132).split, 2);
   EXPECT_EQ(kernels::wgmma_gemm_plan(64, 128, 64 * 5, 132).split, 1);
+}
+
+// The 64-row plan: the smallest token tile that holds T, K split in two or four while the
+// CTAs stay within half the SMs (66 of 132), only where the split divides the K steps.
+TEST(WgmmaGemm, DeepPlanKeepsToHalfTheSms) {
+  auto plan = [](int64_t t, int64_t n, int64_t k) {
+    const kernels::WgmmaGemmPlan p = kernels::wgmma_gemm_deep_plan(t, n, k, 132);
+    EXPECT_EQ(p.rows, 64);
+    return std::make_pair(p.tile_tokens, p.split);
+  };
+  EXPECT_EQ(plan(16, 1024, 2048), std::make_pair(32, 4));   // 16 tiles: 64 CTAs
+  EXPECT_EQ(plan(33, 1024, 3072), std::make_pair(64, 4));
+  EXPECT_EQ(plan(16, 4096, 1024), std::make_pair(32, 1));   // 64 tiles already
+  EXPECT_EQ(plan(20, 2048, 2048), std::make_pair(32, 2));   // 32 tiles: 64 CTAs
+  EXPECT_EQ(plan(100, 1024, 2048), std::make_pair(128, 4));
+  EXPECT_EQ(plan(8, 64, 64 * 3), std::make_pair(32, 1));    // 3 K steps: no split divides
+  EXPECT_EQ(plan(8, 64, 64 * 2), std::make_pair(32, 1));    // a split keeps >= 2 steps
+  // Preferred: at most 64 rows, within half the SMs, at most two rings of K slice a CTA.
+  EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(16, 4096, 1024, 132));
+  EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(64, 1024, 3072, 132));
+  EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(16, 6144, 1024, 132));  // 96 tiles
+  EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(65, 1024, 2048, 132));
+  EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(16, 4096, 4096, 132));  // 768 KB a CTA
 }
 
 TEST(WgmmaGemm, SupportedShapes) {

@@ -66,12 +66,15 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
 
-// Accumulator operand lists of the shapes below: 32 (N = 64), 64 (N = 128) or 128 (N = 256)
-// fp32 per thread, asm operands %0 .. %31, %0 .. %63 or %0 .. %127.
-#define KS_WGMMA_ACC32(d) \
+// Accumulator operand lists of the shapes below: 16 (N = 32), 32 (N = 64), 64 (N = 128) or
+// 128 (N = 256) fp32 per thread, asm operands %0 .. %15, %0 .. %31, %0 .. %63 or %0 .. %127.
+#define KS_WGMMA_ACC16(d) \
     "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), \
     "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), \
-    "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
+    "+f"(d[14]), "+f"(d[15])
+#define KS_WGMMA_ACC32(d) \
+    KS_WGMMA_ACC16(d), \
+    "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), \
     "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), \
     "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
 #define KS_WGMMA_ACC64(d) \
@@ -81,8 +84,10 @@ __device__ __forceinline__ void fence_proxy_async_shared() {
     "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), \
     "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), \
     "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+#define KS_WGMMA_REGS16 \
+  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
 #define KS_WGMMA_REGS32 \
-  "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+  KS_WGMMA_REGS16 ", " \
   "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31"
 #define KS_WGMMA_REGS64 \
   KS_WGMMA_REGS32 ", " \
@@ -144,6 +149,18 @@ __device__ __forceinline__ void wgmma_m64n64k16_ss(float (&d)[32], uint64_t desc
       : "l"(desc_a), "l"(desc_b), "r"(scale_d));
 }
 
+// d [64 x 32] = A [64 x 16] B [16 x 32] (+ d when scale_d != 0), A and B K-major in shared
+// memory.
+__device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[16], uint64_t desc_a,
+                                                   uint64_t desc_b, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {" KS_WGMMA_REGS16 "}, "
+      "%16, %17, p, 1, 1, 0, 0;\n}\n"
+      : KS_WGMMA_ACC16(d)
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d));
+}
+
 // d [64 x N] += A [64 x 16] B [16 x N], A from registers (each warp's 16 rows as the
 // m16n8k16 A fragment), B MN-major in shared memory (transposed); N = 64 and 128.
 __device__ __forceinline__ void wgmma_m64n64k16_rs_tb(float (&d)[32], const uint32_t (&a)[4],
@@ -163,6 +180,8 @@ __device__ __forceinline__ void wgmma_m64n128k16_rs_tb(float (&d)[64], const uin
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b));
 }
 
+#undef KS_WGMMA_ACC16
+#undef KS_WGMMA_REGS16
 #undef KS_WGMMA_ACC32
 #undef KS_WGMMA_ACC128
 #undef KS_WGMMA_REGS128

@@ -59,7 +59,9 @@ GemmRunner::GemmRunner(cudaStream_t stream) : stream_(stream) {
   if (const char* env = std::getenv("KESTREL_GEMM_BUCKETS")) buckets_ = std::atoi(env) != 0;
   sm90_ = kernels::compute_capability() == 90;
   const char* wgmma_env = std::getenv("KESTREL_GEMM_SM90");
-  wgmma_ = sm90_ && wgmma_env != nullptr && std::atoi(wgmma_env) != 0;
+  const int wgmma_mode = wgmma_env != nullptr ? std::atoi(wgmma_env) : 2;
+  wgmma_ = sm90_ && wgmma_mode != 0;
+  wgmma_deep_ = wgmma_mode != 1;
   set_prompt_kernel(kDefaultPromptKernel);
   if (const char* env = std::getenv("KESTREL_GEMM_WS")) {
     set_prompt_kernel(static_cast<PromptKernel>(std::clamp(std::atoi(env), 0, 3)));
@@ -267,9 +269,12 @@ void GemmRunner::run(const void* x, const void* w, const void* bias, void* out,
     return;
   }
   if (wgmma_ && out_type == CUDA_R_16BF && bias == nullptr &&
-      kernels::wgmma_gemm_preferred(t, n, k) &&
+      (wgmma_deep_ ? kernels::wgmma_gemm_deep_preferred(t, n, k, num_sms_)
+                   : kernels::wgmma_gemm_preferred(t, n, k)) &&
       kernels::wgmma_gemm_supported(t, n, k, x, w, out)) {
-    kernels::wgmma_gemm(x, w, out, t, n, k, num_sms_, stream_);
+    kernels::WgmmaGemmPlan plan;
+    if (wgmma_deep_) plan.rows = 64;
+    kernels::wgmma_gemm(x, w, out, t, n, k, num_sms_, stream_, plan);
     return;
   }
   if (prompt_kernel_ == PromptKernel::kAll && t >= kPromptKernelMinTokens &&

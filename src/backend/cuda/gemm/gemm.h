@@ -3,9 +3,9 @@
 //
 // Small batches (T <= gemv_max_tokens(), w at most kGemvMaxWeightBytes, K a multiple of 8, x
 // and w 16-byte aligned) take our own weight-streaming kernel (gemv.h); everything else goes
-// through cuBLASLt, except that with set_wgmma_gemm (off by default: it lost to cuBLASLt in
-// the engine, docs/cuda_backend.md) bf16 products without bias that wgmma_gemm_preferred
-// names take the wgmma kernel (wgmma_gemm.h) on compute capability 9.0, and prompt-sized ones
+// through cuBLASLt, except that on compute capability 9.0 bf16 products without bias that
+// wgmma_gemm_deep_preferred names (decode steps of 9-64 rows, small products) take the wgmma
+// kernel's 64-row plans (wgmma_gemm.h; set_wgmma_gemm), and prompt-sized ones
 // may take the warp-specialised kernel (gemm_ws.h; set_prompt_kernel). The first call for a shape (T, N, K, output type, bias, pointer
 // alignment) creates the cuBLASLt descriptors and asks the heuristic for its best algorithm;
 // later calls reuse them. Optionally (set_tune_algorithms, off by default) decode-sized
@@ -60,10 +60,11 @@ class GemmRunner {
   // cuBLASLt was 1-2% faster on the 311 MB LM head.
   static constexpr int64_t kGemvMaxWeightBytes = int64_t(64) << 20;
 
-  // Whether decode-step products may take the wgmma kernel (wgmma_gemm.h). Off by default
-  // (H200, session 16's warp-specialised kernel: decode steps of 16, 32 and 64 sequences took
-  // 0.6%, 2.3% and 2.5% longer with it); on when the environment variable KESTREL_GEMM_SM90
-  // is 1 (for measurements).
+  // Whether decode-step products may take the wgmma kernel (wgmma_gemm.h): on by default, with
+  // its 64-row plans where wgmma_gemm_deep_preferred says (H200, Qwen3-0.6B, session 24:
+  // decode steps of 16 and 32 sequences 10-12% shorter than on cuBLASLt, 8 and 64 at par).
+  // The environment variable KESTREL_GEMM_SM90 chooses: 0 off (cuBLASLt), 1 the 128-row plans
+  // where wgmma_gemm_preferred says (session 16's rule, for measurements), 2 the default.
   // Ignored on devices other than compute capability 9.0.
   void set_wgmma_gemm(bool on);
   bool wgmma_gemm() const { return wgmma_; }
@@ -138,6 +139,7 @@ class GemmRunner {
   bool tune_ = false;
   bool sm90_ = false;  // compute capability 9.0: the wgmma kernel can run
   bool wgmma_ = false;
+  bool wgmma_deep_ = true;  // the 64-row plans (else KESTREL_GEMM_SM90=1's 128-row rule)
   PromptKernel prompt_kernel_ = PromptKernel::kOff;
   bool buckets_ = true;
   size_t num_tuned_ = 0;

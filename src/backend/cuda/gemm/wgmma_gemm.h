@@ -1,8 +1,9 @@
 // Decode-step GEMM on Hopper's warpgroup tensor cores: out[T, N] = x[T, K] * w[N, K]^T, bf16
 // in and out, fp32 accumulation, for the T of batched decode steps (a few dozen to 256 rows),
-// where cuBLASLt's kernels take 5-9 us whatever the bytes. Experimental: off by default,
-// because it does not beat cuBLASLt yet (docs/cuda_backend.md, "Decode-step GEMM on wgmma",
-// has the measurements and what to try next).
+// where cuBLASLt's kernels take 5-9 us whatever the bytes. GemmRunner takes its 64-row plans
+// for decode steps of up to 64 rows where wgmma_gemm_deep_preferred says; above that
+// cuBLASLt is faster (docs/cuda_backend.md, "Decode-step GEMM on wgmma", has the
+// measurements).
 //
 // Geometry (wgmma_gemm_sm90a.cu has the details): w's rows are the wgmma M dimension (a CTA
 // owns 128 of them, two warpgroups of 64) and a tile of tokens the N dimension (64 or 128), so
@@ -34,28 +35,41 @@ constexpr int kWgmmaGemmMaxSplit = 8; // cluster size: the portable maximum
 bool wgmma_gemm_supported(int64_t t, int64_t n, int64_t k, const void* x, const void* w,
                           const void* out);
 
-// Where GemmRunner takes this kernel when it is switched on (GemmRunner::set_wgmma_gemm):
+// Where GemmRunner takes the 128-row plans under KESTREL_GEMM_SM90=1 (session 16's rule):
 // products of at most 64 rows with at most 2048 outputs (o_proj and down_proj of a
 // Qwen3-0.6B-sized layer), whose few output tiles leave cuBLASLt at ~20% of their bytes. On
 // the H200 (docs/cuda_backend.md, "Decode-step GEMM on wgmma") the kernel alone is at par or
 // up to 1.2 us ahead there, and behind on wider outputs and on 96+ rows.
 bool wgmma_gemm_preferred(int64_t t, int64_t n, int64_t k);
 
-// The tile of tokens (64 or 128) and the K split (1, 2, 4 or 8: the cluster size) the
-// launcher uses for this shape on a device of num_sms multiprocessors.
+// A launch's shape: the tile of tokens, the K split (1, 2, 4 or 8: the cluster size) and the
+// rows of w per CTA: 128 (two warpgroups, two CTAs per SM, tiles of 64 or 128 tokens) or 64
+// (one warpgroup with a ~192 KB ring, one CTA per SM, tiles of 32, 64 or 128 tokens).
 struct WgmmaGemmPlan {
   int tile_tokens = 0;
   int split = 0;
+  int rows = 0;  // 0: 128
 };
+// The 128-row plan the launcher uses for this shape on a device of num_sms multiprocessors.
 WgmmaGemmPlan wgmma_gemm_plan(int64_t t, int64_t n, int64_t k, int num_sms);
+// The 64-row plan: the smallest token tile that holds t, K split (up to four ways) while the
+// CTAs stay within half the SMs.
+WgmmaGemmPlan wgmma_gemm_deep_plan(int64_t t, int64_t n, int64_t k, int num_sms);
+// Where GemmRunner takes the 64-row plans (its default): products of at most 64
+// rows whose plan keeps within half the SMs with at most two rings' worth of K slice per
+// CTA, i.e. each CTA's whole slice in flight or nearly (H200, Qwen3-0.6B at T 16-32: qkv
+// 4.16 against cuBLASLt's 5.35 us, o_proj 4.03 / 5.52, down 4.75 / 6.93; gate_up's 96
+// tiles stay on cuBLASLt, at par there; docs/cuda_backend.md, "Decode-step GEMM on wgmma").
+bool wgmma_gemm_deep_preferred(int64_t t, int64_t n, int64_t k, int num_sms);
 
-// How many CTAs of this tile and split (cluster size) the current device holds at once
+// How many CTAs of this shape the current device holds at once
 // (cudaOccupancyMaxActiveClusters x split): clusters must fit in one GPC.
-int wgmma_gemm_resident_ctas(int tile_tokens, int split);
+int wgmma_gemm_resident_ctas(int tile_tokens, int split, int rows = 128);
 
 // x [t, k], w [n, k], out [t, n], bf16, device pointers, row-major. REQUIRES:
-// wgmma_gemm_supported(...). plan fields left 0 take wgmma_gemm_plan's; explicit values are
-// for benchmarks and tests (split must divide k / kWgmmaGemmStepK).
+// wgmma_gemm_supported(...). plan fields left 0 take wgmma_gemm_plan's (wgmma_gemm_deep_plan's
+// where plan.rows is 64); explicit values are for benchmarks and tests (split must divide
+// k / kWgmmaGemmStepK).
 void wgmma_gemm(const void* x, const void* w, void* out, int64_t t, int64_t n, int64_t k,
                 int num_sms, cudaStream_t stream, WgmmaGemmPlan plan = {});
 

@@ -5,11 +5,18 @@
 // memory with the 128-byte swizzle of wgmma.cuh, so one 64-wide K step is one 128-byte line
 // per row. Token rows past T are zero-filled by the copy and never stored.
 //
-// Geometry: grid (split, token tiles, N / 128), cluster (split, 1, 1). A CTA owns 128 rows
-// of w and TN tokens; CTA `rank` of a cluster sums K range [rank K / split,
-// (rank + 1) K / split).
+// Geometry: grid (split, token tiles, N / R), cluster (split, 1, 1) (none at split 1). A CTA
+// owns R = 64 WG rows of w (WG consumer warpgroups) and TN tokens; CTA `rank` of a cluster
+// sums K range [rank K / split, (rank + 1) K / split).
 //
-// Schedule (warp-specialised): warps 0-7 are two consumer warpgroups, warp 8 the producer.
+// Two shapes of CTA (the plan's `rows`): R = 128 (two warpgroups) with a ring of 3-4 stages,
+// two CTAs per SM; or R = 64 (one warpgroup) with a deep ring of up to 16 stages (~192 KB),
+// one CTA per SM, cuBLASLt's shape for these products (session 22's ncu: one CTA per SM,
+// 13-15 stages, 48-64-row tiles): twice the CTAs for the same tile of tokens, so fewer need
+// a K split, and every SM keeps ~192 KB of copies in flight either way.
+//
+// Schedule (warp-specialised): warps 0 .. 4 WG - 1 are the consumer warpgroups, the next the
+// producer.
 // The producer's lane 0 streams stages of w (128 x 64) and x (TN x 64) by TMA into a ring,
 // each completing on the stage's full mbarrier; before refilling a stage it waits on the
 // stage's empty mbarrier, which every consumer warp arrives on. Consumers: per stage 4 wgmma
@@ -28,9 +35,10 @@
 // the same on every run (and with split = 1 the partial is the sum). A second cluster barrier
 // keeps every tile alive until the others have read it.
 //
-// Shared memory: 96 KB of ring (4 stages at TN = 64, 3 at TN = 128), the stages' mbarriers
-// and 1 KB of alignment slack: two CTAs per SM. The partial tile rows are 132 floats apart,
-// so the accumulator stores (lanes 4 apart write rows 2 tokens apart) hit 32 distinct banks.
+// Shared memory (R = 128): 96 KB of ring (4 stages at TN = 64, 3 at TN = 128), the stages'
+// mbarriers and 1 KB of alignment slack: two CTAs per SM. The partial tile rows are R + 4
+// floats apart, so the accumulator stores (lanes 4 apart write rows 2 tokens apart) hit 32
+// distinct banks.
 //
 // PDL (launch.cuh): the first stages' weight copies are issued before pdl_wait(); x and out
 // are touched only after it. The tensor maps (one per call, made on the host from the
@@ -55,21 +63,24 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kRows = kWgmmaGemmRows;
 constexpr int kStepK = kWgmmaGemmStepK;
-constexpr int kConsumerWarps = 8;  // two warpgroups of 64 rows of w each
-constexpr int kThreads = kConsumerWarps * 32 + 32;  // and the producer warp
 constexpr int kBarConsumers = 1;   // named barrier of the consumer warps
-constexpr int kStride = kRows + 4;  // floats per staged token row of the partial tile
+constexpr uint32_t kDeepRing = 192 << 10;  // R = 64: one CTA per SM
 
-// Two CTAs per SM. (One CTA per SM with a 192 KB ring, 8 or 6 stages, measured 5-20%
+// R = 128: two CTAs per SM. (Two warpgroups with a 192 KB ring, 8 or 6 stages, measured 5-20%
 // slower on the N = 1024 shapes and no faster elsewhere: docs/cuda_backend.md.)
-template <int TN>
+template <int TN, int WG>
 struct Layout {
-  static constexpr int kStages = TN == 64 ? 4 : 3;
-  static constexpr uint32_t kW = kRows * 128;  // one stage's w tile: 128 rows x 128 bytes
+  static constexpr int kRows = 64 * WG;          // rows of w per CTA
+  static constexpr int kConsumerWarps = 4 * WG;
+  static constexpr int kThreads = kConsumerWarps * 32 + 32;  // and the producer warp
+  static constexpr int kCtasPerSm = WG == 2 ? 2 : 1;
+  static constexpr int kStride = kRows + 4;      // floats per staged token row of the partial
+  static constexpr uint32_t kW = kRows * 128;    // one stage's w tile: R rows x 128 bytes
   static constexpr uint32_t kX = TN * 128;
   static constexpr uint32_t kStage = kW + kX;
+  static constexpr int kStages =
+      WG == 2 ? (TN == 64 ? 4 : 3) : static_cast<int>(std::min<uint32_t>(16, kDeepRing / kStage));
   static constexpr uint32_t kRing = kStages * kStage;
   static constexpr uint32_t kPartial = TN * kStride * 4;
   // uint64 mbarriers full[kStages], empty[kStages]
@@ -80,7 +91,9 @@ struct Layout {
 
 template <int TN>
 __device__ __forceinline__ void mma_k16(float (&d)[TN / 2], uint64_t a, uint64_t b, int scale_d) {
-  if constexpr (TN == 64) {
+  if constexpr (TN == 32) {
+    sm90::wgmma_m64n32k16_ss(d, a, b, scale_d);
+  } else if constexpr (TN == 64) {
     sm90::wgmma_m64n64k16_ss(d, a, b, scale_d);
   } else {
     sm90::wgmma_m64n128k16_ss(d, a, b, scale_d);
@@ -92,14 +105,15 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo, float hi) {
   return *reinterpret_cast<const uint32_t*>(&v);
 }
 
-template <int TN>
-__global__ void __launch_bounds__(kThreads, 2)
+template <int TN, int WG>
+__global__ void __launch_bounds__(Layout<TN, WG>::kThreads, Layout<TN, WG>::kCtasPerSm)
     wgmma_gemm_kernel(const __grid_constant__ CUtensorMap w_map,
                       const __grid_constant__ CUtensorMap x_map, __nv_bfloat16* __restrict__ out,
                       int t, int n, int k) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ == 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  using L = Layout<TN>;
+  using L = Layout<TN, WG>;
   using namespace sm90;
+  constexpr int kRows = L::kRows, kConsumerWarps = L::kConsumerWarps, kStride = L::kStride;
   extern __shared__ unsigned char smem_raw[];
   const uint32_t raw = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t base = (raw + 1023) & ~1023u;
@@ -236,22 +250,26 @@ __global__ void __launch_bounds__(kThreads, 2)
 #endif
 }
 
-template <int TN>
+template <int TN, int WG>
 void launch(const void* x, const void* w, void* out, int t, int n, int k, int split,
             cudaStream_t stream) {
-  constexpr int bytes = static_cast<int>(Layout<TN>::kAlloc);
-  allow_dynamic_smem<wgmma_gemm_kernel<TN>>(bytes);
-  const dim3 grid(split, (t + TN - 1) / TN, n / kRows);
-  launch_pdl_cluster("wgmma_gemm_kernel", wgmma_gemm_kernel<TN>, grid, kThreads, bytes, split,
-                     stream, bf16_matrix_map(w, n, k, kRows), bf16_matrix_map(x, t, k, TN),
-                     static_cast<__nv_bfloat16*>(out), t, n, k);
+  using L = Layout<TN, WG>;
+  constexpr int bytes = static_cast<int>(L::kAlloc);
+  allow_dynamic_smem<wgmma_gemm_kernel<TN, WG>>(bytes);
+  const dim3 grid(split, (t + TN - 1) / TN, n / L::kRows);
+  // Split 1 launches without a cluster: nothing is shared, and a cluster's CTAs must find
+  // room in one GPC together.
+  launch_pdl_cluster("wgmma_gemm_kernel", wgmma_gemm_kernel<TN, WG>, grid, L::kThreads, bytes,
+                     split > 1 ? split : 0, stream, bf16_matrix_map(w, n, k, L::kRows),
+                     bf16_matrix_map(x, t, k, TN), static_cast<__nv_bfloat16*>(out), t, n, k);
   KS_CUDA_CHECK_LAUNCH("wgmma_gemm_kernel");
 }
 
-template <int TN>
+template <int TN, int WG>
 int resident_ctas(int split) {
-  constexpr int bytes = static_cast<int>(Layout<TN>::kAlloc);
-  allow_dynamic_smem<wgmma_gemm_kernel<TN>>(bytes);
+  using L = Layout<TN, WG>;
+  constexpr int bytes = static_cast<int>(L::kAlloc);
+  allow_dynamic_smem<wgmma_gemm_kernel<TN, WG>>(bytes);
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeClusterDimension;
   attr[0].val.clusterDim.x = static_cast<unsigned>(split);
@@ -259,12 +277,12 @@ int resident_ctas(int split) {
   attr[0].val.clusterDim.z = 1;
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(split, 1, 1);
-  config.blockDim = kThreads;
+  config.blockDim = L::kThreads;
   config.dynamicSmemBytes = bytes;
   config.attrs = attr;
   config.numAttrs = 1;
   int clusters = 0;
-  KS_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, wgmma_gemm_kernel<TN>, &config));
+  KS_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, wgmma_gemm_kernel<TN, WG>, &config));
   return clusters * split;
 }
 
@@ -274,7 +292,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 bool wgmma_gemm_supported(int64_t t, int64_t n, int64_t k, const void* x, const void* w,
                           const void* out) {
-  return t >= 1 && t <= kWgmmaGemmMaxTokens && n > 0 && n % kRows == 0 && k > 0 &&
+  return t >= 1 && t <= kWgmmaGemmMaxTokens && n > 0 && n % kWgmmaGemmRows == 0 && k > 0 &&
          k % kStepK == 0 && n <= (int64_t(1) << 20) && k <= (int64_t(1) << 20) &&
          aligned16(x) && aligned16(w) && aligned16(out);
 }
@@ -283,8 +301,9 @@ bool wgmma_gemm_preferred(int64_t t, int64_t n, int64_t k) { return t <= 64 && n
 
 WgmmaGemmPlan wgmma_gemm_plan(int64_t t, int64_t n, int64_t k, int num_sms) {
   WgmmaGemmPlan p;
+  p.rows = kWgmmaGemmRows;
   p.tile_tokens = t <= 64 ? 64 : 128;
-  const int64_t tiles = (n / kRows) * ((t + p.tile_tokens - 1) / p.tile_tokens);
+  const int64_t tiles = (n / p.rows) * ((t + p.tile_tokens - 1) / p.tile_tokens);
   const int64_t steps = k / kStepK;
   // Split K while the CTAs fit in one wave of two per SM and each keeps >= 2 stages.
   p.split = 1;
@@ -295,26 +314,71 @@ WgmmaGemmPlan wgmma_gemm_plan(int64_t t, int64_t n, int64_t k, int num_sms) {
   return p;
 }
 
-int wgmma_gemm_resident_ctas(int tile_tokens, int split) {
-  return tile_tokens == 64 ? resident_ctas<64>(split) : resident_ctas<128>(split);
+WgmmaGemmPlan wgmma_gemm_deep_plan(int64_t t, int64_t n, int64_t k, int num_sms) {
+  // The smallest token tile that holds t (up to 128), and K split in two, then four, while
+  // the CTAs stay within half the SMs: session 24's sweep (H200, Qwen3-0.6B's products) had
+  // the fastest plan at T <= 64 use 64-66 CTAs, each with its whole K slice in flight, and
+  // splits of 8 or CTAs past one per two SMs slower (qkv at T = 16: 4.16 us on 64 CTAs, 5.60
+  // split in two on 128; o_proj: 4.03 split in four on 64, 7.83 in eight).
+  WgmmaGemmPlan p;
+  p.rows = 64;
+  p.tile_tokens = t <= 32 ? 32 : t <= 64 ? 64 : 128;
+  const int64_t tiles = (n / p.rows) * ((t + p.tile_tokens - 1) / p.tile_tokens);
+  const int64_t steps = k / kStepK;
+  p.split = 1;
+  while (p.split < 4 && steps % (2 * p.split) == 0 && steps / (2 * p.split) >= 2 &&
+         tiles * 2 * p.split <= num_sms / 2) {
+    p.split *= 2;
+  }
+  return p;
+}
+
+bool wgmma_gemm_deep_preferred(int64_t t, int64_t n, int64_t k, int num_sms) {
+  if (t > 64) return false;
+  const WgmmaGemmPlan p = wgmma_gemm_deep_plan(t, n, k, num_sms);
+  const int64_t tiles = (n / p.rows) * ((t + p.tile_tokens - 1) / p.tile_tokens);
+  const int64_t slice_bytes = k / p.split * 2 * (p.rows + p.tile_tokens);
+  return tiles * p.split <= num_sms / 2 && slice_bytes <= 2 * int64_t{kDeepRing};
+}
+
+int wgmma_gemm_resident_ctas(int tile_tokens, int split, int rows) {
+  if (rows == 64) {
+    return tile_tokens == 32   ? resident_ctas<32, 1>(split)
+           : tile_tokens == 64 ? resident_ctas<64, 1>(split)
+                               : resident_ctas<128, 1>(split);
+  }
+  return tile_tokens == 64 ? resident_ctas<64, 2>(split) : resident_ctas<128, 2>(split);
 }
 
 void wgmma_gemm(const void* x, const void* w, void* out, int64_t t, int64_t n, int64_t k,
                 int num_sms, cudaStream_t stream, WgmmaGemmPlan plan) {
-  const WgmmaGemmPlan def = wgmma_gemm_plan(t, n, k, num_sms);
+  if (plan.rows == 0) plan.rows = kWgmmaGemmRows;
+  const WgmmaGemmPlan def = plan.rows == 64 ? wgmma_gemm_deep_plan(t, n, k, num_sms)
+                                            : wgmma_gemm_plan(t, n, k, num_sms);
   if (plan.tile_tokens == 0) plan.tile_tokens = def.tile_tokens;
   if (plan.split == 0) plan.split = def.split;
   const bool ok_split = plan.split >= 1 && plan.split <= kWgmmaGemmMaxSplit &&
                         (plan.split & (plan.split - 1)) == 0 &&
                         (k / kStepK) % plan.split == 0;
-  if (!ok_split || (plan.tile_tokens != 64 && plan.tile_tokens != 128)) {
-    KS_CUDA_CHECK(cudaErrorInvalidValue);
-  }
+  const bool ok_tile = plan.rows == 64 ? (plan.tile_tokens == 32 || plan.tile_tokens == 64 ||
+                                          plan.tile_tokens == 128)
+                                       : plan.rows == 128 && (plan.tile_tokens == 64 ||
+                                                              plan.tile_tokens == 128);
+  if (!ok_split || !ok_tile) KS_CUDA_CHECK(cudaErrorInvalidValue);
   const int ti = static_cast<int>(t), ni = static_cast<int>(n), ki = static_cast<int>(k);
-  if (plan.tile_tokens == 64) {
-    launch<64>(x, w, out, ti, ni, ki, plan.split, stream);
+  const int sp = plan.split;
+  if (plan.rows == 64) {
+    if (plan.tile_tokens == 32) {
+      launch<32, 1>(x, w, out, ti, ni, ki, sp, stream);
+    } else if (plan.tile_tokens == 64) {
+      launch<64, 1>(x, w, out, ti, ni, ki, sp, stream);
+    } else {
+      launch<128, 1>(x, w, out, ti, ni, ki, sp, stream);
+    }
+  } else if (plan.tile_tokens == 64) {
+    launch<64, 2>(x, w, out, ti, ni, ki, sp, stream);
   } else {
-    launch<128>(x, w, out, ti, ni, ki, plan.split, stream);
+    launch<128, 2>(x, w, out, ti, ni, ki, sp, stream);
   }
 }
 
