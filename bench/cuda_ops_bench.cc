@@ -8,7 +8,8 @@
 // (decode attention's time against its bytes, beside copies of the same bytes): the
 // ceilings and those rows only;
 // `prefill-one ...`, `decode-one ...` and `wgmma-one ...`: one row, for profilers; `tma-encode`: the host time
-// of encoding one TMA map).
+// of encoding one TMA map). KESTREL_BENCH_ROWS=16,32,... replaces the rows (T) that `wgmma`
+// and `wgmma-8b` sweep.
 // Each op is captured REPS times into a CUDA graph (no launch gaps; this also checks that the
 // op is graph-capturable) and the replay is timed with events; the median of 7 replays is
 // reported. Inputs are random (never zeros).
@@ -253,7 +254,21 @@ void bench_small_gemms(CudaBackend& be, const Ceilings& c) {
 void bench_wgmma_gemms(CudaBackend& be, const Ceilings& c,
                        const std::vector<LayerShape>& shapes = {std::begin(kLayerShapes),
                                                                 std::end(kLayerShapes)},
-                       const std::vector<int>& ts = {16, 32, 64, 96, 128, 192, 256}) {
+                       std::vector<int> ts = {16, 32, 64, 96, 128, 192, 256}) {
+  if (const char* env = std::getenv("KESTREL_BENCH_ROWS")) {
+    ts.clear();
+    for (const char* p = env; *p != '\0';) {
+      char* end = nullptr;
+      const long t = std::strtol(p, &end, 10);
+      if (end == p || t < 1 || t > kernels::kWgmmaGemmMaxTokens) {
+        std::printf("KESTREL_BENCH_ROWS: '%s' is not a list of rows in 1..%d\n", env,
+                    kernels::kWgmmaGemmMaxTokens);
+        return;
+      }
+      ts.push_back(static_cast<int>(t));
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
   if (kernels::compute_capability() != 90) {
     std::printf("wgmma GEMM: needs compute capability 9.0\n");
     return;
