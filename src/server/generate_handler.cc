@@ -4,7 +4,6 @@
 
 #include <chrono>
 #include <memory>
-#include <random>
 
 #include "core/logging.h"
 #include "server/answer_body.h"
@@ -19,8 +18,6 @@ namespace kestrel::server {
 namespace {
 
 using json = nlohmann::json;
-using std::chrono::milliseconds;
-
 
 ResponseMeta make_meta(const ServerState& state, const GenerateRequest& req, std::string id) {
   ResponseMeta meta;
@@ -228,30 +225,6 @@ void answer_stream(ServerState& state, GenerateRequest req, std::string id,
 }
 
 }  // namespace
-
-ServerState::ServerState() : id_salt_(std::random_device{}() * 0x9E3779B97F4A7C15ull) {}
-
-std::string ServerState::new_request_id(const char* prefix) {
-  return fmt::format("{}{:016x}{:08x}", prefix, id_salt_, next_id_++);
-}
-
-bool ServerState::wait_idle(milliseconds timeout) {
-  std::unique_lock lock(mu);
-  return cv.wait_for(lock, timeout, [&] { return inflight == 0; });
-}
-
-InflightGuard::InflightGuard(ServerState& state) : state_(state) {
-  std::lock_guard lock(state_.mu);
-  ++state_.inflight;
-}
-
-InflightGuard::~InflightGuard() {
-  {
-    std::lock_guard lock(state_.mu);
-    --state_.inflight;
-  }
-  state_.cv.notify_all();
-}
 
 void handle_generate(ServerState& state, const httplib::Request& http_req, httplib::Response& res,
                      bool chat) {

@@ -13,6 +13,7 @@
 #include "core/logging.h"
 #include "server/answer_body.h"
 #include "server/api_error.h"
+#include "server/background_responses.h"
 #include "server/connection_gate.h"
 #include "server/connections.h"
 #include "server/server_state.h"
@@ -51,12 +52,14 @@ const char* allowed_methods(const std::string& path) {
       path.rfind("/v1/models/", 0) == 0) {
     return "GET";
   }
-  // A stored response (/v1/responses/{id}) and its input items.
-  constexpr std::string_view kResponse = "/v1/responses/", kItems = "/input_items";
+  // A stored response (/v1/responses/{id}), its input items, and its cancel.
+  constexpr std::string_view kResponse = "/v1/responses/", kItems = "/input_items",
+                             kCancel = "/cancel";
   if (path.rfind(kResponse, 0) == 0) {
     const size_t slash = path.find('/', kResponse.size());
     if (slash == std::string::npos) return "GET, DELETE";
     if (slash > kResponse.size() && path.compare(slash, std::string::npos, kItems) == 0) return "GET";
+    if (slash > kResponse.size() && path.compare(slash, std::string::npos, kCancel) == 0) return "POST";
   }
   return nullptr;
 }
@@ -229,7 +232,7 @@ void HttpServer::Impl::install_routes() {
       res.set_header("Vary", "Origin");
       if (req.method == "OPTIONS") {  // a browser's preflight: before any API key check
         const std::string asked = req.get_header_value("Access-Control-Request-Headers");
-        res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+        res.set_header("Access-Control-Allow-Methods", "GET, POST, DELETE, OPTIONS");
         res.set_header("Access-Control-Allow-Headers",
                        asked.empty() ? "Authorization, Content-Type, x-request-id" : asked);
         res.set_header("Access-Control-Max-Age", "600");
@@ -368,6 +371,10 @@ void HttpServer::Impl::install_routes() {
            guarded([&s](const httplib::Request& req, httplib::Response& res) {
              list_stored_input_items(s, req.matches[1], req, res);
            }));
+  http.Post(R"(/v1/responses/([^/]+)/cancel)",
+            guarded([&s](const httplib::Request& req, httplib::Response& res) {
+              cancel_response(s, req.matches[1], res);
+            }));
   http.Delete(R"(/v1/responses/([^/]+))",
               guarded([&s](const httplib::Request& req, httplib::Response& res) {
                 delete_stored_response(s, req.matches[1], res);
@@ -391,6 +398,7 @@ void HttpServer::start() {
   std::signal(SIGPIPE, SIG_IGN);
   ServerState& s = im.state;
   s.loop = std::make_unique<EngineLoop>(im.llm, s.metrics);
+  s.background = std::make_unique<BackgroundResponses>(s);
   im.install_routes();
   im.http.set_workers(size_t(s.config.http_threads));
   im.http.set_payload_max_length(s.config.max_body_bytes);
@@ -449,6 +457,7 @@ void HttpServer::shutdown() {
   // keep_alive_timeout; nothing is in flight on them any more.
   close_connections_on_port(im.port);
   if (im.listener.joinable()) im.listener.join();
+  s.background->stop();  // what still runs (past the drain's abort) ends "cancelled"
   s.loop->stop();
 }
 

@@ -181,6 +181,16 @@ ojson with_previous_response(const ojson& body, const ResponseStore& store) {
     throw ApiError(400, fmt::format("Previous response with id '{}' not found.", id),
                    "previous_response_id", "invalid_request_error", "previous_response_not_found");
   }
+  // A background response not yet ended has no answer to continue from.
+  if (const std::optional<ojson> previous_response = store.response(id)) {
+    const std::string status = previous_response->value("status", "");
+    if (status == "queued" || status == "in_progress") {
+      throw_bad_request("previous_response_id",
+                        "previous response '{}' is still {}: continue from it once it has ended "
+                        "(GET /v1/responses/{} says)",
+                        id, status, id);
+    }
+  }
   ojson out = body;
   out.erase("previous_response_id");
   if (const auto input = body.find("input"); input != body.end()) {

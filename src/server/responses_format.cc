@@ -165,6 +165,13 @@ ResponseBuilder::Events ResponseBuilder::finish(const std::string& finish_reason
   return out;
 }
 
+void ResponseBuilder::cancel(const ResponseUsage& usage) {
+  Events unsent;
+  close("incomplete", unsent);
+  response_["status"] = "cancelled";
+  response_["usage"] = usage_json(usage);
+}
+
 ResponseBuilder::Events ResponseBuilder::fail(const std::string& message) {
   Events out;
   close("incomplete", out);

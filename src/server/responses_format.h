@@ -66,6 +66,10 @@ class ResponseBuilder {
   Events finish(const std::string& finish_reason, const ResponseUsage& usage);
   // The engine failed: status "failed" with `message` as the error; response.failed.
   Events fail(const std::string& message);
+  // Cancelled before its end (a background response, background_responses.h): the open item
+  // "incomplete", status "cancelled", the usage so far. Background responses are not
+  // streamed, so no event.
+  void cancel(const ResponseUsage& usage);
 
   // The response object as it stands (whole after finish or fail).
   const nlohmann::ordered_json& response() const { return response_; }

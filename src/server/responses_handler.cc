@@ -9,11 +9,13 @@
 #include "core/logging.h"
 #include "server/answer_body.h"
 #include "server/api_error.h"
+#include "server/background_responses.h"
 #include "server/connections.h"
 #include "server/generation.h"
 #include "server/openai_format.h"
 #include "server/reasoning.h"
 #include "server/response_items_page.h"
+#include "server/response_run.h"
 #include "server/response_store.h"
 #include "server/responses_format.h"
 #include "server/responses_request.h"
@@ -24,124 +26,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 using Events = ResponseBuilder::Events;
-
-// One response being generated: the engine request, and the builder its text goes to after
-// the chat path's reasoning and tool-call parsers split it. `items`: the conversation it
-// answers (response_store.h), kept with the response when the request asks to store it.
-class ResponseRun {
- public:
-  ResponseRun(ServerState& state, ResponsesRequest request, std::string id,
-              Clock::time_point arrival, ojson items)
-      : state_(state),
-        store_(request.store),
-        items_(std::move(items)),
-        builder_(id, unix_seconds(), state.ctx.served_model_name, request.settings,
-                 [&state](const char* prefix) { return state.new_request_id(prefix); }),
-        parallel_tool_calls_(request.generate.parallel_tool_calls),
-        gen_(*state.loop, std::move(id), std::move(request.generate), arrival) {
-    if (gen_.request().logprobs) {
-      builder_.list_logprobs();
-      meta_.tokenizer = state.ctx.tokenizer;
-    }
-    if (!state.config.reasoning_parser.empty()) reasoning_.emplace();
-    if (gen_.request().tools && !state.config.tool_call_parser.empty()) {
-      tool_parser_ = make_tool_call_parser(state.config.tool_call_parser);
-    }
-  }
-
-  Generation& gen() { return gen_; }
-  ResponseBuilder& builder() { return builder_; }
-
-  // Waits up to a poll interval for the model's next text; returns the events it makes
-  // (the last ones, response.completed or response.failed, once the generation is done).
-  Events poll() {
-    Events out;
-    for (ChoiceDelta& d : gen_.poll(kPollInterval)) {
-      const bool last = !d.finish_reason.empty();
-      if (d.finish_reason == "error") {
-        append(out, builder_.fail(gen_.error()));
-        continue;
-      }
-      if (gen_.request().logprobs) {
-        const nlohmann::json entries = token_logprob_entries(meta_, d.logprobs);
-        for (const auto& e : entries) pending_logprobs_.push_back(ojson(e));
-      }
-      take(d.text, last, out);
-      if (!last) continue;
-      append(out, builder_.finish(d.finish_reason, usage()));
-      // Kept before the client sees the end, so that a request continuing from it finds it
-      // (a failed response is not kept).
-      if (store_) state_.responses->put(builder_.response(), std::move(items_));
-    }
-    return out;
-  }
-
- private:
-  static void append(Events& out, Events more) {
-    for (ojson& e : more) out.push_back(std::move(e));
-  }
-
-  // As generate_handler.cc splits a chat choice: thinking first, then calls out of the rest.
-  void take(const std::string& text, bool last, Events& out) {
-    ReasoningPiece piece{std::string(), text};
-    if (reasoning_) {
-      piece = reasoning_->take(text, last);
-      reasoning_text_ += piece.reasoning;
-      append(out, builder_.add_reasoning(piece.reasoning));
-    }
-    if (!tool_parser_) {
-      add_text(piece.content, !piece.reasoning.empty(), out);
-      return;
-    }
-    ToolCallPiece calls = tool_parser_->take(piece.content, last);
-    add_text(calls.content, !piece.reasoning.empty() || !calls.calls.empty(), out);
-    for (const ToolCall& call : calls.calls) {
-      // parallel_tool_calls false keeps the first call only, as on the chat path.
-      if (parallel_tool_calls_ || calls_seen_ == 0) append(out, builder_.add_function_call(call));
-      ++calls_seen_;
-    }
-  }
-
-  // The answer's text, with the logprobs of the tokens that came since the last text. Tokens
-  // the parsers took as thinking or calls (a delta with no answer text besides them) are
-  // not the answer's: their logprobs are dropped. (Where a delta's tokens were split between
-  // thinking and answer, all of them go with the answer's text.)
-  void add_text(const std::string& text, bool split_off, Events& out) {
-    if (text.empty()) {
-      if (split_off) pending_logprobs_ = ojson::array();
-      return;
-    }
-    append(out, builder_.add_text(text, std::move(pending_logprobs_)));
-    pending_logprobs_ = ojson::array();
-  }
-
-  ResponseUsage usage() const {
-    ResponseUsage u;
-    u.input_tokens = gen_.prompt_tokens();
-    u.output_tokens = gen_.completion_tokens();
-    u.cached_tokens = gen_.cached_tokens();
-    // The engine does not tell which tokens were thinking: the thinking's text, tokenized
-    // again (a model's own text gives back its tokens, but for the tags).
-    if (!reasoning_text_.empty() && state_.ctx.tokenizer != nullptr) {
-      const int n = static_cast<int>(state_.ctx.tokenizer->encode(reasoning_text_, false).size());
-      u.reasoning_tokens = std::min(n, u.output_tokens);
-    }
-    return u;
-  }
-
-  ServerState& state_;
-  bool store_;
-  ojson items_;
-  ResponseBuilder builder_;
-  const bool parallel_tool_calls_;
-  Generation gen_;
-  std::optional<ReasoningSplitter> reasoning_;
-  std::unique_ptr<ToolCallParser> tool_parser_;
-  std::string reasoning_text_;
-  int calls_seen_ = 0;
-  ResponseMeta meta_;  // its tokenizer, for the logprob entries' token strings
-  ojson pending_logprobs_ = ojson::array();  // tokens not yet given with answer text
-};
 
 void answer_whole(ServerState& state, std::unique_ptr<ResponseRun> run,
                   const httplib::Request& http_req, httplib::Response& res) {
@@ -220,8 +104,20 @@ void handle_responses(ServerState& state, const httplib::Request& http_req,
                                                 return state.new_request_id(prefix);
                                               })
                               : ojson();
+  const bool background = request.background;
+  if (background && !request.store) {
+    throw_bad_request("background",
+                      "'background': true needs stored responses, and this server stores none "
+                      "(kestrel serve --responses-store-max 0)");
+  }
   auto run = std::make_unique<ResponseRun>(state, std::move(request), std::move(id), arrival,
                                            std::move(items));
+  if (background) {
+    const ojson queued = state.background->start(std::move(run));
+    res.set_content(queued.dump(-1, ' ', false, ojson::error_handler_t::replace),
+                    "application/json");
+    return;
+  }
   if (!stream) {
     answer_whole(state, std::move(run), http_req, res);
     return;
@@ -264,7 +160,21 @@ void list_stored_input_items(ServerState& state, const std::string& id,
   res.set_content(page.dump(-1, ' ', false, ojson::error_handler_t::replace), "application/json");
 }
 
+void cancel_response(ServerState& state, const std::string& id, httplib::Response& res) {
+  const bool was_running = state.background->cancel(id);
+  const std::optional<ojson> response = state.responses->response(id);
+  if (!response) not_stored(id);
+  if (!was_running && !response->value("background", false)) {
+    throw ApiError(400, fmt::format("Response '{}' was not created with 'background': true; "
+                                    "only background responses can be cancelled.", id),
+                   "response_id");
+  }
+  res.set_content(response->dump(-1, ' ', false, ojson::error_handler_t::replace),
+                  "application/json");
+}
+
 void delete_stored_response(ServerState& state, const std::string& id, httplib::Response& res) {
+  (void)state.background->cancel(id);  // a background response still running stops first
   if (!state.responses->erase(id)) not_stored(id);
   res.set_content(
       ojson{{"id", id}, {"object", "response.deleted"}, {"deleted", true}}.dump(),

@@ -34,7 +34,16 @@ void reject_unsupported(const FieldReader& f) {
   for (const char* key : {"previous_response_id", "conversation", "prompt", "max_tool_calls"}) {
     if (f.find(key)) not_supported(key, fmt::format("'{}'", key));
   }
-  if (f.boolean("background").value_or(false)) not_supported("background", "'background': true");
+  // background: true runs the response past the request (background_responses.h), which
+  // needs somewhere to keep it, and is not streamed here.
+  if (f.boolean("background").value_or(false)) {
+    if (!f.boolean("store").value_or(true)) {
+      throw_bad_request("background", "'background': true needs 'store': true");
+    }
+    if (f.boolean("stream").value_or(false)) {
+      not_supported("background", "'background': true with 'stream': true");
+    }
+  }
   // include: "reasoning.encrypted_content" asks for reasoning that can go back as input
   // without the server storing it (Codex-style clients, with store: false). Reasoning items
   // here carry their text in the clear and are accepted back as input, so there is nothing
@@ -231,9 +240,11 @@ ResponsesRequest parse_responses_request(const ojson& body, const ServingContext
     return v ? *v : absent;
   };
   out.store = f.boolean("store").value_or(true);
+  out.background = f.boolean("background").value_or(false);
   ojson text = echo("text", ojson::object());
   if (!text.contains("format") || text["format"].is_null()) text["format"] = {{"type", "text"}};
   out.settings = {
+      {"background", out.background},
       {"instructions", echo("instructions", nullptr)},
       {"max_output_tokens", echo("max_output_tokens", nullptr)},
       {"metadata", echo("metadata", ojson::object())},

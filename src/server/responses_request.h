@@ -1,7 +1,7 @@
 // POST /v1/responses: OpenAI's Responses API request, read as the equivalent chat request.
 //
 // The body is checked field by field (a 400 naming the field for each mistake, and for each
-// feature this server does not have: background, include, built-in tools, ...; a
+// feature this server does not have: include other than logprobs, built-in tools, ...; a
 // previous_response_id is resolved before this, by response_store.h), then rewritten as a
 // /v1/chat/completions body: `instructions` becomes a first system message, `input` items
 // become messages (function_call items an assistant message's tool_calls,
@@ -20,7 +20,10 @@ namespace kestrel::server {
 struct ResponsesRequest {
   GenerateRequest generate;  // what the engine runs (n = 1, chat = true)
   bool store = true;         // `store` (OpenAI's default: true): keep the finished response
-  // What the response object repeats of the request: instructions, max_output_tokens,
+  // `background`: answered at once as "queued", run to its end past the request
+  // (background_responses.h). Only with store (a 400 otherwise) and not streamed.
+  bool background = false;
+  // What the response object repeats of the request: background, instructions, max_output_tokens,
   // metadata, parallel_tool_calls, reasoning, store, temperature and top_p (the values
   // sampling uses), text, tool_choice, tools, truncation, user.
   nlohmann::ordered_json settings;

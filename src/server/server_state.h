@@ -26,6 +26,8 @@ struct Response;
 
 namespace kestrel::server {
 
+class BackgroundResponses;
+
 struct ServerState {
   ServerConfig config;
   std::optional<ChatTemplate> chat_template;
@@ -35,6 +37,9 @@ struct ServerState {
   ServerMetrics metrics;
   std::unique_ptr<EngineLoop> loop;
   std::unique_ptr<ResponseStore> responses;  // never null once the server is made
+  // Responses run past their request (`background: true`); never null once the server has
+  // started. After `responses` and `loop`, so that it goes first.
+  std::unique_ptr<BackgroundResponses> background;
   std::atomic<bool> draining{false};
 
   std::mutex mu;
@@ -52,6 +57,7 @@ struct ServerState {
 
  public:
   ServerState();
+  ~ServerState();
 };
 
 // Counts one request as in flight for as long as it lives.

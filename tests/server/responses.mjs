@@ -2,7 +2,8 @@
 // server with --tool-call-parser hermes. The oracle is the chat endpoint: a response's text
 // and usage equal those of the equivalent chat completion (greedy, same max tokens); streams
 // deliver the same text in the documented event order; tool round trips render and forced
-// calls come back as function_call items valid under their schemas (ajv).
+// calls come back as function_call items valid under their schemas (ajv); background
+// responses poll to the foreground's text and cancel.
 import { createRequire } from "node:module";
 import path from "node:path";
 import { MODEL, check, checkEqual, finish, makeClient, OpenAI } from "./common.mjs";
@@ -304,6 +305,60 @@ function checkCalls(r, what, only) {
   checkEqual(events.find((e) => e.type === "response.output_text.done").logprobs, part.logprobs, "logprobs: the done event");
   const plain = await client.responses.create({ model: MODEL, input: "Hi", temperature: 0, max_output_tokens: 4 });
   check(!("logprobs" in plain.output.find((o) => o.type === "message").content[0]), "logprobs: none unless asked");
+}
+
+// --- Background responses: answered at once "queued", then polled (retrieve) until they end
+// with what the same request gives in the foreground; cancelled while they run; continuing
+// from one that has not ended is a 400.
+{
+  const poll = async (id) => {
+    for (let i = 0; i < 1200; ++i) {
+      const r = await client.responses.retrieve(id);
+      if (r.status !== "queued" && r.status !== "in_progress") return r;
+      await new Promise((done) => setTimeout(done, 25));
+    }
+    return client.responses.retrieve(id);
+  };
+  const prompt = "Tell me a story about a dragon.";
+  const queued = await client.responses.create({ model: MODEL, input: prompt, temperature: 0, max_output_tokens: 24, background: true });
+  checkEqual(queued.status, "queued", "background: answered queued");
+  checkEqual([queued.background, queued.output], [true, []], "background: repeated, no output yet");
+  const ended = await poll(queued.id);
+  checkAgainstChat(ended, await chatOracle([{ role: "user", content: prompt }], 24), "background: polled to its end");
+  checkEqual(ended.background, true, "background: still repeated");
+  const again = await client.responses.cancel(queued.id);
+  // (The client adds output_text to what create and retrieve return, not to cancel's.)
+  checkEqual([again.status, again.output, again.usage], [ended.status, ended.output, ended.usage],
+             "background: cancel after its end changes nothing");
+  // A long one (3,000 tokens of a random model), cancelled at once.
+  const long = await client.responses.create({ model: MODEL, input: "Write a very long story.", temperature: 0, max_output_tokens: 3000, background: true });
+  try {
+    await client.responses.create({ model: MODEL, input: "And then?", previous_response_id: long.id, max_output_tokens: 4 });
+    check(false, "background: continuing from one still running was accepted");
+  } catch (e) {
+    checkEqual([e.status, e.param], [400, "previous_response_id"], "background: continuing from one still running");
+  }
+  const cancelled = await client.responses.cancel(long.id);
+  checkEqual(cancelled.status, "cancelled", "background: cancelled");
+  check(cancelled.usage.output_tokens < 3000, "background: cancelled before its end", cancelled.usage);
+  checkEqual((await client.responses.retrieve(long.id)).status, "cancelled", "background: stored cancelled");
+  checkEqual((await client.responses.cancel(long.id)).status, "cancelled", "background: cancelled twice");
+  // Deleting one that runs stops it first.
+  const deleting = await client.responses.create({ model: MODEL, input: "Write another long story.", max_output_tokens: 3000, background: true });
+  checkEqual(await client.responses.delete(deleting.id), { id: deleting.id, object: "response.deleted", deleted: true }, "background: deleted while running");
+  try {
+    await client.responses.retrieve(deleting.id);
+    check(false, "background: retrieved after delete");
+  } catch (e) {
+    checkEqual(e.status, 404, "background: 404 after delete");
+  }
+  const foreground = await client.responses.create({ model: MODEL, input: "Hi", max_output_tokens: 4 });
+  try {
+    await client.responses.cancel(foreground.id);
+    check(false, "background: cancelled a foreground response");
+  } catch (e) {
+    checkEqual([e.status, e.param], [400, "response_id"], "background: only background responses cancel");
+  }
 }
 
 // --- Errors reach the client as APIErrors naming the field.

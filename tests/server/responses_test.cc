@@ -34,7 +34,8 @@ TEST(Responses, BadInputIsA400NamingTheField) {
   });
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"input": "x", "previous_response_id": "resp_1"})", "previous_response_id"},
-      {R"({"input": "x", "background": true})", "background"},
+      {R"({"input": "x", "background": true, "store": false})", "background"},
+      {R"({"input": "x", "background": true, "stream": true})", "background"},
       {R"({"input": "x", "include": ["file_search_call.results"]})", "include"},
       {R"({"input": "x", "tools": [{"type": "web_search_preview"}]})", "tools"},
       {R"({"input": "x", "tools": [{"type": "function"}]})", "tools"},
@@ -134,6 +135,22 @@ TEST(Responses, StoredResponseRoutes) {
   auto deeper = client(server.port()).Get("/v1/responses/" + id + "/input_items/x");
   ASSERT_TRUE(deeper);
   EXPECT_EQ(deeper->status, 404);
+  auto cancel = client(server.port()).Post("/v1/responses/" + id + "/cancel", "", "application/json");
+  ASSERT_TRUE(cancel);
+  EXPECT_EQ(cancel->status, 404) << cancel->body;
+  EXPECT_EQ(json::parse(cancel->body)["error"]["code"], "response_not_found") << cancel->body;
+  auto get_cancel = client(server.port()).Get("/v1/responses/" + id + "/cancel");
+  ASSERT_TRUE(get_cancel);
+  EXPECT_EQ(get_cancel->status, 405);
+  EXPECT_EQ(get_cancel->get_header_value("Allow"), "POST");
+  // Background responses live in the store, which this server does not have.
+  auto background = client(server.port())
+                        .Post("/v1/responses", R"({"input": "x", "background": true})",
+                              "application/json");
+  ASSERT_TRUE(background);
+  EXPECT_EQ(background->status, 400) << background->body;
+  EXPECT_EQ(json::parse(background->body)["error"]["param"], "background");
+  EXPECT_NE(background->body.find("stores none"), std::string::npos) << background->body;
   auto no_key = client(server.port(), false).Get("/v1/responses/" + id);
   ASSERT_TRUE(no_key);
   EXPECT_EQ(no_key->status, 401);

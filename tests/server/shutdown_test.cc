@@ -100,6 +100,39 @@ TEST(Shutdown, SigtermFinishesShortRequestsAbortsLongOnesAndExitsZero) {
   }
 }
 
+// A background response (run past its request) counts as in flight: SIGTERM waits for it
+// up to --shutdown-timeout, then aborts it, and the server exits 0 in bounded time.
+TEST(Shutdown, SigtermWaitsForBackgroundResponsesThenExits) {
+  constexpr int kTimeoutS = 2;
+  ServerProcess server({"--shutdown-timeout", std::to_string(kTimeoutS)});
+  const int port = server.port();
+  auto res = client(port).Post("/v1/responses",
+                               json{{"input", "Tell me a very long story."},
+                                    {"max_output_tokens", 3000},
+                                    {"background", true}}
+                                   .dump(),
+                               "application/json");
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  const json queued = json::parse(res->body);
+  EXPECT_EQ(queued["status"], "queued") << res->body;
+  const std::string path = "/v1/responses/" + queued["id"].get<std::string>();
+  std::string status;
+  for (const auto deadline = Clock::now() + 30s; Clock::now() < deadline && status != "in_progress";) {
+    auto polled = client(port).Get(path);
+    ASSERT_TRUE(polled);
+    status = json::parse(polled->body)["status"];
+    if (status != "queued" && status != "in_progress") break;  // ended early: still fine
+    std::this_thread::sleep_for(10ms);
+  }
+  const auto t0 = Clock::now();
+  server.child().signal(SIGTERM);
+  const std::optional<int> code = server.child().wait(std::chrono::seconds(kTimeoutS + 10));
+  ASSERT_TRUE(code.has_value()) << "the server did not exit\n" << server.child().output();
+  EXPECT_EQ(*code, 0) << server.child().output();
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), kTimeoutS + 5.0);
+}
+
 TEST(Shutdown, SigintOnAnIdleServerExitsZeroAtOnce) {
   ServerProcess server;
   auto idle = client(server.port());
