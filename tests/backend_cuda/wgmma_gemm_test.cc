@@ -137,12 +137,14 @@ TEST(WgmmaGemm, DeepPlanKeepsToHalfTheSms) {
   EXPECT_EQ(plan(100, 1024, 2048), std::make_pair(128, 4));
   EXPECT_EQ(plan(8, 64, 64 * 3), std::make_pair(32, 1));    // 3 K steps: no split divides
   EXPECT_EQ(plan(8, 64, 64 * 2), std::make_pair(32, 1));    // a split keeps >= 2 steps
-  // Preferred: at most 64 rows, within half the SMs, at most two rings of K slice a CTA.
+  // Preferred: at most 64 rows, within half the SMs, at most 256 KiB of K slice a CTA.
   EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(16, 4096, 1024, 132));
   EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(64, 1024, 3072, 132));
   EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(16, 6144, 1024, 132));  // 96 tiles
   EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(65, 1024, 2048, 132));
   EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(16, 4096, 4096, 132));  // 768 KB a CTA
+  EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(16, 4096, 2048, 132));  // 384 KB a CTA
+  EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(64, 4096, 1024, 132));   // 256 KiB
 }
 
 TEST(WgmmaGemm, SupportedShapes) {

@@ -56,8 +56,8 @@ WgmmaGemmPlan wgmma_gemm_plan(int64_t t, int64_t n, int64_t k, int num_sms);
 // CTAs stay within half the SMs.
 WgmmaGemmPlan wgmma_gemm_deep_plan(int64_t t, int64_t n, int64_t k, int num_sms);
 // Where GemmRunner takes the 64-row plans (its default): products of at most 64
-// rows whose plan keeps within half the SMs with at most two rings' worth of K slice per
-// CTA, i.e. each CTA's whole slice in flight or nearly (H200, Qwen3-0.6B at T 16-32: qkv
+// rows whose plan keeps within half the SMs with at most 256 KiB of K slice per CTA, i.e.
+// each CTA's whole slice in flight or nearly, as far as measured (H200, Qwen3-0.6B at T 16-32: qkv
 // 4.16 against cuBLASLt's 5.35 us, o_proj 4.03 / 5.52, down 4.75 / 6.93; gate_up's 96
 // tiles stay on cuBLASLt, at par there; docs/cuda_backend.md, "Decode-step GEMM on wgmma").
 bool wgmma_gemm_deep_preferred(int64_t t, int64_t n, int64_t k, int num_sms);

@@ -334,11 +334,15 @@ WgmmaGemmPlan wgmma_gemm_deep_plan(int64_t t, int64_t n, int64_t k, int num_sms)
 }
 
 bool wgmma_gemm_deep_preferred(int64_t t, int64_t n, int64_t k, int num_sms) {
+  // The K slice a CTA streams (w's and x's rows): at most the largest that session 24's
+  // sweep measured at par or ahead of cuBLASLt (qkv at T = 64: 256 KiB, a ring and a third).
+  // Longer slices (Qwen3-8B's products at TP = 1 and 2) have not been measured.
+  constexpr int64_t kMaxSliceBytes = int64_t{256} << 10;
   if (t > 64) return false;
   const WgmmaGemmPlan p = wgmma_gemm_deep_plan(t, n, k, num_sms);
   const int64_t tiles = (n / p.rows) * ((t + p.tile_tokens - 1) / p.tile_tokens);
   const int64_t slice_bytes = k / p.split * 2 * (p.rows + p.tile_tokens);
-  return tiles * p.split <= num_sms / 2 && slice_bytes <= 2 * int64_t{kDeepRing};
+  return tiles * p.split <= num_sms / 2 && slice_bytes <= kMaxSliceBytes;
 }
 
 int wgmma_gemm_resident_ctas(int tile_tokens, int split, int rows) {
