@@ -20,6 +20,31 @@ constexpr std::chrono::milliseconds kIdleWait{2};
 
 }  // namespace
 
+void EventLog::append(std::vector<ojson> events) {
+  if (events.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (ojson& e : events) events_.push_back(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+void EventLog::end() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ended_ = true;
+  }
+  cv_.notify_all();
+}
+
+std::pair<std::vector<ojson>, bool> EventLog::read(size_t next, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return ended_ || events_.size() > next; });
+  std::vector<ojson> out;
+  for (size_t i = next; i < events_.size(); ++i) out.push_back(events_[i]);
+  return {std::move(out), ended_};
+}
+
 BackgroundResponses::BackgroundResponses(ServerState& state)
     : state_(state), worker_([this] { work(); }) {}
 
@@ -28,16 +53,39 @@ BackgroundResponses::~BackgroundResponses() { stop(); }
 ojson BackgroundResponses::start(std::unique_ptr<ResponseRun> run) {
   ojson answer = run->builder().response();
   answer["status"] = "queued";
+  Job job;
+  job.run = std::move(run);
+  enqueue(std::move(job));
+  return answer;
+}
+
+std::shared_ptr<EventLog> BackgroundResponses::start_streamed(std::unique_ptr<ResponseRun> run) {
+  auto log = std::make_shared<EventLog>();
+  log->append(run->builder().start_queued());  // at once, before the worker takes it
+  Job job;
+  job.run = std::move(run);
+  job.log = log;
+  enqueue(std::move(job));
+  return log;
+}
+
+void BackgroundResponses::enqueue(Job job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stopping_) throw ApiError(503, "the server is shutting down", "", "server_error");
-    Job job{std::move(run), std::make_unique<InflightGuard>(state_)};
+    job.inflight = std::make_unique<InflightGuard>(state_);
     job.run->store_as("queued");
     running_.insert(job.run->id());
+    if (job.log) logs_[job.run->id()] = job.log;
     incoming_.push_back(std::move(job));
   }
   cv_.notify_all();
-  return answer;
+}
+
+std::shared_ptr<EventLog> BackgroundResponses::log(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto it = logs_.find(id);
+  return it == logs_.end() ? nullptr : it->second;
 }
 
 bool BackgroundResponses::cancel(const std::string& id) {
@@ -77,12 +125,17 @@ void BackgroundResponses::work() {
     // then cancel() hears of them.
     std::vector<std::string> ended;
     std::erase_if(jobs, [&](const Job& job) {
-      if (job.ended) ended.push_back(job.run->id());
-      return job.ended;
+      if (!job.ended) return false;
+      if (job.log) job.log->end();
+      ended.push_back(job.run->id());
+      return true;
     });
     if (!ended.empty()) {
       std::lock_guard<std::mutex> lock(mu_);
-      for (const std::string& id : ended) running_.erase(id);
+      for (const std::string& id : ended) {
+        running_.erase(id);
+        logs_.erase(id);
+      }
     }
     cv_.notify_all();
     if (!news && ended.empty()) {
@@ -110,17 +163,24 @@ bool BackgroundResponses::step(std::vector<Job>& jobs,
       if (!job.started) {
         run.gen().start();
         run.store_as("in_progress");
+        if (job.log) job.log->append(run.builder().in_progress());
         job.started = true;
         news = true;
       }
-      if (!run.poll(std::chrono::milliseconds(0)).empty()) news = true;
+      ResponseBuilder::Events events = run.poll(std::chrono::milliseconds(0));
+      if (!events.empty()) news = true;
+      if (job.log) job.log->append(std::move(events));
       job.ended = run.gen().done();
     } catch (const std::exception& e) {
       // Nothing of one response may stop the others: it ends "failed".
       KS_LOG_ERROR("{}: background response failed: {}", run.id(), e.what());
       job.ended = true;
       try {
-        run.fail(e.what());
+        if (job.log) {
+          job.log->append(run.fail(e.what()));
+        } else {
+          (void)run.fail(e.what());
+        }
       } catch (const std::exception& again) {
         KS_LOG_ERROR("{}: its failure could not be stored: {}", run.id(), again.what());
       }

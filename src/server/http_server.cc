@@ -365,7 +365,7 @@ void HttpServer::Impl::install_routes() {
             })));
   http.Get(R"(/v1/responses/([^/]+))",
            guarded([&s](const httplib::Request& req, httplib::Response& res) {
-             get_stored_response(s, req.matches[1], res);
+             get_stored_response(s, req.matches[1], req, res);
            }));
   http.Get(R"(/v1/responses/([^/]+)/input_items)",
            guarded([&s](const httplib::Request& req, httplib::Response& res) {

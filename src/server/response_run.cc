@@ -63,9 +63,10 @@ void ResponseRun::cancel() {
   if (store_) state_.responses->put(builder_.response(), std::move(items_));
 }
 
-void ResponseRun::fail(const std::string& message) {
-  (void)builder_.fail(message);
+Events ResponseRun::fail(const std::string& message) {
+  Events out = builder_.fail(message);
   if (store_) state_.responses->put(builder_.response(), std::move(items_));
+  return out;
 }
 
 void ResponseRun::append(Events& out, Events more) {

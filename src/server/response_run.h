@@ -47,8 +47,9 @@ class ResponseRun {
   // Ends a response not done as "cancelled", with the usage so far, and stores it. Its
   // engine request is aborted when the run is destroyed.
   void cancel();
-  // Ends it as "failed" with `message` (something past the engine broke), and stores it.
-  void fail(const std::string& message);
+  // Ends it as "failed" with `message` (something past the engine broke), and stores it;
+  // returns response.failed.
+  Events fail(const std::string& message);
 
  private:
   static void append(Events& out, Events more);

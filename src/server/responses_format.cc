@@ -54,6 +54,19 @@ ResponseBuilder::Events ResponseBuilder::start() {
   return out;
 }
 
+ResponseBuilder::Events ResponseBuilder::start_queued() {
+  ojson queued = response_;
+  queued["status"] = "queued";
+  Events out;
+  out.push_back(event("response.created", {{"response", queued}}));
+  out.push_back(event("response.queued", {{"response", queued}}));
+  return out;
+}
+
+ResponseBuilder::Events ResponseBuilder::in_progress() {
+  return {event("response.in_progress", {{"response", response_}})};
+}
+
 void ResponseBuilder::open(Open kind, Events& out) {
   if (open_ == kind) return;
   close("completed", out);

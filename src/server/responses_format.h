@@ -50,6 +50,10 @@ class ResponseBuilder {
   void list_logprobs() { list_logprobs_ = true; }
 
   Events start();  // response.created, response.in_progress
+  // A streamed background response's first events (background_responses.h):
+  // response.created and response.queued, status "queued"; in_progress() once it runs.
+  Events start_queued();
+  Events in_progress();
   Events add_reasoning(std::string_view text) { return add_piece(Open::kReasoning, text, {}); }
   // `logprobs`: the entries of the text's tokens (openai_format.h token_logprob_entries), an
   // array; the delta event carries them.

@@ -2,7 +2,9 @@
 
 #include <httplib.h>
 
+#include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 
@@ -80,6 +82,38 @@ struct StreamSession {
   }
 };
 
+// A streamed background response's events from its log (background_responses.h), from
+// event `next` on, pings while none come; ends with the log. The run goes on without it.
+struct LogSession {
+  std::shared_ptr<EventLog> log;
+  size_t next = 0;
+  Clock::time_point last_write = Clock::now();
+
+  bool pump(httplib::DataSink& sink) {
+    auto [events, ended] = log->read(next, kPollInterval);
+    next += events.size();
+    std::string out;
+    for (const ojson& e : events) out += responses_sse_event(e);
+    if (out.empty() && ended) {
+      sink.done();
+      return true;
+    }
+    if (out.empty() && Clock::now() - last_write >= kPingInterval) out = ": ping\n\n";
+    if (out.empty()) return true;
+    last_write = Clock::now();
+    return sink.write(out.data(), out.size());
+  }
+};
+
+void stream_log(httplib::Response& res, std::shared_ptr<EventLog> log, size_t next) {
+  auto session = std::make_shared<LogSession>(LogSession{std::move(log), next});
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+      "text/event-stream",
+      [session](size_t, httplib::DataSink& sink) { return session->pump(sink); },
+      [session](bool) {});
+}
+
 }  // namespace
 
 void handle_responses(ServerState& state, const httplib::Request& http_req,
@@ -112,6 +146,10 @@ void handle_responses(ServerState& state, const httplib::Request& http_req,
   }
   auto run = std::make_unique<ResponseRun>(state, std::move(request), std::move(id), arrival,
                                            std::move(items));
+  if (background && stream) {
+    stream_log(res, state.background->start_streamed(std::move(run)), 0);
+    return;
+  }
   if (background) {
     const ojson queued = state.background->start(std::move(run));
     res.set_content(queued.dump(-1, ' ', false, ojson::error_handler_t::replace),
@@ -140,7 +178,37 @@ namespace {
 
 }  // namespace
 
-void get_stored_response(ServerState& state, const std::string& id, httplib::Response& res) {
+void get_stored_response(ServerState& state, const std::string& id, const httplib::Request& req,
+                         httplib::Response& res) {
+  if (req.has_param("stream") && req.get_param_value("stream") != "false") {
+    if (req.get_param_value("stream") != "true") {
+      throw_bad_request("stream", "'stream' must be true or false, got '{}'",
+                        req.get_param_value("stream"));
+    }
+    // Resuming a streamed background response: its events after `starting_after`.
+    int64_t after = -1;
+    if (req.has_param("starting_after")) {
+      const std::string text = req.get_param_value("starting_after");
+      char* end = nullptr;
+      errno = 0;
+      after = std::strtoll(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || errno != 0 || after < -1) {
+        throw_bad_request("starting_after",
+                          "'starting_after' must be an event's sequence_number (>= 0), got '{}'",
+                          text);
+      }
+    }
+    std::shared_ptr<EventLog> log = state.background->log(id);
+    if (!log) {
+      if (!state.responses->response(id)) not_stored(id);
+      throw_bad_request("stream",
+                        "response '{}' is not a streamed background response still running: "
+                        "GET it without 'stream'",
+                        id);
+    }
+    stream_log(res, std::move(log), static_cast<size_t>(after + 1));
+    return;
+  }
   const std::optional<ojson> response = state.responses->response(id);
   if (!response) not_stored(id);
   res.set_content(response->dump(-1, ' ', false, ojson::error_handler_t::replace),

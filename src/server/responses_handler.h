@@ -15,7 +15,11 @@ void handle_responses(ServerState& state, const httplib::Request& req, httplib::
 
 // GET /v1/responses/{id}: the stored response; DELETE: removes it ({"id", "object":
 // "response.deleted", "deleted": true}). Both throw a 404 ApiError for an id not stored.
-void get_stored_response(ServerState& state, const std::string& id, httplib::Response& res);
+// GET with ?stream=true resumes a streamed background response that still runs: its events
+// after ?starting_after=N (a sequence_number; all of them without), then live (a 400 for
+// any other response).
+void get_stored_response(ServerState& state, const std::string& id, const httplib::Request& req,
+                         httplib::Response& res);
 void delete_stored_response(ServerState& state, const std::string& id, httplib::Response& res);
 // POST /v1/responses/{id}/cancel: a background response still running ends "cancelled"
 // (background_responses.h); the response as stored is the answer (a finished background one

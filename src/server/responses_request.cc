@@ -35,14 +35,9 @@ void reject_unsupported(const FieldReader& f) {
     if (f.find(key)) not_supported(key, fmt::format("'{}'", key));
   }
   // background: true runs the response past the request (background_responses.h), which
-  // needs somewhere to keep it, and is not streamed here.
-  if (f.boolean("background").value_or(false)) {
-    if (!f.boolean("store").value_or(true)) {
-      throw_bad_request("background", "'background': true needs 'store': true");
-    }
-    if (f.boolean("stream").value_or(false)) {
-      not_supported("background", "'background': true with 'stream': true");
-    }
+  // needs somewhere to keep it.
+  if (f.boolean("background").value_or(false) && !f.boolean("store").value_or(true)) {
+    throw_bad_request("background", "'background': true needs 'store': true");
   }
   // include: "reasoning.encrypted_content" asks for reasoning that can go back as input
   // without the server storing it (Codex-style clients, with store: false). Reasoning items

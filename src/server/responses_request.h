@@ -20,8 +20,8 @@ namespace kestrel::server {
 struct ResponsesRequest {
   GenerateRequest generate;  // what the engine runs (n = 1, chat = true)
   bool store = true;         // `store` (OpenAI's default: true): keep the finished response
-  // `background`: answered at once as "queued", run to its end past the request
-  // (background_responses.h). Only with store (a 400 otherwise) and not streamed.
+  // `background`: answered at once as "queued" (or streamed from there), run to its end past
+  // the request (background_responses.h). Only with store (a 400 otherwise).
   bool background = false;
   // What the response object repeats of the request: background, instructions, max_output_tokens,
   // metadata, parallel_tool_calls, reasoning, store, temperature and top_p (the values

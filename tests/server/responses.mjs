@@ -352,6 +352,41 @@ function checkCalls(r, what, only) {
   } catch (e) {
     checkEqual(e.status, 404, "background: 404 after delete");
   }
+  // Streamed: response.created and response.queued ("queued"), response.in_progress, then the
+  // foreground stream's events; its deltas make the text polled above.
+  const events = [];
+  for await (const e of await client.responses.create({ model: MODEL, input: prompt, temperature: 0, max_output_tokens: 24, background: true, stream: true })) events.push(e);
+  checkEqual(events.slice(0, 3).map((e) => [e.type, e.response.status]),
+             [["response.created", "queued"], ["response.queued", "queued"], ["response.in_progress", "in_progress"]],
+             "background stream: its first events");
+  checkEqual(events.map((e) => e.sequence_number), events.map((_, i) => i), "background stream: numbered in order");
+  checkEqual(events.at(-1).type, ended.status === "completed" ? "response.completed" : "response.incomplete", "background stream: its last event");
+  const deltas = (list) => list.filter((e) => e.type === "response.output_text.delta").map((e) => e.delta).join("");
+  checkEqual(deltas(events), ended.output_text, "background stream: the polled text");
+  // A client that drops its stream resumes it by GET from the last event it saw; the
+  // response ran on meanwhile. Cancelled while resumed, the stream ends.
+  const first = [];
+  for await (const e of await client.responses.create({ model: MODEL, input: "Write a very long story.", temperature: 0, max_output_tokens: 3000, background: true, stream: true })) {
+    first.push(e);
+    if (e.sequence_number >= 6) break;  // closes the connection
+  }
+  const streamId = first[0].response.id;
+  const seen = first.at(-1).sequence_number;
+  const rest = [];
+  for await (const e of await client.responses.retrieve(streamId, { stream: true, starting_after: seen })) {
+    rest.push(e);
+    if (rest.length === 3) checkEqual((await client.responses.cancel(streamId)).status, "cancelled", "background stream: cancelled while resumed");
+  }
+  checkEqual(rest.map((e) => e.sequence_number), rest.map((_, i) => seen + 1 + i), "background stream: resumed after the last event seen");
+  const stopped = await client.responses.retrieve(streamId);
+  checkEqual(stopped.status, "cancelled", "background stream: stored cancelled");
+  checkEqual(deltas([...first, ...rest]), stopped.output_text, "background stream: both parts make the stored text");
+  try {
+    await client.responses.retrieve(streamId, { stream: true });
+    check(false, "background stream: resumed after its end");
+  } catch (e) {
+    checkEqual([e.status, e.param], [400, "stream"], "background stream: nothing to resume once ended");
+  }
   const foreground = await client.responses.create({ model: MODEL, input: "Hi", max_output_tokens: 4 });
   try {
     await client.responses.cancel(foreground.id);

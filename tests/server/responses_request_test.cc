@@ -202,9 +202,9 @@ TEST(ResponsesRequest, LogprobsAreAskedByIncludeOrTopLogprobs) {
   EXPECT_EQ(plain.settings["top_logprobs"], 0);
 }
 
-// background: true needs the response kept somewhere (store) and is answered at once, so
-// not streamed; it is repeated in the response.
-TEST(ResponsesRequest, BackgroundNeedsStoreAndNoStream) {
+// background: true needs the response kept somewhere (store); it may be streamed, and it is
+// repeated in the response.
+TEST(ResponsesRequest, BackgroundNeedsStore) {
   Qwen3Context q;
   const ResponsesRequest r =
       parse_responses_request(ojson::parse(R"({"input": "x", "background": true})"), q.ctx);
@@ -214,6 +214,10 @@ TEST(ResponsesRequest, BackgroundNeedsStoreAndNoStream) {
   const ResponsesRequest plain = parse_responses_request(ojson::parse(R"({"input": "x"})"), q.ctx);
   EXPECT_FALSE(plain.background);
   EXPECT_EQ(plain.settings["background"], false);
+  const ResponsesRequest streamed = parse_responses_request(
+      ojson::parse(R"({"input": "x", "background": true, "stream": true})"), q.ctx);
+  EXPECT_TRUE(streamed.background);
+  EXPECT_TRUE(streamed.generate.stream);
   expect_400(ojson::parse(R"({"input": "x", "background": true, "store": false})"), "background",
              "needs 'store': true");
   expect_400(ojson::parse(R"({"input": "x", "background": "yes"})"), "background", "");
@@ -222,8 +226,6 @@ TEST(ResponsesRequest, BackgroundNeedsStoreAndNoStream) {
 TEST(ResponsesRequest, UnsupportedFieldsAreRejectedByName) {
   expect_400(ojson::parse(R"({"input": "x", "previous_response_id": "resp_1"})"),
              "previous_response_id", "not supported");
-  expect_400(ojson::parse(R"({"input": "x", "background": true, "stream": true})"), "background",
-             "not supported");
   expect_400(ojson::parse(R"({"input": "x", "include": ["file_search_call.results"]})"),
              "include", "not supported");
   expect_400(ojson::parse(R"({"input": "x", "include": "reasoning.encrypted_content"})"),

@@ -35,7 +35,6 @@ TEST(Responses, BadInputIsA400NamingTheField) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"input": "x", "previous_response_id": "resp_1"})", "previous_response_id"},
       {R"({"input": "x", "background": true, "store": false})", "background"},
-      {R"({"input": "x", "background": true, "stream": true})", "background"},
       {R"({"input": "x", "include": ["file_search_call.results"]})", "include"},
       {R"({"input": "x", "tools": [{"type": "web_search_preview"}]})", "tools"},
       {R"({"input": "x", "tools": [{"type": "function"}]})", "tools"},
