@@ -14,6 +14,9 @@
 //   oneshot   the one-shot peer kernel (KESTREL_PEER_LL=0), up to 4 MiB; at two ranks it
 //             pushes (stores into the peer's buffer), and `pull` is it loading the peer's
 //             (KESTREL_PEER_PUSH=0)
+//   os-1ld    oneshot with one load in flight a thread (KESTREL_PEER_UNROLL=0; two ranks),
+//             from 256 KiB; os-64 and os-128 on 64 and 128 blocks (KESTREL_PEER_BLOCKS; the
+//             other paths take KESTREL_PEER_BLOCKS from the environment, default 32)
 //   twoshot   the two-shot peer kernel (KESTREL_PEER_TWO_SHOT_BYTES), 64 KiB to 4 MiB, on
 //             32 blocks; ts-128 on 128 (KESTREL_PEER_TWO_SHOT_BLOCKS), from 256 KiB
 //   nccl      NCCL's all-reduce (KESTREL_CUSTOM_ALLREDUCE=0)
@@ -54,6 +57,8 @@ struct Path {
   const char* two_shot_bytes;   // KESTREL_PEER_TWO_SHOT_BYTES
   const char* two_shot_blocks;  // KESTREL_PEER_TWO_SHOT_BLOCKS
   const char* push;             // KESTREL_PEER_PUSH
+  const char* blocks;           // KESTREL_PEER_BLOCKS
+  const char* unroll;           // KESTREL_PEER_UNROLL
   size_t min_kib, max_kib;      // other sizes are not this path's
 };
 
@@ -146,12 +151,17 @@ int run(int argc, char** argv) {
       inputs[r].push_back(cuda_bench::random_bf16_host(Shape{int64_t(k) * 512}));
     }
   }
-  const Path paths[] = {{"ll", "1", "1", "0", "32", "1", 0, 16},
-                        {"oneshot", "0", "1", "0", "32", "1", 0, 4096},
-                        {"pull", "0", "1", "0", "32", "0", 0, 4096},
-                        {"twoshot", "0", "1", "16", "32", "1", 64, 4096},
-                        {"ts-128", "0", "1", "16", "128", "1", 256, 4096},
-                        {"nccl", "0", "0", "0", "32", "1", 0, ~size_t{0}}};
+  const char* blocks = std::getenv("KESTREL_PEER_BLOCKS");  // the default path's grid
+  if (blocks == nullptr) blocks = "32";
+  const Path paths[] = {{"ll", "1", "1", "0", "32", "1", blocks, "1", 0, 16},
+                        {"oneshot", "0", "1", "0", "32", "1", blocks, "1", 0, 4096},
+                        {"os-1ld", "0", "1", "0", "32", "1", blocks, "0", 256, 4096},
+                        {"os-64", "0", "1", "0", "32", "1", "64", "1", 256, 4096},
+                        {"os-128", "0", "1", "0", "32", "1", "128", "1", 256, 4096},
+                        {"pull", "0", "1", "0", "32", "0", blocks, "1", 0, 4096},
+                        {"twoshot", "0", "1", "16", "32", "1", blocks, "1", 64, 4096},
+                        {"ts-128", "0", "1", "16", "128", "1", blocks, "1", 256, 4096},
+                        {"nccl", "0", "0", "0", "32", "1", blocks, "1", 0, ~size_t{0}}};
   std::printf("%d ranks; us per all-reduce in a CUDA graph of %d, %d replays a round, median and "
               "worst of %d rounds; busbw = 2 (N-1)/N x bytes / median\n",
               ranks, kCalls, kReplays, kRounds);
@@ -164,6 +174,8 @@ int run(int argc, char** argv) {
     setenv("KESTREL_PEER_TWO_SHOT_BYTES", p.two_shot_bytes, 1);
     setenv("KESTREL_PEER_TWO_SHOT_BLOCKS", p.two_shot_blocks, 1);
     setenv("KESTREL_PEER_PUSH", p.push, 1);
+    setenv("KESTREL_PEER_BLOCKS", p.blocks, 1);
+    setenv("KESTREL_PEER_UNROLL", p.unroll, 1);
     std::vector<size_t> mine;
     std::vector<std::vector<Tensor>> my_inputs(ranks);
     for (size_t i = 0; i < kib.size(); ++i) {

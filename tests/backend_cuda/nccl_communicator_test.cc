@@ -348,18 +348,27 @@ void check_peer_all_reduce_sums() {
 }
 
 // check() with the two-rank one-shot kernel pushing into the peer's buffer (the default),
-// then pulling from it.
-void in_both_directions(void (*check)()) {
-  for (const char* push : {"1", "0"}) {
-    SCOPED_TRACE(std::string("KESTREL_PEER_PUSH=") + push);
-    cuda_test::ScopedEnv direction("KESTREL_PEER_PUSH", push);
+// then pulling from it, then pushing on grids of other sizes (an odd one, the most blocks)
+// and with one load in flight a thread.
+void in_every_one_shot_variant(void (*check)()) {
+  struct Variant {
+    const char *push, *blocks, *unroll;
+  };
+  for (const Variant& v : {Variant{"1", "32", "1"}, Variant{"0", "32", "1"},
+                           Variant{"1", "7", "1"}, Variant{"1", "128", "1"},
+                           Variant{"1", "32", "0"}}) {
+    SCOPED_TRACE(std::string("KESTREL_PEER_PUSH=") + v.push + " KESTREL_PEER_BLOCKS=" + v.blocks +
+                 " KESTREL_PEER_UNROLL=" + v.unroll);
+    cuda_test::ScopedEnv direction("KESTREL_PEER_PUSH", v.push);
+    cuda_test::ScopedEnv blocks("KESTREL_PEER_BLOCKS", v.blocks);
+    cuda_test::ScopedEnv unroll("KESTREL_PEER_UNROLL", v.unroll);
     check();
   }
 }
 
 TEST(NcclCommunicator, PeerAllReduceSumsExactly) {
   KS_REQUIRE_TWO_GPUS();
-  in_both_directions(check_peer_all_reduce_sums);
+  in_every_one_shot_variant(check_peer_all_reduce_sums);
 }
 
 // all_reduce_add at two ranks: the peer kernel's fused add (decode-sized rows) and NCCL's
@@ -439,7 +448,7 @@ void check_all_reduce_add() {
 
 TEST(NcclCommunicator, AllReduceAddAddsTheSumIntoTheResidual) {
   KS_REQUIRE_TWO_GPUS();
-  in_both_directions(check_all_reduce_add);
+  in_every_one_shot_variant(check_all_reduce_add);
 }
 
 

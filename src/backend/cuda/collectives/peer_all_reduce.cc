@@ -49,7 +49,7 @@ size_t allocation_bytes() {
   return ts_offset() + kernels::kPeerTwoShotRegionBytes(PeerAllReduce::kCapacity);
 }
 // Call numbers: the one-shot kernel's, the low-latency kernel's, the two-shot kernel's.
-constexpr int kCounters = kernels::kPeerBlocks + kernels::kPeerLlBlocks + kernels::kPeerMaxBlocks;
+constexpr int kCounters = kernels::kPeerMaxBlocks + kernels::kPeerLlBlocks + kernels::kPeerMaxBlocks;
 
 }  // namespace
 
@@ -161,8 +161,13 @@ std::unique_ptr<PeerAllReduce> PeerAllReduce::create(int device, Communicator& h
   // At two ranks the one-shot kernel pushes its data into the peer's buffer instead of
   // pulling the peer's (peer_all_reduce.cu); KESTREL_PEER_PUSH=0 pulls.
   self->push_ = world == 2 && agreed_env(host, "KESTREL_PEER_PUSH", 1, 0, 1) == 1;
-  KS_LOG_INFO("tensor parallelism: peer all-reduce up to {} KiB{}{}{}, NCCL above",
-              self->max_bytes_ >> 10, self->push_ ? " (pushed to the peer)" : "",
+  // The one-shot kernel's grid, and whether at two ranks a thread batches its loads (A/B
+  // switches: KESTREL_PEER_BLOCKS, KESTREL_PEER_UNROLL=0).
+  self->blocks_ = static_cast<int>(
+      agreed_env(host, "KESTREL_PEER_BLOCKS", kernels::kPeerBlocks, 1, kernels::kPeerMaxBlocks));
+  self->unroll_ = agreed_env(host, "KESTREL_PEER_UNROLL", 1, 0, 1) == 1;
+  KS_LOG_INFO("tensor parallelism: peer all-reduce up to {} KiB on {} blocks{}{}{}, NCCL above",
+              self->max_bytes_ >> 10, self->blocks_, self->push_ ? " (pushed to the peer)" : "",
               self->low_latency_
                   ? fmt::format(" (low-latency kernel up to {} KiB)", kernels::kPeerLlBytes >> 10)
                   : std::string(),
@@ -199,9 +204,11 @@ void PeerAllReduce::run(void* data, int64_t n, DType dtype, cudaStream_t stream,
   a.vecs = static_cast<int64_t>(bytes / 16);
   a.capacity = kCapacity;
   a.counter = counter_;
-  a.ll_counter = counter_ + kernels::kPeerBlocks;
+  a.blocks = blocks_;
+  a.unroll = unroll_;
+  a.ll_counter = counter_ + kernels::kPeerMaxBlocks;
   a.ll_offset = ll_offset();
-  a.ts_counter = counter_ + kernels::kPeerBlocks + kernels::kPeerLlBlocks;
+  a.ts_counter = counter_ + kernels::kPeerMaxBlocks + kernels::kPeerLlBlocks;
   a.ts_offset = ts_offset();
   a.ts_blocks = two_shot_blocks_;
   a.abort = abort_device_;

@@ -5,12 +5,12 @@
 // this is the correctly rounded sum of two bf16 values, as NCCL's). With a residual:
 // residual[i] = round(residual[i] + data[i]) after that, data[i] as rounded (add_into's add),
 // so a row-parallel product's residual add costs no kernel of its own.
-// Layout of each rank's allocation: [flags: kMaxRanks x kBlocks u32, padded to kFlagsBytes]
+// Layout of each rank's allocation: [flags: kPeerMaxRanks x kPeerMaxBlocks u32, kPeerFlagsBytes]
 // [buffer 0: capacity bytes][buffer 1: capacity bytes]; flags[src][b] holds the last call
 // number that rank src's block b posted here.
-// Geometry: kPeerBlocks (32) blocks of 512 threads, fixed for every call (so block b's call numbers
-// and buffer parity agree across calls of any size); block b owns the 16-byte vectors
-// b*512 + t + k*kBlocks*512 in both phases, so a block waits for the same block of each peer.
+// Geometry: a.blocks blocks of 512 threads, fixed per group (so block b's call numbers and
+// buffer parity agree across calls of any size); block b owns the 16-byte vectors
+// b*512 + t + k*blocks*512 in both phases, so a block waits for the same block of each peer.
 //
 // Two directions of the same exchange. Pull (any W): a rank copies its data into its own
 // buffer and, after the flags, loads every peer's across NVLink; each load waits for its
@@ -36,7 +36,7 @@ using namespace peer;
 
 constexpr int kThreads = 512;
 
-template <typename T, int W, bool kPush>
+template <typename T, int W, bool kPush, int kU>
 __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(const __grid_constant__ PeerAllReduceArgs a) {
   static_assert(!kPush || W == 2, "a push buffer holds one peer's tensor");
   __shared__ uint32_t call;
@@ -50,19 +50,31 @@ __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(const __grid_
   __syncthreads();
   const uint32_t e = call;
   const size_t off = kPeerFlagsBytes + (e & 1) * a.capacity;
-  const int64_t stride = int64_t{kPeerBlocks} * kThreads;
+  const int64_t stride = int64_t{a.blocks} * kThreads;
   const int64_t first = int64_t{b} * kThreads + threadIdx.x;
 
   const auto* in = static_cast<const uint4*>(a.data);
   // Pull: this rank's buffer holds its own data; push: the peer's buffer receives it.
   auto* mine = reinterpret_cast<uint4*>(a.bases[a.rank] + off);
   auto* dest = kPush ? reinterpret_cast<uint4*>(a.bases[1 - a.rank] + off) : mine;
-  for (int64_t i = first; i < a.vecs; i += stride) dest[i] = in[i];
+  // kU vectors a thread loaded before any is stored: the stores may alias the loads for all
+  // the compiler knows, so without this a thread has one load in flight.
+  for (int64_t i = first; i < a.vecs; i += kU * stride) {
+    uint4 v[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      if (i + u * stride < a.vecs) v[u] = in[i + u * stride];
+    }
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      if (i + u * stride < a.vecs) dest[i + u * stride] = v[u];
+    }
+  }
   __syncthreads();  // the block's writes, made visible to peers by the release below
   if (threadIdx.x < W) {
     const int p = threadIdx.x;
-    st_release_sys(reinterpret_cast<uint32_t*>(a.bases[p]) + a.rank * kPeerBlocks + b, e);
-    const uint32_t* flag = reinterpret_cast<const uint32_t*>(a.bases[a.rank]) + p * kPeerBlocks + b;
+    st_release_sys(reinterpret_cast<uint32_t*>(a.bases[p]) + a.rank * kPeerMaxBlocks + b, e);
+    const uint32_t* flag = reinterpret_cast<const uint32_t*>(a.bases[a.rank]) + p * kPeerMaxBlocks + b;
     // Call numbers only grow (wrapping): a peer may already have posted the next call.
     wait_or_abort([&] { return static_cast<int32_t>(ld_acquire_sys(flag) - e) < 0; }, a.abort);
   }
@@ -70,32 +82,51 @@ __global__ void __launch_bounds__(kThreads) peer_all_reduce_kernel(const __grid_
 
   constexpr int kN = Vec<T>::kN;
   auto* out = static_cast<uint4*>(a.data);
-  for (int64_t i = first; i < a.vecs; i += stride) {
-    uint4 v[W];
+  for (int64_t i0 = first; i0 < a.vecs; i0 += kU * stride) {
+    uint4 v[kU][W];
 #pragma unroll
-    for (int p = 0; p < W; ++p) {
-      if constexpr (kPush) {
-        v[p] = p == a.rank ? in[i] : mine[i];
-      } else {
-        v[p] = reinterpret_cast<const uint4*>(a.bases[p] + off)[i];
+    for (int u = 0; u < kU; ++u) {
+      const int64_t i = i0 + u * stride;
+      if (i >= a.vecs) continue;
+#pragma unroll
+      for (int p = 0; p < W; ++p) {
+        if constexpr (kPush) {
+          v[u][p] = p == a.rank ? in[i] : mine[i];
+        } else {
+          v[u][p] = reinterpret_cast<const uint4*>(a.bases[p] + off)[i];
+        }
       }
     }
-    float acc[kN];
-    sum_in_rank_order<T, W>(v, acc);
-    store_sum<Vec<T>>(acc, out, static_cast<uint4*>(a.residual), i);
+#pragma unroll
+    for (int u = 0; u < kU; ++u) {
+      const int64_t i = i0 + u * stride;
+      if (i >= a.vecs) continue;
+      float acc[kN];
+      sum_in_rank_order<T, W>(v[u], acc);
+      store_sum<Vec<T>>(acc, out, static_cast<uint4*>(a.residual), i);
+    }
+  }
+}
+
+// Vectors a thread loads before it stores: 4 at two ranks (A/B: KESTREL_PEER_UNROLL=0 loads
+// one), 1 at more (each vector is W loads already, and W x 4 of them would crowd registers).
+template <typename T, int W, bool kPush>
+void launch_unrolled(const PeerAllReduceArgs& a, cudaStream_t stream) {
+  if (W == 2 && a.unroll) {
+    launch_pdl("peer_all_reduce_kernel", peer_all_reduce_kernel<T, W, kPush, 4>, dim3(a.blocks),
+               dim3(kThreads), 0, stream, a);
+  } else {
+    launch_pdl("peer_all_reduce_kernel", peer_all_reduce_kernel<T, W, kPush, 1>, dim3(a.blocks),
+               dim3(kThreads), 0, stream, a);
   }
 }
 
 template <typename T>
 void launch(const PeerAllReduceArgs& a, int world, bool push, cudaStream_t stream) {
   if (push && world == 2) {
-    launch_pdl("peer_all_reduce_kernel", peer_all_reduce_kernel<T, 2, true>, dim3(kPeerBlocks),
-               dim3(kThreads), 0, stream, a);
+    launch_unrolled<T, 2, true>(a, stream);
   } else {
-    with_world(world, [&](auto w) {
-      launch_pdl("peer_all_reduce_kernel", peer_all_reduce_kernel<T, decltype(w)::value, false>,
-                 dim3(kPeerBlocks), dim3(kThreads), 0, stream, a);
-    });
+    with_world(world, [&](auto w) { launch_unrolled<T, decltype(w)::value, false>(a, stream); });
   }
   KS_CUDA_CHECK_LAUNCH("peer_all_reduce_kernel");
 }

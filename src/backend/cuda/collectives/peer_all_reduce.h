@@ -5,7 +5,8 @@
 // How: every rank owns one device allocation, mapped into every other rank's address space
 // (CUDA IPC between processes; the raw pointer with peer access between threads of one
 // process). It holds two data buffers (alternating by call parity) and a flag per (source
-// rank, block). A call is one kernel of kPeerBlocks (32) blocks: block b copies its share of the
+// rank, block). A call is one kernel of a fixed grid (KESTREL_PEER_BLOCKS, default 32 blocks:
+// the same for every call of a group): block b copies its share of the
 // input into this rank's buffer, posts its call number to block b's flag on every peer,
 // waits for every peer's flag, then sums block b's share over ranks, in rank order, from the
 // peers' buffers into the tensor. Same order on every rank: every rank gets the same bits.
@@ -82,7 +83,9 @@ class PeerAllReduce {
 
   const int device_, rank_, world_size_;
   void* local_ = nullptr;        // this rank's mapped allocation
-  uint32_t* counter_ = nullptr;  // [kPeerBlocks + kPeerLlBlocks] call numbers, this rank's alone
+  // [kPeerMaxBlocks + kPeerLlBlocks + kPeerMaxBlocks] call numbers (one-shot, low-latency,
+  // two-shot kernels), this rank's alone
+  uint32_t* counter_ = nullptr;
   bool low_latency_ = false;     // tensors of <= kPeerLlBytes take the low-latency kernel
   size_t max_bytes_ = kCapacity;
   // Tensors of two_shot_bytes_ and more take the two-shot kernel (reduce-scatter, all-gather:
@@ -90,6 +93,8 @@ class PeerAllReduce {
   size_t two_shot_bytes_ = SIZE_MAX;
   int two_shot_blocks_ = kernels::kPeerBlocks;
   bool push_ = false;  // two ranks: the one-shot kernel stores into the peer's buffer
+  int blocks_ = kernels::kPeerBlocks;  // the one-shot kernel's grid
+  bool unroll_ = true;                 // two ranks: the one-shot kernel batches its loads
   volatile int* abort_host_ = nullptr;  // mapped pinned memory the kernels poll
   int* abort_device_ = nullptr;
   std::vector<void*> peers_;     // [world_size] every rank's allocation (this rank's too)

@@ -12,13 +12,13 @@
 namespace kestrel::kernels {
 
 constexpr int kPeerMaxRanks = 8;
+// The one-shot and two-shot kernels' grids by default.
 constexpr int kPeerBlocks = 32;
-// The most blocks the two-shot kernel's flags have room for (its grid is agreed per group).
+// The most blocks their flags have room for (each grid is agreed per group).
 constexpr int kPeerMaxBlocks = 128;
-static_assert(kPeerMaxRanks * kPeerMaxBlocks * 4 <= 4096);
-// The flags at the start of each rank's allocation: [kPeerMaxRanks][kPeerBlocks] u32.
+// The flags at the start of each rank's allocation: [kPeerMaxRanks][kPeerMaxBlocks] u32.
 constexpr size_t kPeerFlagsBytes = 4096;
-static_assert(kPeerMaxRanks * kPeerBlocks * 4 <= kPeerFlagsBytes);
+static_assert(kPeerMaxRanks * kPeerMaxBlocks * 4 <= kPeerFlagsBytes);
 // The low-latency path: tensors of at most kPeerLlBytes, one 4-byte piece per thread of
 // kPeerLlBlocks blocks. Its region, after the two data buffers, holds per call parity and
 // source rank one 8-byte word (piece, call number) per piece: [2][kPeerMaxRanks][pieces].
@@ -41,7 +41,9 @@ struct PeerAllReduceArgs {
   void* residual;              // null, or vecs vectors that the sum is added into
   int64_t vecs;                // its size in 16-byte vectors
   size_t capacity;             // bytes of one data buffer
-  uint32_t* counter;           // [kPeerBlocks] this rank's call numbers, zeroed at start
+  uint32_t* counter;           // [kPeerMaxBlocks] this rank's call numbers, zeroed at start
+  int blocks;                  // the one-shot kernel's grid: 1..kPeerMaxBlocks, fixed per group
+  bool unroll;                 // two ranks: a thread loads 4 vectors before it stores
   uint32_t* ll_counter;        // [kPeerLlBlocks] the same for the low-latency kernel
   size_t ll_offset;            // bytes from an allocation's start to its low-latency region
   uint32_t* ts_counter;        // [kPeerMaxBlocks] the same for the two-shot kernel
