@@ -715,8 +715,8 @@ int run(const std::string& section) {
     return 0;
   }
   if (section == "wgmma-8b") {
-    // Qwen3-8B's layer products as one rank holds them at TP = 4 and 2 (docs/parallel.md).
-    std::printf("\n-- Qwen3-8B decode-step GEMMs at TP=4 and TP=2: cuBLASLt vs ours --\n");
+    // Qwen3-8B's layer products as one rank holds them at TP = 4, 2 and 1 (docs/parallel.md).
+    std::printf("\n-- Qwen3-8B decode-step GEMMs at TP=4, 2 and 1: cuBLASLt vs ours --\n");
     bench_wgmma_gemms(be, c,
                       {{"tp4 qkv   K=4096 N=1536", 4096, 1536},
                        {"tp4 o     K=1024 N=4096", 1024, 4096},
@@ -724,7 +724,10 @@ int run(const std::string& section) {
                        {"tp4 down  K=3072 N=4096", 3072, 4096},
                        {"tp2 qkv   K=4096 N=3072", 4096, 3072},
                        {"tp2 o     K=2048 N=4096", 2048, 4096},
-                       {"tp2 down  K=6144 N=4096", 6144, 4096}},
+                       {"tp2 down  K=6144 N=4096", 6144, 4096},
+                       {"tp1 qkv   K=4096 N=6144", 4096, 6144},
+                       {"tp1 o     K=4096 N=4096", 4096, 4096},
+                       {"tp1 down  K=12288 N=4096", 12288, 4096}},
                       {64, 128, 256});
     return 0;
   }

@@ -123,7 +123,8 @@ TEST(WgmmaGemm, PlanSplitsKToFillTheGpu) {
 }
 
 // The 64-row plan: the smallest token tile that holds T, K split in two or four while the
-// CTAs stay within half the SMs (66 of 132), only where the split divides the K steps.
+// CTAs stay within half the SMs (66 of 132), or at T <= 32 a whole wave where the K slices
+// stay within 1,536-6,144, only where the split divides the K steps.
 TEST(WgmmaGemm, DeepPlanKeepsToHalfTheSms) {
   auto plan = [](int64_t t, int64_t n, int64_t k) {
     const kernels::WgmmaGemmPlan p = kernels::wgmma_gemm_deep_plan(t, n, k, 132);
@@ -137,14 +138,29 @@ TEST(WgmmaGemm, DeepPlanKeepsToHalfTheSms) {
   EXPECT_EQ(plan(100, 1024, 2048), std::make_pair(128, 4));
   EXPECT_EQ(plan(8, 64, 64 * 3), std::make_pair(32, 1));    // 3 K steps: no split divides
   EXPECT_EQ(plan(8, 64, 64 * 2), std::make_pair(32, 1));    // a split keeps >= 2 steps
+  // At T <= 32, K slices of 1,536-6,144 split on up to a whole wave (132 CTAs).
+  EXPECT_EQ(plan(16, 3072, 4096), std::make_pair(32, 2));   // 48 tiles: 96 CTAs
+  EXPECT_EQ(plan(32, 4096, 6144), std::make_pair(32, 2));   // 64 tiles: 128 CTAs
+  EXPECT_EQ(plan(16, 4096, 2048), std::make_pair(32, 1));   // slices of 1,024: too short
+  EXPECT_EQ(plan(16, 4096, 12288), std::make_pair(32, 2));  // slices of 6,144
+  EXPECT_EQ(plan(16, 4096, 16384), std::make_pair(32, 1));  // of 8,192: not measured
+  EXPECT_EQ(plan(48, 3072, 4096), std::make_pair(64, 1));   // 33-64 rows: half the SMs
+  EXPECT_EQ(plan(16, 1536, 4096), std::make_pair(32, 2));   // four ways: slices of 1,024
   // Preferred: at most 64 rows, within half the SMs, at most 256 KiB of K slice a CTA.
   EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(16, 4096, 1024, 132));
   EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(64, 1024, 3072, 132));
   EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(16, 6144, 1024, 132));  // 96 tiles
   EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(65, 1024, 2048, 132));
-  EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(16, 4096, 4096, 132));  // 768 KB a CTA
   EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(16, 4096, 2048, 132));  // 384 KB a CTA
   EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(64, 4096, 1024, 132));   // 256 KiB
+  // Or split on up to a whole wave.
+  EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(16, 3072, 4096, 132));
+  EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(32, 4096, 6144, 132));
+  EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(16, 4096, 4096, 132));
+  EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(16, 1536, 4096, 132));
+  EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(16, 4096, 12288, 132));
+  EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(16, 4096, 16384, 132));
+  EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(48, 3072, 4096, 132));
 }
 
 TEST(WgmmaGemm, SupportedShapes) {

@@ -314,12 +314,32 @@ WgmmaGemmPlan wgmma_gemm_plan(int64_t t, int64_t n, int64_t k, int num_sms) {
   return p;
 }
 
+namespace {
+
+// Session 25's sweep (H200, Qwen3-8B's products at T = 16 and 32): with K slices of
+// 1,536-6,144 a CTA, a split that fills up to a whole wave of SMs beat both the half-wave
+// plan and cuBLASLt (TP=2 qkv 9.5 us against 12.1 unsplit and 10.4-11.3 on cuBLASLt; TP=2
+// down 14.7 / 17.7 / 16.6-17.0; TP=4 down 9.5 / 10.5 / 10.2-10.7; TP=1 o_proj 10.9 / - /
+// 12.1-12.8; TP=1 down 26.4 / 32.2 / 27.6-28.5), where shorter slices at a whole wave lost
+// (TP=2 o_proj, 1,024: 8.1-8.3 against cuBLASLt's 6.8-6.9; Qwen3-0.6B's qkv, 512: 5.5
+// against 4.0 unsplit). Longer slices were not measured.
+constexpr int64_t kWaveSliceMin = 1536, kWaveSliceMax = 6144;
+
+bool wave_split_fits(int64_t t, int64_t tiles, int64_t k, int split, int num_sms) {
+  const int64_t slice = k / split;
+  return t <= 32 && split >= 2 && tiles * split <= num_sms && slice >= kWaveSliceMin &&
+         slice <= kWaveSliceMax;
+}
+
+}  // namespace
+
 WgmmaGemmPlan wgmma_gemm_deep_plan(int64_t t, int64_t n, int64_t k, int num_sms) {
   // The smallest token tile that holds t (up to 128), and K split in two, then four, while
   // the CTAs stay within half the SMs: session 24's sweep (H200, Qwen3-0.6B's products) had
   // the fastest plan at T <= 64 use 64-66 CTAs, each with its whole K slice in flight, and
   // splits of 8 or CTAs past one per two SMs slower (qkv at T = 16: 4.16 us on 64 CTAs, 5.60
-  // split in two on 128; o_proj: 4.03 split in four on 64, 7.83 in eight).
+  // split in two on 128; o_proj: 4.03 split in four on 64, 7.83 in eight). At T <= 32, K
+  // slices of 1,536-6,144 split on up to a whole wave (wave_split_fits).
   WgmmaGemmPlan p;
   p.rows = 64;
   p.tile_tokens = t <= 32 ? 32 : t <= 64 ? 64 : 128;
@@ -327,7 +347,8 @@ WgmmaGemmPlan wgmma_gemm_deep_plan(int64_t t, int64_t n, int64_t k, int num_sms)
   const int64_t steps = k / kStepK;
   p.split = 1;
   while (p.split < 4 && steps % (2 * p.split) == 0 && steps / (2 * p.split) >= 2 &&
-         tiles * 2 * p.split <= num_sms / 2) {
+         (tiles * 2 * p.split <= num_sms / 2 ||
+          wave_split_fits(t, tiles, k, 2 * p.split, num_sms))) {
     p.split *= 2;
   }
   return p;
@@ -335,14 +356,15 @@ WgmmaGemmPlan wgmma_gemm_deep_plan(int64_t t, int64_t n, int64_t k, int num_sms)
 
 bool wgmma_gemm_deep_preferred(int64_t t, int64_t n, int64_t k, int num_sms) {
   // The K slice a CTA streams (w's and x's rows): at most the largest that session 24's
-  // sweep measured at par or ahead of cuBLASLt (qkv at T = 64: 256 KiB, a ring and a third).
-  // Longer slices (Qwen3-8B's products at TP = 1 and 2) have not been measured.
+  // sweep measured at par or ahead of cuBLASLt (qkv at T = 64: 256 KiB, a ring and a third);
+  // or a plan split on up to a whole wave (wave_split_fits).
   constexpr int64_t kMaxSliceBytes = int64_t{256} << 10;
   if (t > 64) return false;
   const WgmmaGemmPlan p = wgmma_gemm_deep_plan(t, n, k, num_sms);
   const int64_t tiles = (n / p.rows) * ((t + p.tile_tokens - 1) / p.tile_tokens);
   const int64_t slice_bytes = k / p.split * 2 * (p.rows + p.tile_tokens);
-  return tiles * p.split <= num_sms / 2 && slice_bytes <= kMaxSliceBytes;
+  return (tiles * p.split <= num_sms / 2 && slice_bytes <= kMaxSliceBytes) ||
+         wave_split_fits(t, tiles, k, p.split, num_sms);
 }
 
 int wgmma_gemm_resident_ctas(int tile_tokens, int split, int rows) {
