@@ -10,6 +10,21 @@ ApiError::ApiError(int status, std::string message, std::string param, std::stri
       type_(std::move(type)),
       code_(std::move(code)) {}
 
+ApiError with_field_names(const ApiError& e, FieldNames in_text, FieldNames whole) {
+  std::string message = e.what(), param = e.param();
+  for (std::string* s : {&message, &param}) {
+    for (const auto& [from, to] : in_text) {
+      for (size_t pos = 0; (pos = s->find(from, pos)) != std::string::npos; pos += to.size()) {
+        s->replace(pos, from.size(), to);
+      }
+    }
+  }
+  for (const auto& [from, to] : whole) {
+    if (param == from) param = std::string(to);
+  }
+  return ApiError(e.status(), message, param, e.type(), e.code());
+}
+
 nlohmann::json ApiError::body() const { return error_body(what(), type_, param_, code_); }
 
 nlohmann::json error_body(const std::string& message, const std::string& type,

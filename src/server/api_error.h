@@ -4,8 +4,11 @@
 // A handler throws ApiError; the server turns it into that body with its HTTP status.
 #pragma once
 
+#include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "core/error.h"
 
@@ -39,6 +42,12 @@ template <typename... Args>
                                     Args&&... args) {
   throw ApiError(400, fmt::format(format, std::forward<Args>(args)...), param);
 }
+
+// The chat parser's error `e` as another endpoint (the Responses and Messages APIs, which
+// are read as chat requests) names its fields: each `from` in the message and the param
+// replaced by its `to`, in order, then a param equal to a `whole` key replaced by its value.
+using FieldNames = std::initializer_list<std::pair<std::string_view, std::string_view>>;
+ApiError with_field_names(const ApiError& e, FieldNames in_text, FieldNames whole = {});
 
 // The {"error": {...}} body for a status without an ApiError (404 route, 413, ...).
 nlohmann::json error_body(const std::string& message, const std::string& type,

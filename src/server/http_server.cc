@@ -16,6 +16,8 @@
 #include "server/background_responses.h"
 #include "server/connection_gate.h"
 #include "server/connections.h"
+#include "server/messages_format.h"
+#include "server/messages_handler.h"
 #include "server/server_state.h"
 #include "kestrel/version.h"
 #include "server/reasoning.h"
@@ -36,7 +38,17 @@ constexpr size_t kKeepAliveMaxCount = 1000;
 // notice it and write their last bytes.
 constexpr auto kAbortGrace = std::chrono::seconds(6);
 
-void send_error(httplib::Response& res, int status, const json& body) {
+// An error's body: OpenAI's shape, or Anthropic's on the Messages API's paths.
+void send_error(const httplib::Request& req, httplib::Response& res, int status, const json& body) {
+  if (is_messages_path(req.path)) {
+    std::string message = "error";
+    if (body.contains("error") && body["error"].is_object()) message = body["error"].value("message", message);
+    res.status = status;
+    res.set_content(anthropic_error_body(status, message).dump(-1, ' ', false,
+                                                               json::error_handler_t::replace),
+                    "application/json");
+    return;
+  }
   res.status = status;
   res.set_content(body.dump(-1, ' ', false, json::error_handler_t::replace), "application/json");
 }
@@ -45,7 +57,8 @@ void send_error(httplib::Response& res, int status, const json& body) {
 // is a 405, not a 404.
 const char* allowed_methods(const std::string& path) {
   if (path == "/v1/completions" || path == "/v1/chat/completions" || path == "/v1/responses" ||
-      path == "/tokenize" || path == "/detokenize") {
+      path == "/v1/messages" || path == "/v1/messages/count_tokens" || path == "/tokenize" ||
+      path == "/detokenize") {
     return "POST";
   }
   if (path == "/health" || path == "/metrics" || path == "/version" || path == "/v1/models" ||
@@ -85,12 +98,12 @@ httplib::Server::Handler guarded(F f) {
     try {
       f(req, res);
     } catch (const ApiError& e) {
-      send_error(res, e.status(), e.body());
+      send_error(req, res, e.status(), e.body());
     } catch (const Error& e) {
-      send_error(res, 400, error_body(e.what(), "invalid_request_error"));
+      send_error(req, res, 400, error_body(e.what(), "invalid_request_error"));
     } catch (const std::exception& e) {
       KS_LOG_ERROR("{} {}: {}", req.method, req.path, e.what());
-      send_error(res, 500, error_body(e.what(), "server_error"));
+      send_error(req, res, 500, error_body(e.what(), "server_error"));
     }
   };
 }
@@ -106,7 +119,7 @@ httplib::Server::HandlerWithContentReader capped_body(size_t max,
                                              httplib::Response& res,
                                              const httplib::ContentReader& read) {
     if (req.is_multipart_form_data()) {  // httplib reads those only part by part
-      send_error(res, 415,
+      send_error(req, res, 415,
                  error_body("multipart/form-data request bodies are not accepted; send JSON "
                             "with 'Content-Type: application/json'.",
                             "invalid_request_error"));
@@ -132,7 +145,7 @@ httplib::Server::HandlerWithContentReader capped_body(size_t max,
       if (over) {
         res.status = 413;  // worded by the error handler
       } else {
-        send_error(res, 400,
+        send_error(req, res, 400,
                    error_body("The request body could not be read: it ended before its "
                               "Content-Length, or its chunked or compressed encoding is "
                               "malformed.",
@@ -141,7 +154,7 @@ httplib::Server::HandlerWithContentReader capped_body(size_t max,
       return;
     }
     if (body.empty()) {
-      send_error(res, 400,
+      send_error(req, res, 400,
                  error_body("The request body is empty; send a JSON object with "
                             "'Content-Type: application/json'.",
                             "invalid_request_error"));
@@ -222,7 +235,7 @@ void HttpServer::Impl::install_routes() {
   http.set_pre_routing_handler([&s](const httplib::Request& req, httplib::Response& res) {
     if (std::optional<ApiError> framing = framing_error(req)) {
       res.set_header("Connection", "close");  // its body cannot be told from a next request
-      send_error(res, framing->status(), framing->body());
+      send_error(req, res, framing->status(), framing->body());
       return httplib::Server::HandlerResponse::Handled;
     }
     if (body_left_unread(req)) res.set_header("Connection", "close");
@@ -247,16 +260,19 @@ void HttpServer::Impl::install_routes() {
     // vLLM's: a client's request id comes back on the response, whatever it is (refusals too).
     if (req.has_header("x-request-id")) res.set_header("x-request-id", req.get_header_value("x-request-id"));
     const bool api = req.path.rfind("/v1/", 0) == 0;
+    // Anthropic's clients send the key as x-api-key.
     if (api && !s.config.api_key.empty() &&
-        req.get_header_value("Authorization") != "Bearer " + s.config.api_key) {
-      send_error(res, 401,
+        req.get_header_value("Authorization") != "Bearer " + s.config.api_key &&
+        req.get_header_value("x-api-key") != s.config.api_key) {
+      if (declares_body(req)) res.set_header("Connection", "close");  // its body is unread
+      send_error(req, res, 401,
                  error_body("Incorrect API key provided.", "invalid_request_error", "",
                             "invalid_api_key"));
       return httplib::Server::HandlerResponse::Handled;
     }
     if (s.draining && req.path != "/metrics") {
       res.set_header("Connection", "close");
-      send_error(res, 503, error_body("The server is shutting down.", "server_error"));
+      send_error(req, res, 503, error_body("The server is shutting down.", "server_error"));
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
@@ -299,12 +315,12 @@ void HttpServer::Impl::install_routes() {
       default:
         message = fmt::format("HTTP error {}", res.status);
     }
-    send_error(res, res.status,
+    send_error(req, res, res.status,
                error_body(message, res.status >= 500 ? "server_error" : "invalid_request_error"));
   });
   http.set_exception_handler(
-      [](const httplib::Request&, httplib::Response& res, std::exception_ptr) {
-        send_error(res, 500, error_body("internal server error", "server_error"));
+      [](const httplib::Request& req, httplib::Response& res, std::exception_ptr) {
+        send_error(req, res, 500, error_body("internal server error", "server_error"));
       });
 
   http.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.status = 200; });
@@ -362,6 +378,16 @@ void HttpServer::Impl::install_routes() {
             capped_body(max_body, guarded([&s](const httplib::Request& req,
                                                httplib::Response& res) {
               handle_responses(s, req, res);
+            })));
+  http.Post("/v1/messages",
+            capped_body(max_body, guarded([&s](const httplib::Request& req,
+                                               httplib::Response& res) {
+              handle_messages(s, req, res);
+            })));
+  http.Post("/v1/messages/count_tokens",
+            capped_body(max_body, guarded([&s](const httplib::Request& req,
+                                               httplib::Response& res) {
+              handle_count_tokens(s, req, res);
             })));
   http.Get(R"(/v1/responses/([^/]+))",
            guarded([&s](const httplib::Request& req, httplib::Response& res) {

@@ -61,10 +61,13 @@ std::optional<ApiError> framing_error(const httplib::Request& req) {
   return std::nullopt;
 }
 
-bool body_left_unread(const httplib::Request& req) {
-  if (body_is_read(req.method)) return false;
+bool declares_body(const httplib::Request& req) {
   return req.has_header("Transfer-Encoding") ||
          (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+}
+
+bool body_left_unread(const httplib::Request& req) {
+  return !body_is_read(req.method) && declares_body(req);
 }
 
 }  // namespace kestrel::server

@@ -29,4 +29,9 @@ std::optional<ApiError> framing_error(const httplib::Request& req);
 // read as a next request.
 bool body_left_unread(const httplib::Request& req);
 
+// True when the request declares a body. httplib reads even a POST's body only once routing
+// passes the request on, so a request the pre-routing hook answers (a 401) leaves its body
+// unread: the connection must close after the answer.
+bool declares_body(const httplib::Request& req);
+
 }  // namespace kestrel::server

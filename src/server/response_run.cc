@@ -17,16 +17,9 @@ ResponseRun::ResponseRun(ServerState& state, ResponsesRequest request, std::stri
       items_(std::move(items)),
       builder_(id, unix_seconds(), state.ctx.served_model_name, request.settings,
                [&state](const char* prefix) { return state.new_request_id(prefix); }),
-      parallel_tool_calls_(request.generate.parallel_tool_calls),
-      gen_(*state.loop, std::move(id), std::move(request.generate), arrival) {
-  if (gen_.request().logprobs) {
-    builder_.list_logprobs();
-    meta_.tokenizer = state.ctx.tokenizer;
-  }
-  if (!state.config.reasoning_parser.empty()) reasoning_.emplace();
-  if (gen_.request().tools && !state.config.tool_call_parser.empty()) {
-    tool_parser_ = make_tool_call_parser(state.config.tool_call_parser);
-  }
+      gen_(*state.loop, std::move(id), std::move(request.generate), arrival),
+      pieces_(state, gen_.request()) {
+  if (gen_.request().logprobs) builder_.list_logprobs();
 }
 
 Events ResponseRun::poll(std::chrono::milliseconds timeout) {
@@ -38,11 +31,13 @@ Events ResponseRun::poll(std::chrono::milliseconds timeout) {
       if (store_ && background_) state_.responses->put(builder_.response(), std::move(items_));
       continue;
     }
-    if (gen_.request().logprobs) {
-      const nlohmann::json entries = token_logprob_entries(meta_, d.logprobs);
-      for (const auto& e : entries) pending_logprobs_.push_back(ojson(e));
+    for (OutputPiece& p : pieces_.take(d)) {
+      switch (p.kind) {
+        case OutputPiece::Kind::kReasoning: append(out, builder_.add_reasoning(p.text)); break;
+        case OutputPiece::Kind::kText: append(out, builder_.add_text(p.text, std::move(p.logprobs))); break;
+        case OutputPiece::Kind::kToolCall: append(out, builder_.add_function_call(p.call)); break;
+      }
     }
-    take(d.text, last, out);
     if (!last) continue;
     append(out, builder_.finish(d.finish_reason, usage()));
     // Kept before the client sees the end, so that a request continuing from it finds it.
@@ -73,49 +68,12 @@ void ResponseRun::append(Events& out, Events more) {
   for (ojson& e : more) out.push_back(std::move(e));
 }
 
-void ResponseRun::take(const std::string& text, bool last, Events& out) {
-  ReasoningPiece piece{std::string(), text};
-  if (reasoning_) {
-    piece = reasoning_->take(text, last);
-    reasoning_text_ += piece.reasoning;
-    append(out, builder_.add_reasoning(piece.reasoning));
-  }
-  if (!tool_parser_) {
-    add_text(piece.content, !piece.reasoning.empty(), out);
-    return;
-  }
-  ToolCallPiece calls = tool_parser_->take(piece.content, last);
-  add_text(calls.content, !piece.reasoning.empty() || !calls.calls.empty(), out);
-  for (const ToolCall& call : calls.calls) {
-    // parallel_tool_calls false keeps the first call only, as on the chat path.
-    if (parallel_tool_calls_ || calls_seen_ == 0) append(out, builder_.add_function_call(call));
-    ++calls_seen_;
-  }
-}
-
-// Tokens the parsers took as thinking or calls (a delta with no answer text besides them)
-// are not the answer's: their logprobs are dropped. (Where a delta's tokens were split
-// between thinking and answer, all of them go with the answer's text.)
-void ResponseRun::add_text(const std::string& text, bool split_off, Events& out) {
-  if (text.empty()) {
-    if (split_off) pending_logprobs_ = ojson::array();
-    return;
-  }
-  append(out, builder_.add_text(text, std::move(pending_logprobs_)));
-  pending_logprobs_ = ojson::array();
-}
-
 ResponseUsage ResponseRun::usage() const {
   ResponseUsage u;
   u.input_tokens = gen_.prompt_tokens();
   u.output_tokens = gen_.completion_tokens();
   u.cached_tokens = gen_.cached_tokens();
-  // The engine does not tell which tokens were thinking: the thinking's text, tokenized
-  // again (a model's own text gives back its tokens, but for the tags).
-  if (!reasoning_text_.empty() && state_.ctx.tokenizer != nullptr) {
-    const int n = static_cast<int>(state_.ctx.tokenizer->encode(reasoning_text_, false).size());
-    u.reasoning_tokens = std::min(n, u.output_tokens);
-  }
+  u.reasoning_tokens = pieces_.reasoning_tokens(u.output_tokens);
   return u;
 }
 

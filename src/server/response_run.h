@@ -14,12 +14,10 @@
 
 #include "server/answer_body.h"
 #include "server/generation.h"
-#include "server/openai_format.h"
-#include "server/reasoning.h"
+#include "server/output_pieces.h"
 #include "server/responses_format.h"
 #include "server/responses_request.h"
 #include "server/server_state.h"
-#include "server/tool_calls.h"
 
 namespace kestrel::server {
 
@@ -53,24 +51,14 @@ class ResponseRun {
 
  private:
   static void append(Events& out, Events more);
-  // As generate_handler.cc splits a chat choice: thinking first, then calls out of the rest.
-  void take(const std::string& text, bool last, Events& out);
-  // The answer's text, with the logprobs of the tokens that came since the last text.
-  void add_text(const std::string& text, bool split_off, Events& out);
   ResponseUsage usage() const;
 
   ServerState& state_;
   const bool store_, background_;
   nlohmann::ordered_json items_;
   ResponseBuilder builder_;
-  const bool parallel_tool_calls_;
   Generation gen_;
-  std::optional<ReasoningSplitter> reasoning_;
-  std::unique_ptr<ToolCallParser> tool_parser_;
-  std::string reasoning_text_;
-  int calls_seen_ = 0;
-  ResponseMeta meta_;  // its tokenizer, for the logprob entries' token strings
-  nlohmann::ordered_json pending_logprobs_ = nlohmann::ordered_json::array();  // not yet given with text
+  OutputPieces pieces_;
 };
 
 }  // namespace kestrel::server

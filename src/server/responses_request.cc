@@ -134,23 +134,13 @@ ojson chat_response_format(const ojson& text) {
 double shortest(float x) { return std::stod(fmt::format("{}", x)); }
 
 // The chat parser's field names, as the Responses request calls them.
-void rename_field(std::string& s, const std::string& chat, const std::string& responses) {
-  for (size_t pos = 0; (pos = s.find(chat, pos)) != std::string::npos; pos += responses.size()) {
-    s.replace(pos, chat.size(), responses);
-  }
-}
-
 ApiError renamed(const ApiError& e) {
-  std::string message = e.what(), param = e.param();
-  for (std::string* s : {&message, &param}) {
-    rename_field(*s, "response_format.json_schema.", "text.format.");
-    rename_field(*s, "response_format", "text.format");
-    rename_field(*s, "max_completion_tokens", "max_output_tokens");
-    rename_field(*s, "'messages'", "'input'");
-  }
-  if (param == "messages") param = "input";
-  if (param == "max_tokens") param = "max_output_tokens";
-  return ApiError(e.status(), message, param, e.type(), e.code());
+  return with_field_names(e,
+                          {{"response_format.json_schema.", "text.format."},
+                           {"response_format", "text.format"},
+                           {"max_completion_tokens", "max_output_tokens"},
+                           {"'messages'", "'input'"}},
+                          {{"messages", "input"}, {"max_tokens", "max_output_tokens"}});
 }
 
 }  // namespace

@@ -264,6 +264,18 @@ TEST(BadInput, EachClassGetsItsStatusAndAnOpenAIErrorWhileOthersRun) {
   EXPECT_EQ(refused->get_header_value("x-request-id"), "trace-401") << "a refusal keeps the id";
   const json e = expect_error(refused, 401, "", "", "wrong API key");
   EXPECT_EQ(e.value("code", json()), "invalid_api_key");
+  // A refused POST's body is never read: the connection closes after the 401, rather than
+  // reading the body as the next request (a keep-alive client's next call got a 400).
+  {
+    const std::string body = R"({"prompt": "hi", "max_tokens": 1})";
+    const std::string answer = raw_exchange(
+        port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer nope\r\n"
+              "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+              "\r\n\r\n" + body + "GET /health HTTP/1.1\r\nHost: x\r\n\r\n");
+    EXPECT_EQ(answer.rfind("HTTP/1.1 401", 0), 0u) << answer;
+    EXPECT_NE(answer.find("Connection: close"), std::string::npos) << answer;
+    EXPECT_EQ(answer.find("Malformed"), std::string::npos) << answer;
+  }
   auto health = client(port, false).Get("/health");
   ASSERT_TRUE(health);
   EXPECT_EQ(health->status, 200);
