@@ -205,7 +205,10 @@ void set_thinking(const ojson& thinking, ojson& chat) {
   if (auto budget = t.int32("budget_tokens"); budget && *budget < 1) {
     throw_bad_request("thinking", "'thinking.budget_tokens' must be >= 1, got {}", *budget);
   }
-  chat["chat_template_kwargs"] = {{"enable_thinking", type == "enabled"}};
+  if (!chat.contains("chat_template_kwargs") || !chat["chat_template_kwargs"].is_object()) {
+    chat["chat_template_kwargs"] = ojson::object();  // the chat parser checks a non-object
+  }
+  chat["chat_template_kwargs"]["enable_thinking"] = type == "enabled";
 }
 
 // The chat parser's field names, as the Messages request calls them.
@@ -221,12 +224,15 @@ ojson messages_to_chat_body(const ojson& body) {
   f.reject_unknown({"model", "messages", "max_tokens", "system", "stop_sequences", "stream",
                     "temperature", "top_p", "top_k", "tools", "tool_choice", "metadata",
                     "thinking", "service_tier", "container", "mcp_servers",
-                    "context_management"});
+                    "context_management",
+                    // vLLM's extensions, as on the chat endpoint
+                    "seed", "min_p", "repetition_penalty", "chat_template_kwargs"});
   for (const char* key : {"container", "mcp_servers", "context_management"}) {
     if (f.find(key)) not_supported(key, fmt::format("'{}'", key));
   }
   ojson chat = ojson::object();
-  for (const char* key : {"model", "temperature", "top_p", "top_k"}) {
+  for (const char* key : {"model", "temperature", "top_p", "top_k", "seed", "min_p",
+                          "repetition_penalty", "chat_template_kwargs"}) {
     if (const ojson* v = f.find(key)) chat[key] = *v;
   }
   const std::optional<int> max_tokens = f.int32("max_tokens");

@@ -83,6 +83,14 @@ TEST(MessagesRequest, ToolUseAndToolResultAreToolCallsAndToolMessages) {
   EXPECT_EQ(chat_of(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
       "tool_choice": {"type": "none"}})")["tool_choice"],
             "none");
+  // vLLM's extensions pass through; thinking joins the template's other arguments.
+  const ojson extended = chat_of(R"({"max_tokens": 5, "messages": [{"role": "user", "content": "x"}],
+      "seed": 7, "min_p": 0.1, "repetition_penalty": 1.1, "chat_template_kwargs": {"a": 1},
+      "thinking": {"type": "disabled"}})");
+  EXPECT_EQ(extended["seed"], 7);
+  EXPECT_EQ(extended["min_p"], 0.1);
+  EXPECT_EQ(extended["repetition_penalty"], 1.1);
+  EXPECT_EQ(extended["chat_template_kwargs"], ojson::parse(R"({"a": 1, "enable_thinking": false})"));
 }
 
 TEST(MessagesRequest, BadOrUnsupportedFieldsAreA400NamingThem) {
