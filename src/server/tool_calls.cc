@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "server/held_call_parser.h"
+#include "server/pythonic_calls.h"
 #include "server/tag_scan.h"
 
 namespace kestrel::server {
@@ -97,65 +99,27 @@ ToolCallPiece HermesParser::finish() {
   return out;
 }
 
-class Llama3JsonParser final : public ToolCallParser {
+class Llama3JsonParser final : public HeldCallParser {
  public:
-  ToolCallPiece feed(std::string_view text) override {
-    ToolCallPiece out;
-    if (state_ == State::kContent) {
-      out.content = std::string(text);
-      return out;
-    }
-    held_.append(text);
-    if (state_ == State::kUndecided) {
-      const size_t first = held_.find_first_not_of(" \t\r\n");
-      if (first == std::string::npos) return out;  // only blanks so far
-      const std::string_view start = std::string_view(held_).substr(first);
-      const bool tag = start.substr(0, std::min(start.size(), kPythonTag.size())) ==
-                       kPythonTag.substr(0, std::min(start.size(), kPythonTag.size()));
-      if (start[0] == '{' || tag) {
-        if (start[0] == '{' || start.size() >= kPythonTag.size()) state_ = State::kCall;
-        return out;  // a call, or maybe one: held to the end
-      }
-      state_ = State::kContent;
-      out.content = std::move(held_);
-      held_.clear();
-    }
-    return out;
-  }
+  Llama3JsonParser() : HeldCallParser('{', "<|python_tag|>") {}
 
-  ToolCallPiece finish() override {
-    ToolCallPiece out;
-    std::string_view text = held_;
-    const size_t first = text.find_first_not_of(" \t\r\n");
-    text.remove_prefix(first == std::string_view::npos ? text.size() : first);
-    if (text.substr(0, kPythonTag.size()) == kPythonTag) text.remove_prefix(kPythonTag.size());
-    // Objects one after another, separated by blanks and ";".
-    bool ok = state_ != State::kContent;
-    while (ok) {
+ private:
+  // Objects one after another, separated by blanks and ";".
+  std::optional<std::vector<ToolCall>> parse(std::string_view text) const override {
+    std::vector<ToolCall> calls;
+    for (;;) {
       const size_t at = text.find_first_not_of(" \t\r\n;");
       if (at == std::string_view::npos) break;
       text.remove_prefix(at);
       const size_t end = json_object_end(text);
       std::optional<ToolCall> call;
       if (end != 0) call = parse_call(std::string(text.substr(0, end)));
-      if (!call) {
-        ok = false;
-        break;
-      }
-      out.calls.push_back(std::move(*call));
+      if (!call) return std::nullopt;
+      calls.push_back(std::move(*call));
       text.remove_prefix(end);
     }
-    if (!ok || out.calls.empty()) {
-      out.calls.clear();
-      out.content = std::move(held_);
-    }
-    held_.clear();
-    return out;
+    return calls;
   }
-
- private:
-  static constexpr std::string_view kPythonTag = "<|python_tag|>";
-  enum class State { kUndecided, kCall, kContent };
 
   // Length of the JSON object `text` starts with (matching braces outside strings), or 0.
   static size_t json_object_end(std::string_view text) {
@@ -178,9 +142,6 @@ class Llama3JsonParser final : public ToolCallParser {
     }
     return 0;
   }
-
-  State state_ = State::kUndecided;
-  std::string held_;
 };
 
 }  // namespace
@@ -197,17 +158,19 @@ ToolCallPiece ToolCallParser::take(std::string_view text, bool last) {
 
 std::unique_ptr<ToolCallParser> make_tool_call_parser(const std::string& name) {
   if (name == "llama3_json") return std::make_unique<Llama3JsonParser>();
+  if (name == "pythonic") return make_pythonic_parser();
   return std::make_unique<HermesParser>();
 }
 
-structured::ToolCallMarkup tool_call_markup(const std::string& name) {
-  if (name == "llama3_json") return {"", "", "; ", "parameters"};
+std::optional<structured::ToolCallMarkup> tool_call_markup(const std::string& name) {
+  if (name == "pythonic") return std::nullopt;
+  if (name == "llama3_json") return structured::ToolCallMarkup{"", "", "; ", "parameters"};
   // Calls back to back: a separator would be left over as the message's content.
-  return {"<tool_call>\n", "\n</tool_call>", "", "arguments"};
+  return structured::ToolCallMarkup{"<tool_call>\n", "\n</tool_call>", "", "arguments"};
 }
 
 bool known_tool_call_parser(const std::string& name) {
-  return name == "hermes" || name == "llama3_json";
+  return name == "hermes" || name == "llama3_json" || name == "pythonic";
 }
 
 }  // namespace kestrel::server

@@ -9,6 +9,7 @@
 //   with text around the calls kept as content. A call whose body is not a JSON object with
 //   a string "name" stays in the content, markup and all, as vLLM does; so does a
 //   <tool_call> that never closes.
+// - pythonic (Llama 3.2, Llama 4): a Python list of calls, pythonic_calls.h.
 // - llama3_json (Llama 3.1/3.2/3.3): an answer that is a tool call starts with the JSON
 //   object (after an optional <|python_tag|>, which decoding usually drops as a special
 //   token): {"name": "get_weather", "parameters": {"city": "Paris"}}, several separated by
@@ -17,6 +18,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,9 +53,10 @@ class ToolCallParser {
 std::unique_ptr<ToolCallParser> make_tool_call_parser(const std::string& name);
 
 // How parser `name` marks up calls, for tool_choice "required" and named functions, whose
-// output is constrained to calls in that markup (structured::StructuredOutputSpec).
+// output is constrained to calls in that markup (structured::StructuredOutputSpec); nullopt
+// for pythonic, whose Python arguments the constraints do not express.
 // REQUIRES: known_tool_call_parser(name).
-structured::ToolCallMarkup tool_call_markup(const std::string& name);
+std::optional<structured::ToolCallMarkup> tool_call_markup(const std::string& name);
 
 // The names --tool-call-parser takes.
 bool known_tool_call_parser(const std::string& name);

@@ -60,9 +60,16 @@ void force_tool_calls(const ojson& tool_choice, const ojson* tools, const Servin
                       "tool_choice {} and a structured output (response_format or guided_*) "
                       "both constrain the output: give one", what);
   }
+  const std::optional<structured::ToolCallMarkup> markup = tool_call_markup(ctx.tool_call_parser);
+  if (!markup) {
+    throw_bad_request("tool_choice",
+                      "tool_choice {} is not supported with --tool-call-parser {}: its calls' "
+                      "Python arguments cannot be constrained; use 'auto'",
+                      what, ctx.tool_call_parser);
+  }
   structured::StructuredOutputSpec spec;
   spec.kind = structured::StructuredOutputSpec::Kind::kToolCalls;
-  spec.markup = tool_call_markup(ctx.tool_call_parser);
+  spec.markup = *markup;
   spec.tools = ojson::array();
   for (size_t i = 0; i < tools->size(); ++i) {
     const std::string name = checked_tool_name((*tools)[i], i);

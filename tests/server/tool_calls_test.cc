@@ -95,6 +95,35 @@ TEST(ToolCallParser, Llama3JsonWholeSplitAnywhereAndByteByByte) {
   expect_cases(cases, "llama3_json");
 }
 
+// Llama 3.2's and 4's Python calls: the answer is a list of calls with keyword arguments
+// (between <|python_start|> and <|python_end|> optionally), their Python literals as JSON;
+// anything that is not wholly such a list is content.
+TEST(ToolCallParser, PythonicWholeSplitAnywhereAndByteByByte) {
+  const std::vector<Case> cases = {
+      {"[get_weather(city=\"Paris\", unit='celsius')]",
+       "",
+       {{"get_weather", R"({"city":"Paris","unit":"celsius"})"}}},
+      {" [a(x=1, y=-2.5e3, z=True, w=None, v=False), b()] ",
+       "",
+       {{"a", R"({"x":1,"y":-2500.0,"z":true,"w":null,"v":false})"}, {"b", "{}"}}},
+      {"[f(items=[1, (2, 3), {'k': \"v\", \"n\": [ ]}], s='it\\'s \\\"q\\\"\\n\\u00e9',),]",
+       "",
+       {{"f", R"({"items":[1,[2,3],{"k":"v","n":[]}],"s":"it's \"q\"\né"})"}}},
+      {"<|python_start|>[tools.search(q=\"x\")]<|python_end|>", "", {{"tools.search", R"({"q":"x"})"}}},
+      {"The weather is fine.", "The weather is fine.", {}},
+      {"[1, 2, 3]", "[1, 2, 3]", {}},
+      {"[]", "[]", {}},
+      {"[f(1)]", "[f(1)]", {}},
+      {"[f(x=1, x=2)]", "[f(x=1, x=2)]", {}},
+      {"[f(x=undefined)]", "[f(x=undefined)]", {}},
+      {"[f(x=1)] and more", "[f(x=1)] and more", {}},
+      {"[f(x='unclosed)]", "[f(x='unclosed)]", {}},
+      {"[f(x=0x10)]", "[f(x=0x10)]", {}},
+      {"<|python", "<|python", {}},
+  };
+  expect_cases(cases, "pythonic");
+}
+
 TEST(ToolCallParser, ACallComesOutWhenItCloses) {
   const std::unique_ptr<ToolCallParser> p = make_tool_call_parser("hermes");
   EXPECT_TRUE(p->feed("Sure. <tool_call>{\"name\": \"f\", ").calls.empty());
