@@ -43,9 +43,9 @@ Runner add_serve_command(CLI::App& app) {
   cmd->add_option("--tool-call-parser", o->server.tool_call_parser,
                   "chat requests with tools get the model's calls as message.tool_calls, "
                   "streamed too: hermes (<tool_call>{json}</tool_call>: Qwen2.5, Qwen3, Hermes) "
-                  "llama3_json (a JSON object answer: Llama 3.1-3.3) or pythonic (a Python "
-                  "list of calls: Llama 3.2, Llama 4)")
-      ->check(CLI::IsMember({"hermes", "llama3_json", "pythonic"}));
+                  "llama3_json (a JSON object answer: Llama 3.1-3.3), pythonic (a Python "
+                  "list of calls: Llama 3.2, Llama 4) or mistral ([TOOL_CALLS] and a JSON list)")
+      ->check(CLI::IsMember({"hermes", "llama3_json", "pythonic", "mistral"}));
   // vLLM needs this beside --tool-call-parser; here the parser alone turns it on.
   cmd->add_flag("--enable-auto-tool-choice", o->auto_tool_choice,
                 "accepted for vLLM compatibility (implied by --tool-call-parser)");

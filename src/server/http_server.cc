@@ -191,7 +191,7 @@ HttpServer::HttpServer(LLM& llm, ServerConfig config) : impl_(new Impl(llm)) {
   KS_CHECK(config.reasoning_parser.empty() || known_reasoning_parser(config.reasoning_parser),
            "unknown reasoning parser '{}' (known: qwen3)", config.reasoning_parser);
   KS_CHECK(config.tool_call_parser.empty() || known_tool_call_parser(config.tool_call_parser),
-           "unknown tool-call parser '{}' (known: hermes, llama3_json, pythonic)", config.tool_call_parser);
+           "unknown tool-call parser '{}' (known: hermes, llama3_json, pythonic, mistral)", config.tool_call_parser);
   KS_CHECK(config.shutdown_timeout_s >= 0, "shutdown_timeout must be >= 0, got {}",
            config.shutdown_timeout_s);
   if (config.served_model_name.empty())

@@ -49,7 +49,7 @@ struct ServerConfig {
   // "qwen3": chat responses carry the <think> part as reasoning_content (reasoning.h).
   // Empty: thinking stays in content, as vLLM without a parser.
   std::string reasoning_parser;
-  // "hermes", "llama3_json" or "pythonic": chat requests with `tools` get the model's tool-call markup
+  // "hermes", "llama3_json", "pythonic" or "mistral": chat requests with `tools` get the model's tool-call markup
   // as message.tool_calls (tool_calls.h). Empty: calls stay text, as vLLM without a parser.
   std::string tool_call_parser;
   // Responses API: how many responses are kept for previous_response_id and GET / DELETE

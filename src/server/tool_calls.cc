@@ -13,9 +13,8 @@ namespace {
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 
-std::optional<ToolCall> parse_call(const std::string& body) {
-  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(body, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return std::nullopt;
+std::optional<ToolCall> call_of(const nlohmann::ordered_json& j) {
+  if (!j.is_object()) return std::nullopt;
   auto name = j.find("name");
   if (name == j.end() || !name->is_string()) return std::nullopt;
   ToolCall call;
@@ -30,6 +29,12 @@ std::optional<ToolCall> parse_call(const std::string& body) {
     call.arguments = args->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   }
   return call;
+}
+
+std::optional<ToolCall> parse_call(const std::string& body) {
+  const nlohmann::ordered_json j = nlohmann::ordered_json::parse(body, nullptr, false);
+  if (j.is_discarded()) return std::nullopt;
+  return call_of(j);
 }
 
 class HermesParser final : public ToolCallParser {
@@ -144,6 +149,27 @@ class Llama3JsonParser final : public HeldCallParser {
   }
 };
 
+// Mistral's (v0.3 tokenizers): [TOOL_CALLS] then a JSON list of {"name", "arguments"}
+// objects; the tag is a special token that decoding usually drops, so an answer that is
+// such a list counts as calls with or without it.
+class MistralParser final : public HeldCallParser {
+ public:
+  MistralParser() : HeldCallParser('[', "[TOOL_CALLS]") {}
+
+ private:
+  std::optional<std::vector<ToolCall>> parse(std::string_view text) const override {
+    const nlohmann::ordered_json list = nlohmann::ordered_json::parse(text, nullptr, false);
+    if (list.is_discarded() || !list.is_array()) return std::nullopt;
+    std::vector<ToolCall> calls;
+    for (const auto& item : list) {
+      std::optional<ToolCall> call = call_of(item);
+      if (!call) return std::nullopt;
+      calls.push_back(std::move(*call));
+    }
+    return calls;
+  }
+};
+
 }  // namespace
 
 ToolCallPiece ToolCallParser::take(std::string_view text, bool last) {
@@ -159,18 +185,22 @@ ToolCallPiece ToolCallParser::take(std::string_view text, bool last) {
 std::unique_ptr<ToolCallParser> make_tool_call_parser(const std::string& name) {
   if (name == "llama3_json") return std::make_unique<Llama3JsonParser>();
   if (name == "pythonic") return make_pythonic_parser();
+  if (name == "mistral") return std::make_unique<MistralParser>();
   return std::make_unique<HermesParser>();
 }
 
 std::optional<structured::ToolCallMarkup> tool_call_markup(const std::string& name) {
   if (name == "pythonic") return std::nullopt;
-  if (name == "llama3_json") return structured::ToolCallMarkup{"", "", "; ", "parameters"};
+  if (name == "llama3_json") return structured::ToolCallMarkup{"", "", "; ", "parameters", "", ""};
+  if (name == "mistral") {
+    return structured::ToolCallMarkup{"", "", ", ", "arguments", "[TOOL_CALLS][", "]"};
+  }
   // Calls back to back: a separator would be left over as the message's content.
-  return structured::ToolCallMarkup{"<tool_call>\n", "\n</tool_call>", "", "arguments"};
+  return structured::ToolCallMarkup{"<tool_call>\n", "\n</tool_call>", "", "arguments", "", ""};
 }
 
 bool known_tool_call_parser(const std::string& name) {
-  return name == "hermes" || name == "llama3_json" || name == "pythonic";
+  return name == "hermes" || name == "llama3_json" || name == "pythonic" || name == "mistral";
 }
 
 }  // namespace kestrel::server

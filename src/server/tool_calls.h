@@ -10,6 +10,9 @@
 //   a string "name" stays in the content, markup and all, as vLLM does; so does a
 //   <tool_call> that never closes.
 // - pythonic (Llama 3.2, Llama 4): a Python list of calls, pythonic_calls.h.
+// - mistral (Mistral models with v0.3 tokenizers): [TOOL_CALLS] then a JSON list of
+//   {"name", "arguments"} objects, held to the answer's end; the tag (a special token that
+//   decoding usually drops) is optional.
 // - llama3_json (Llama 3.1/3.2/3.3): an answer that is a tool call starts with the JSON
 //   object (after an optional <|python_tag|>, which decoding usually drops as a special
 //   token): {"name": "get_weather", "parameters": {"city": "Paris"}}, several separated by

@@ -23,7 +23,8 @@ std::string cache_key(const StructuredOutputSpec& spec) {
       break;
     case StructuredOutputSpec::Kind::kToolCalls:
       key += nlohmann::json({spec.markup.prefix, spec.markup.suffix, spec.markup.separator,
-                             spec.markup.args_key, spec.max_calls})
+                             spec.markup.args_key, spec.markup.list_prefix,
+                             spec.markup.list_suffix, spec.max_calls})
                  .dump() +
              spec.tools.dump();
       break;
@@ -79,10 +80,18 @@ RegexNode pattern_of(const StructuredOutputSpec& spec) {
     case StructuredOutputSpec::Kind::kToolCalls: {
       RegexNode one = tool_call_pattern(spec.markup, spec.tools);
       KS_CHECK(spec.max_calls >= 0, "max_calls must be >= 0, got {}", spec.max_calls);
-      if (spec.max_calls == 1) return one;
-      RegexNode more = repeat(concat({literal(spec.markup.separator), one}), 0,
-                              spec.max_calls == 0 ? -1 : spec.max_calls - 1);
-      return concat({std::move(one), std::move(more)});
+      std::vector<RegexNode> parts;
+      if (!spec.markup.list_prefix.empty()) parts.push_back(literal(spec.markup.list_prefix));
+      if (spec.max_calls != 1) {
+        RegexNode more = repeat(concat({literal(spec.markup.separator), one}), 0,
+                                spec.max_calls == 0 ? -1 : spec.max_calls - 1);
+        parts.push_back(std::move(one));
+        parts.push_back(std::move(more));
+      } else {
+        parts.push_back(std::move(one));
+      }
+      if (!spec.markup.list_suffix.empty()) parts.push_back(literal(spec.markup.list_suffix));
+      return parts.size() == 1 ? std::move(parts[0]) : concat(std::move(parts));
     }
   }
   throw_error("unknown structured output kind");

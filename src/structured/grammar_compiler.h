@@ -17,9 +17,13 @@ namespace kestrel::structured {
 
 // How a tool-call parser marks up one call (server/tool_calls.h): prefix, the JSON object
 // {"name": <tool>, <args_key>: <its arguments>}, suffix; several calls joined by separator.
+// How calls are written: each call's JSON object between `prefix` and `suffix`, calls
+// joined by `separator`, the whole list between `list_prefix` and `list_suffix` (Mistral's
+// "[TOOL_CALLS][" ... "]").
 struct ToolCallMarkup {
   std::string prefix, suffix, separator;
   std::string args_key = "arguments";
+  std::string list_prefix, list_suffix;
 };
 
 struct StructuredOutputSpec {

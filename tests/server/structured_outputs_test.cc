@@ -22,6 +22,15 @@ TEST(StructuredOutputs, ForcedToolCallsAreValidCalls) {
   EXPECT_NE(r.output.find("OK"), std::string::npos) << r.output;
 }
 
+// The same through Mistral's markup ("[TOOL_CALLS][" calls joined by ", " "]"), which the
+// constraint writes and the mistral parser reads back.
+TEST(StructuredOutputs, ForcedToolCallsAreValidCallsInMistralsMarkup) {
+  ServerProcess server({"--tool-call-parser", "mistral"});
+  const NodeResult r = run_node("tool_choice.mjs", server.port(), {{"TOOL_MARKUP", "mistral"}}, 300s);
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("OK"), std::string::npos) << r.output;
+}
+
 // Plain, structured and forced-tool-call requests, 200 at once, each equal to its answer
 // alone (tests/server/mixed_load.mjs).
 TEST(StructuredOutputs, MixedLoadEqualsRequestsAlone) {

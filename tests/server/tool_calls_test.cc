@@ -124,6 +124,26 @@ TEST(ToolCallParser, PythonicWholeSplitAnywhereAndByteByByte) {
   expect_cases(cases, "pythonic");
 }
 
+// Mistral's: [TOOL_CALLS] (optional: decoding usually drops the special token) then a JSON
+// list of calls; anything else is content.
+TEST(ToolCallParser, MistralWholeSplitAnywhereAndByteByByte) {
+  const std::vector<Case> cases = {
+      {"[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]",
+       "",
+       {{"get_weather", R"({"city":"Paris"})"}}},
+      {" [{\"name\": \"a\", \"arguments\": {\"s\": \"]\"}}, {\"name\": \"b\"}]",
+       "",
+       {{"a", R"({"s":"]"})"}, {"b", "{}"}}},
+      {"The weather is fine.", "The weather is fine.", {}},
+      {"[1, 2]", "[1, 2]", {}},
+      {"[]", "[]", {}},
+      {"[{\"name\": \"cut\", \"argu", "[{\"name\": \"cut\", \"argu", {}},
+      {"[TOOL_CALLS]not a list", "[TOOL_CALLS]not a list", {}},
+      {"[TOOL_CAL", "[TOOL_CAL", {}},
+  };
+  expect_cases(cases, "mistral");
+}
+
 TEST(ToolCallParser, ACallComesOutWhenItCloses) {
   const std::unique_ptr<ToolCallParser> p = make_tool_call_parser("hermes");
   EXPECT_TRUE(p->feed("Sure. <tool_call>{\"name\": \"f\", ").calls.empty());

@@ -1,5 +1,5 @@
 // tool_choice "required" and named functions through the official openai client, against a
-// server with --tool-call-parser hermes: every answer is tool calls (finish_reason
+// server with --tool-call-parser hermes (or mistral, with TOOL_MARKUP=mistral): every answer is tool calls (finish_reason
 // "tool_calls"), each to a listed tool, its arguments valid under that tool's parameters
 // schema (ajv, an independent validator); streamed calls equal the unstreamed ones;
 // parallel_tool_calls false gives one call (the grammar allows one; calls the model writes
@@ -126,8 +126,11 @@ for (const [i, r] of single.entries()) {
 // --- Two calls the model is made to write (guided_regex; tool_choice "auto" parses them):
 // both come back, or with parallel_tool_calls false only the first (vLLM's filter), streamed
 // and not.
-const twoCalls = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}\n</tool_call>' +
-  '<tool_call>\n{"name": "get_time", "arguments": {"zone": "JST"}}\n</tool_call>';
+const mistral = process.env.TOOL_MARKUP === "mistral";
+const weatherCall = '{"name": "get_weather", "arguments": {"city": "Paris", "unit": "celsius"}}';
+const timeCall = '{"name": "get_time", "arguments": {"zone": "JST"}}';
+const twoCalls = mistral ? `[TOOL_CALLS][${weatherCall}, ${timeCall}]`
+                         : `<tool_call>\n${weatherCall}\n</tool_call><tool_call>\n${timeCall}\n</tool_call>`;
 const escapeRegex = (text) => text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 const guided = { model: MODEL, messages, tools, tool_choice: "auto", temperature: 1, seed: 9, max_tokens: 200, guided_regex: escapeRegex(twoCalls) };
 for (const parallel of [true, false]) {
@@ -168,7 +171,8 @@ for (const seed of [1, 2, 3]) {
     }
   } else {
     checkEqual(choice.finish_reason, "length", `free-form ${seed}: finish_reason`);
-    check(/^<tool_call>\n\{ ?"name" ?: ?"/.test(choice.message.content ?? ""), `free-form ${seed}: the start of a call`,
+    const start = mistral ? /^\[TOOL_CALLS\]\[\{ ?"name" ?: ?"/ : /^<tool_call>\n\{ ?"name" ?: ?"/;
+    check(start.test(choice.message.content ?? ""), `free-form ${seed}: the start of a call`,
           choice.message.content);
   }
 }

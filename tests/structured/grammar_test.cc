@@ -102,7 +102,7 @@ TEST(Grammar, RegexOutputsFullmatchInPython) {
 StructuredOutputSpec free_form_tools(int n) {
   StructuredOutputSpec spec;
   spec.kind = StructuredOutputSpec::Kind::kToolCalls;
-  spec.markup = {"<tool_call>\n", "\n</tool_call>", "", "arguments"};
+  spec.markup = {"<tool_call>\n", "\n</tool_call>", "", "arguments", "", ""};
   spec.tools = nlohmann::ordered_json::array();
   for (int i = 0; i < n; ++i) {
     spec.tools.push_back({{"type", "function"},
@@ -153,7 +153,7 @@ TEST(Grammar, ManyFreeFormToolsCompile) {
 TEST(Grammar, ToolCallsUpToMaxCalls) {
   StructuredOutputSpec spec;
   spec.kind = StructuredOutputSpec::Kind::kToolCalls;
-  spec.markup = {"<tool_call>\n", "\n</tool_call>", "", "arguments"};  // hermes
+  spec.markup = {"<tool_call>\n", "\n</tool_call>", "", "arguments", "", ""};  // hermes
   spec.tools = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {
       "name": "f", "parameters": {"type": "object", "properties": {"x": {"enum": [1, 2]}},
       "required": ["x"], "additionalProperties": false}}}])");
@@ -184,6 +184,29 @@ TEST(Grammar, ToolCallsUpToMaxCalls) {
     EXPECT_TRUE(g->dfa().accepting(after));
     EXPECT_EQ(testing::allowed(g->mask(after), open), max_calls == 0);
     EXPECT_EQ(g->any_allowed(after), max_calls == 0);
+  }
+}
+
+// Mistral's markup: the whole list between "[TOOL_CALLS][" and "]", calls joined by ", ".
+TEST(Grammar, ToolCallListBetweenItsPrefixAndSuffix) {
+  StructuredOutputSpec spec;
+  spec.kind = StructuredOutputSpec::Kind::kToolCalls;
+  spec.markup = {"", "", ", ", "arguments", "[TOOL_CALLS][", "]"};
+  spec.tools = nlohmann::ordered_json::parse(R"([{"type": "function", "function": {
+      "name": "f", "parameters": {"type": "object", "properties": {"x": {"enum": [1, 2]}},
+      "required": ["x"], "additionalProperties": false}}}])");
+  const std::string call = "{\"name\":\"f\",\"arguments\":{\"x\":1}}";
+  auto accepts = [&](int max_calls, const std::string& text) {
+    spec.max_calls = max_calls;
+    return testing::dfa_accepts(testing::qwen3_compiler().compile(spec)->dfa(), text);
+  };
+  for (int max_calls : {0, 1}) {
+    SCOPED_TRACE(max_calls);
+    EXPECT_TRUE(accepts(max_calls, "[TOOL_CALLS][" + call + "]"));
+    EXPECT_EQ(accepts(max_calls, "[TOOL_CALLS][" + call + ", " + call + "]"), max_calls == 0);
+    EXPECT_FALSE(accepts(max_calls, "[TOOL_CALLS][]"));
+    EXPECT_FALSE(accepts(max_calls, call));
+    EXPECT_FALSE(accepts(max_calls, "[TOOL_CALLS][" + call));
   }
 }
 
