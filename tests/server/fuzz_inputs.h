@@ -189,6 +189,29 @@ inline std::vector<Base> bases() {
                  ojson::parse(
                      R"([{"type": "function", "name": "f", "parameters": {"type": "object"}}])")},
                 {"tool_choice", {{"type", "function"}, {"name", "f"}}}}});
+  // Anthropic's Messages API: every block type and field it takes, streamed and not.
+  const std::string msg = "/v1/messages";
+  b.push_back({msg, ojson::parse(R"({"model": "tiny-qwen3", "max_tokens": 2, "system": [
+      {"type": "text", "text": "s", "cache_control": {"type": "ephemeral"}}],
+      "messages": [{"role": "user", "content": "hi"},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": ""},
+          {"type": "text", "text": "a"},
+          {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {"city": "x"}}]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1",
+          "content": [{"type": "text", "text": "ok"}], "is_error": false},
+          {"type": "text", "text": "more"}]}],
+      "tools": [{"name": "get_weather", "description": "d", "input_schema": {"type": "object",
+        "properties": {"city": {"type": "string"}}}}],
+      "tool_choice": {"type": "auto", "disable_parallel_tool_use": true},
+      "stop_sequences": ["zz"], "temperature": 0.5, "top_p": 0.9, "top_k": 5, "seed": 3,
+      "metadata": {"user_id": "u"}, "thinking": {"type": "disabled"}, "service_tier": "auto",
+      "stream": false})")});
+  b.push_back({msg, ojson::parse(R"({"max_tokens": 2, "stream": true,
+      "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
+      "tools": [{"name": "f", "input_schema": {"type": "object"}}],
+      "tool_choice": {"type": "tool", "name": "f"}})")});
+  b.push_back({"/v1/messages/count_tokens",
+               ojson::parse(R"({"system": "s", "messages": [{"role": "user", "content": "hi"}]})")});
   b.push_back(
       {"/tokenize",
        ojson::parse(R"({"model": "tiny-qwen3", "prompt": "Hello", "add_special_tokens": true})")});
@@ -398,8 +421,8 @@ inline std::vector<Input> campaign(const std::vector<Base>& bases, uint64_t seed
            .dump(),
        "application/json", "5,000 prompts"});
   // Whole bodies that are no request at all, on every endpoint.
-  for (const std::string path :
-       {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/tokenize", "/detokenize"}) {
+  for (const std::string path : {"/v1/completions", "/v1/chat/completions", "/v1/responses",
+                                 "/v1/messages", "/tokenize", "/detokenize"}) {
     for (const std::string& body : std::vector<std::string>{
              "null", "[]", "1e309", "\"x\"", "{", "}", "{\"a\"", std::string(100'000, '['),
              std::string("\0", 1), std::string(100'000, '{'), "{\"prompt\": \"\xff\"}",

@@ -1,10 +1,12 @@
 // A deterministic fuzz campaign against the request handling of POST /v1/completions,
-// /v1/chat/completions, /v1/responses, /tokenize and /detokenize. Valid bodies using every
+// /v1/chat/completions, /v1/responses, /v1/messages (and count_tokens), /tokenize and
+// /detokenize. Valid bodies using every
 // documented field (fuzz_inputs.h) are mutated structurally (each member dropped or set to
 // values of every JSON type, duplicate keys, deep nesting, lone surrogates, NUL, invalid
 // UTF-8, token ids out of range, prompts past max_model_len, extreme n and max_tokens) and
 // byte-wise (truncations, byte flips, wrong Content-Types), with fixed seeds. Oracle: each
-// answer has a documented status; an error is OpenAI's error JSON with a message; a 200 is
+// answer has a documented status; an error is OpenAI's error JSON with a message (Anthropic's
+// on the Messages API); a 200 is
 // JSON or a whole SSE stream; no request takes more than a few seconds; afterwards the
 // server is alive, idle (no KV block held), counted no engine error, and gives the same
 // greedy text as before.
@@ -27,8 +29,26 @@ using json = nlohmann::json;
 constexpr double kSlowSeconds = 8.0;
 const std::set<int> kStatuses = {200, 400, 404, 405, 408, 413, 414, 415, 422, 431, 503};
 
-// "" when `error` is OpenAI's error object with a message, else what is wrong.
-std::string check_error_body(const std::string& body) {
+bool is_messages(const std::string& path) { return path.rfind("/v1/messages", 0) == 0; }
+
+// "" when `body` is Anthropic's error object with a type and a message, else what is wrong.
+std::string check_anthropic_error(const std::string& body) {
+  const json j = json::parse(body, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || j.value("type", "") != "error" ||
+      !j.contains("error") || !j["error"].is_object())
+    return "not an Anthropic error body";
+  const json& e = j["error"];
+  if (!e.contains("type") || !e["type"].is_string()) return "error without a type";
+  if (!e.contains("message") || !e["message"].is_string() ||
+      e["message"].get<std::string>().empty())
+    return "error without a message";
+  return "";
+}
+
+// "" when `error` is the path's error object (OpenAI's, or Anthropic's on the Messages API)
+// with a message, else what is wrong.
+std::string check_error_body(const std::string& body, const std::string& path = "") {
+  if (is_messages(path)) return check_anthropic_error(body);
   const json j = json::parse(body, nullptr, false);
   if (j.is_discarded() || !j.is_object() || !j.contains("error") || !j["error"].is_object())
     return "not an OpenAI error body";
@@ -43,7 +63,7 @@ std::string check_error_body(const std::string& body) {
 
 // "" when `body` is a complete SSE stream of `path`, else what is wrong.
 std::string check_stream(const std::string& path, const std::string& body) {
-  const bool responses = path == "/v1/responses";
+  const bool responses = path == "/v1/responses", messages = is_messages(path);
   std::string last_type;
   bool done = false;
   size_t events = 0;
@@ -65,12 +85,14 @@ std::string check_stream(const std::string& path, const std::string& body) {
     const json j = json::parse(payload, nullptr, false);
     if (j.is_discarded() || !j.is_object())
       return "a data line that is not JSON: " + payload.substr(0, 200);
-    if (j.contains("error") && !j["error"].is_null())
+    if ((j.contains("error") && !j["error"].is_null()) || j.value("type", "") == "error")
       return "an error in the stream: " + payload.substr(0, 300);
-    if (responses) last_type = j.value("type", "");
+    if (responses || messages) last_type = j.value("type", "");
   }
   if (events == 0) return "an empty stream";
-  if (responses) {
+  if (messages) {
+    if (last_type != "message_stop") return "a messages stream ending with " + last_type;
+  } else if (responses) {
     if (last_type != "response.completed" && last_type != "response.incomplete")
       return "a responses stream ending with " + last_type;
   } else if (!done) {
@@ -124,7 +146,7 @@ struct Campaign {
     if (!res) return "no answer (" + httplib::to_string(res.error()) + ")";
     if (!kStatuses.count(res->status)) return "status " + std::to_string(res->status);
     if (seconds > kSlowSeconds) return "took " + std::to_string(seconds) + " s";
-    if (res->status != 200) return check_error_body(res->body);
+    if (res->status != 200) return check_error_body(res->body, in.path);
     if (res->get_header_value("Content-Type").rfind("text/event-stream", 0) == 0)
       return check_stream(in.path, res->body);
     const json j = json::parse(res->body, nullptr, false);
@@ -182,8 +204,8 @@ TEST(Fuzz, RequestHandlingSurvivesMutatedBodies) {
   c.run_all(inputs, 4);
   const double took = std::chrono::duration<double>(Clock::now() - start).count();
   // Other methods on the POST routes: 405s in OpenAI's error shape.
-  for (const char* path :
-       {"/v1/completions", "/v1/chat/completions", "/v1/responses", "/tokenize", "/detokenize"}) {
+  for (const char* path : {"/v1/completions", "/v1/chat/completions", "/v1/responses",
+                           "/v1/messages", "/tokenize", "/detokenize"}) {
     httplib::Client http = client(port);
     for (int method = 0; method < 3; ++method) {
       auto res = method == 0   ? http.Get(path)
@@ -191,7 +213,7 @@ TEST(Fuzz, RequestHandlingSurvivesMutatedBodies) {
                                : http.Delete(path);
       ASSERT_TRUE(res) << path;
       EXPECT_EQ(res->status, 405) << path;
-      EXPECT_EQ(check_error_body(res->body), "") << path << ": " << res->body;
+      EXPECT_EQ(check_error_body(res->body, path), "") << path << ": " << res->body;
     }
   }
   std::string statuses;
