@@ -8,7 +8,6 @@
 #include "core/logging.h"
 #include "server/answer_body.h"
 #include "server/api_error.h"
-#include "server/connections.h"
 #include "server/generation.h"
 #include "server/openai_format.h"
 #include "server/reasoning.h"
@@ -160,10 +159,7 @@ struct StreamSession {
       out += event(stream_chunk(meta, d, &prompt, first));
       if (first) echoed[d.index] = true;
     }
-    if (out.empty() && Clock::now() - last_write >= kPingInterval) out = ": ping\n\n";
-    if (out.empty()) return true;
-    last_write = Clock::now();
-    return sink.write(out.data(), out.size());
+    return write_or_ping(sink, std::move(out), last_write);
   }
 };
 
@@ -176,16 +172,10 @@ void answer_whole(ServerState& state, GenerateRequest req, std::string id,
   std::vector<ChoiceDelta> choices(gen.num_choices());
   for (int i = 0; i < gen.num_choices(); ++i) choices[i].index = i;
   gen.start();
-  // A client that hangs up stops its generation (streams see it when a write fails; this
-  // response writes nothing until the end, so it looks at the socket between polls).
-  const int connection = find_connection(http_req.local_port, http_req.remote_port);
-  while (!gen.done()) {
-    for (const ChoiceDelta& d : gen.poll(kPollInterval)) append_delta(choices[d.index], d);
-    if (connection >= 0 && !gen.done() && !peer_open(connection)) {
-      KS_LOG_DEBUG("{}: the client closed the connection; aborted", gen.id());
-      res.status = 499;  // nobody reads it; gen's destructor aborts the engine requests
-      return;
-    }
+  if (!poll_until_done(gen, http_req, res, [&] {
+        for (const ChoiceDelta& d : gen.poll(kPollInterval)) append_delta(choices[d.index], d);
+      })) {
+    return;
   }
   if (meta.reasoning) {
     for (ChoiceDelta& c : choices) {

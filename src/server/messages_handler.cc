@@ -5,7 +5,6 @@
 
 #include "core/logging.h"
 #include "server/answer_body.h"
-#include "server/connections.h"
 #include "server/generation.h"
 #include "server/messages_format.h"
 #include "server/messages_request.h"
@@ -65,15 +64,7 @@ void answer_whole(ServerState& state, std::unique_ptr<MessageRun> run,
                   const httplib::Request& http_req, httplib::Response& res) {
   auto guard = std::make_shared<InflightGuard>(state);
   run->gen.start();
-  const int connection = find_connection(http_req.local_port, http_req.remote_port);
-  while (!run->gen.done()) {
-    (void)run->poll();
-    if (connection >= 0 && !run->gen.done() && !peer_open(connection)) {
-      KS_LOG_DEBUG("{}: the client closed the connection; aborted", run->gen.id());
-      res.status = 499;  // nobody reads it; the Generation aborts the engine request
-      return;
-    }
-  }
+  if (!poll_until_done(run->gen, http_req, res, [&] { (void)run->poll(); })) return;
   if (!run->gen.error().empty()) {
     res.status = state.draining ? 503 : 500;
     set_json_body(res, anthropic_error_body(res.status, run->gen.error()), std::move(guard));
@@ -110,12 +101,8 @@ struct StreamSession {
     }
     std::string out;
     for (const ojson& e : events) out += messages_sse_event(e);
-    if (out.empty() && Clock::now() - last_write >= kPingInterval) {
-      out = messages_sse_event({{"type", "ping"}});
-    }
-    if (out.empty()) return true;
-    last_write = Clock::now();
-    return sink.write(out.data(), out.size());
+    static const std::string kPing = messages_sse_event({{"type", "ping"}});
+    return write_or_ping(sink, std::move(out), last_write, kPing);
   }
 };
 

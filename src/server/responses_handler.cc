@@ -12,7 +12,6 @@
 #include "server/answer_body.h"
 #include "server/api_error.h"
 #include "server/background_responses.h"
-#include "server/connections.h"
 #include "server/generation.h"
 #include "server/openai_format.h"
 #include "server/reasoning.h"
@@ -34,15 +33,7 @@ void answer_whole(ServerState& state, std::unique_ptr<ResponseRun> run,
   // Held by the body's provider, so that shutdown waits until the response is written.
   auto guard = std::make_shared<InflightGuard>(state);
   run->gen().start();
-  const int connection = find_connection(http_req.local_port, http_req.remote_port);
-  while (!run->gen().done()) {
-    (void)run->poll();
-    if (connection >= 0 && !run->gen().done() && !peer_open(connection)) {
-      KS_LOG_DEBUG("{}: the client closed the connection; aborted", run->gen().id());
-      res.status = 499;  // nobody reads it; the run's Generation aborts the engine request
-      return;
-    }
-  }
+  if (!poll_until_done(run->gen(), http_req, res, [&] { (void)run->poll(); })) return;
   ojson body = run->builder().response();
   if (!run->gen().error().empty()) {
     res.status = state.draining ? 503 : 500;
@@ -75,10 +66,7 @@ struct StreamSession {
     }
     std::string out;
     for (const ojson& e : events) out += responses_sse_event(e);
-    if (out.empty() && Clock::now() - last_write >= kPingInterval) out = ": ping\n\n";
-    if (out.empty()) return true;
-    last_write = Clock::now();
-    return sink.write(out.data(), out.size());
+    return write_or_ping(sink, std::move(out), last_write);
   }
 };
 
@@ -98,10 +86,7 @@ struct LogSession {
       sink.done();
       return true;
     }
-    if (out.empty() && Clock::now() - last_write >= kPingInterval) out = ": ping\n\n";
-    if (out.empty()) return true;
-    last_write = Clock::now();
-    return sink.write(out.data(), out.size());
+    return write_or_ping(sink, std::move(out), last_write);
   }
 };
 
