@@ -10,7 +10,7 @@
 #include "server/api_error.h"
 #include "server/generation.h"
 #include "server/openai_format.h"
-#include "server/reasoning.h"
+#include "server/output_pieces.h"
 #include "server/server_state.h"
 
 namespace kestrel::server {
@@ -32,7 +32,6 @@ ResponseMeta make_meta(const ServerState& state, const GenerateRequest& req, std
   meta.continuous_usage = req.continuous_usage;
   meta.reasoning = req.chat && !state.config.reasoning_parser.empty();
   meta.tool_calls = req.chat && req.tools && !state.config.tool_call_parser.empty();
-  meta.parallel_tool_calls = req.parallel_tool_calls;
   meta.tokenizer = state.ctx.tokenizer;
   return meta;
 }
@@ -48,28 +47,12 @@ Usage usage(const Generation& gen) {
   return {gen.prompt_tokens(), gen.completion_tokens(), gen.cached_tokens()};
 }
 
-// Moves the thinking in d.text into d.reasoning; the held-back rest comes with the last delta.
-void split_reasoning(ReasoningSplitter& splitter, ChoiceDelta& d, bool last) {
-  ReasoningPiece piece = splitter.take(d.text, last);
-  d.reasoning = std::move(piece.reasoning);
-  d.text = std::move(piece.content);
-}
-
-// The answer's text after the reasoning split, per choice: moves completed tool calls out of
-// d.text (with ids) and turns a "stop" with calls into "tool_calls". `seen` counts the choice's
-// calls so far. Without parallel_tool_calls only the choice's first call is kept.
-void split_tool_calls(ServerState& state, const ResponseMeta& meta, ToolCallParser& parser,
-                      int& seen, ChoiceDelta& d, bool last) {
-  ToolCallPiece piece = parser.take(d.text, last);
-  d.text = std::move(piece.content);
-  d.first_tool_call = seen;
-  d.tool_calls = std::move(piece.calls);
-  seen += static_cast<int>(d.tool_calls.size());
-  if (!meta.parallel_tool_calls) keep_first_tool_call(d);
-  for (size_t i = 0; i < d.tool_calls.size(); ++i) {
-    d.tool_call_ids.push_back(state.new_request_id("chatcmpl-tool-"));
-  }
-  if (last && seen > 0 && d.finish_reason == "stop") d.finish_reason = "tool_calls";
+// A chat choice's deltas split as every endpoint splits them (output_pieces.h), back into
+// the delta's fields; null where there is nothing to split (no reasoning parser, no tools).
+std::unique_ptr<OutputPieces> chat_split(const ServerState& state, const ResponseMeta& meta,
+                                         const GenerateRequest& req) {
+  if (!meta.reasoning && !meta.tool_calls) return nullptr;
+  return std::make_unique<OutputPieces>(state, req, false);
 }
 
 struct StreamSession {
@@ -77,25 +60,22 @@ struct StreamSession {
       : guard(state),
         meta(make_meta(state, req, id)),
         gen(*state.loop, std::move(id), std::move(req), arrival),
-        splitters(meta.reasoning ? gen.num_choices() : 0),
-        tool_calls_seen(meta.tool_calls ? gen.num_choices() : 0, 0),
         echoed(meta.echo ? gen.num_choices() : 0, false),
         state(state) {
-    for (size_t i = 0; i < tool_calls_seen.size(); ++i) {
-      tool_parsers.push_back(make_tool_call_parser(state.config.tool_call_parser));
-    }
+    for (int i = 0; i < gen.num_choices(); ++i) splits.push_back(chat_split(state, meta, gen.request()));
   }
 
   InflightGuard guard;
   ResponseMeta meta;
   Generation gen;
-  std::vector<ReasoningSplitter> splitters;  // per choice, with a reasoning parser
-  std::vector<std::unique_ptr<ToolCallParser>> tool_parsers;  // per choice, when tools may be called
-  std::vector<int> tool_calls_seen;
+  std::vector<std::unique_ptr<OutputPieces>> splits;  // per choice (chat_split)
   // Echo: whether the choice's prompt went out. Without logprobs it goes at once; with them,
   // in the choice's first delta, after the engine computed the prompt's logprobs.
   std::vector<bool> echoed;
   ServerState& state;
+  const std::function<std::string()> new_call_id = [this] {
+    return state.new_request_id("chatcmpl-tool-");
+  };
   bool opened = false;
   int completion_tokens_sent = 0;  // over the choices, in the deltas taken so far
   Clock::time_point last_write = Clock::now();
@@ -146,11 +126,7 @@ struct StreamSession {
         out += sse_event(error_body(gen.error(), "server_error"));
         continue;
       }
-      if (meta.reasoning) split_reasoning(splitters[d.index], d, !d.finish_reason.empty());
-      if (meta.tool_calls) {
-        split_tool_calls(state, meta, *tool_parsers[d.index], tool_calls_seen[d.index], d,
-                         !d.finish_reason.empty());
-      }
+      if (splits[d.index]) splits[d.index]->take_into(d, new_call_id);
       const bool first = meta.echo && !echoed[d.index];
       if (d.text.empty() && d.reasoning.empty() && d.tool_calls.empty() &&
           d.finish_reason.empty() && d.logprobs.empty() && !first)
@@ -177,19 +153,9 @@ void answer_whole(ServerState& state, GenerateRequest req, std::string id,
       })) {
     return;
   }
-  if (meta.reasoning) {
-    for (ChoiceDelta& c : choices) {
-      ReasoningSplitter splitter;
-      split_reasoning(splitter, c, true);
-    }
-  }
-  if (meta.tool_calls) {
-    for (ChoiceDelta& c : choices) {
-      const std::unique_ptr<ToolCallParser> parser =
-          make_tool_call_parser(state.config.tool_call_parser);
-      int seen = 0;
-      split_tool_calls(state, meta, *parser, seen, c, true);
-    }
+  for (ChoiceDelta& c : choices) {
+    const std::unique_ptr<OutputPieces> split = chat_split(state, meta, gen.request());
+    if (split) split->take_into(c, [&state] { return state.new_request_id("chatcmpl-tool-"); });
   }
   if (!gen.error().empty()) {
     res.status = state.draining ? 503 : 500;

@@ -191,14 +191,6 @@ void append_delta(ChoiceDelta& into, const ChoiceDelta& d) {
   if (!d.stop_reason.is_null()) into.stop_reason = d.stop_reason;
 }
 
-void keep_first_tool_call(ChoiceDelta& d) {
-  const size_t keep = d.first_tool_call == 0 ? std::min<size_t>(1, d.tool_calls.size()) : 0;
-  d.tool_calls.erase(d.tool_calls.begin() + keep, d.tool_calls.end());
-  if (d.tool_call_ids.size() > keep) {
-    d.tool_call_ids.erase(d.tool_call_ids.begin() + keep, d.tool_call_ids.end());
-  }
-}
-
 json stream_chunk(const ResponseMeta& meta, const ChoiceDelta& d, const ChoicePrompt* prompt,
                   bool first) {
   json chunk = envelope(meta, meta.chat ? "chat.completion.chunk" : "text_completion");

@@ -35,7 +35,6 @@ struct ResponseMeta {
   bool continuous_usage = false;
   bool reasoning = false;      // chat with a reasoning parser: reasoning_content beside content
   bool tool_calls = false;     // chat with tools and a tool-call parser: message.tool_calls
-  bool parallel_tool_calls = true;  // false: only a choice's first call (keep_first_tool_call)
   const Tokenizer* tokenizer = nullptr;  // token strings; null: "token_id:<id>"
 };
 
@@ -63,11 +62,6 @@ nlohmann::json usage_json(const Usage& usage);
 // Appends a later delta of the same choice to `into` (non-streaming responses collect the
 // deltas of a choice into one).
 void append_delta(ChoiceDelta& into, const ChoiceDelta& delta);
-
-// parallel_tool_calls false (vLLM's maybe_filter_parallel_tool_calls): drops the calls in
-// `delta` other than its choice's first (call number 0), with their ids. Works on a
-// streamed delta (first_tool_call says which calls it holds) and on a whole choice.
-void keep_first_tool_call(ChoiceDelta& delta);
 
 // One SSE chunk for one choice's delta. Completions with echo pass the choice's prompt:
 // its first chunk (`first`) carries the prompt's text, and with logprobs its tokens'

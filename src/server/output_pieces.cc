@@ -6,8 +6,11 @@ namespace kestrel::server {
 
 using ojson = nlohmann::ordered_json;
 
-OutputPieces::OutputPieces(const ServerState& state, const GenerateRequest& request)
-    : state_(state), logprobs_(request.logprobs), parallel_tool_calls_(request.parallel_tool_calls) {
+OutputPieces::OutputPieces(const ServerState& state, const GenerateRequest& request,
+                           bool attach_logprobs)
+    : state_(state),
+      logprobs_(attach_logprobs && request.logprobs),
+      parallel_tool_calls_(request.parallel_tool_calls) {
   if (logprobs_) meta_.tokenizer = state.ctx.tokenizer;
   if (!state.config.reasoning_parser.empty()) reasoning_.emplace();
   if (request.tools && !state.config.tool_call_parser.empty()) {
@@ -49,6 +52,25 @@ std::vector<OutputPiece> OutputPieces::take(const ChoiceDelta& delta) {
     ++calls_seen_;
   }
   return out;
+}
+
+void OutputPieces::take_into(ChoiceDelta& delta, const std::function<std::string()>& call_id) {
+  std::vector<OutputPiece> pieces = take(delta);
+  delta.text.clear();
+  delta.reasoning.clear();
+  delta.first_tool_call = calls_kept_;
+  for (OutputPiece& p : pieces) {
+    switch (p.kind) {
+      case OutputPiece::Kind::kReasoning: delta.reasoning += p.text; break;
+      case OutputPiece::Kind::kText: delta.text += p.text; break;
+      case OutputPiece::Kind::kToolCall:
+        delta.tool_calls.push_back(std::move(p.call));
+        delta.tool_call_ids.push_back(call_id());
+        break;
+    }
+  }
+  calls_kept_ += static_cast<int>(delta.tool_calls.size());
+  if (calls_kept_ > 0 && delta.finish_reason == "stop") delta.finish_reason = "tool_calls";
 }
 
 // Tokens the parsers took as thinking or calls (a delta with no answer text besides them)

@@ -1,13 +1,15 @@
-// A chat choice's output as the Responses and Messages APIs give it: thinking (with
-// --reasoning-parser), answer text with its tokens' logprobs, and complete tool calls (with
-// --tool-call-parser and tools in the request), in the order the model wrote them. The same
-// split as the chat endpoint's (generate_handler.cc): thinking first, then calls out of the
-// rest; parallel_tool_calls false keeps the first call only.
+// A chat choice's output split into thinking (with --reasoning-parser), answer text with its
+// tokens' logprobs, and complete tool calls (with --tool-call-parser and tools in the
+// request), in the order the model wrote them: thinking first, then calls out of the rest;
+// parallel_tool_calls false keeps the first call only. The one split every endpoint uses:
+// the Responses and Messages APIs take the pieces (take), the chat endpoint the same pieces
+// put back into its delta's fields (take_into).
 //
 // One per choice, fed its deltas in order. Thread safety: none.
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,11 +35,19 @@ struct OutputPiece {
 
 class OutputPieces {
  public:
-  OutputPieces(const ServerState& state, const GenerateRequest& request);
+  // attach_logprobs false: no logprob entries on the text pieces (the chat endpoint formats
+  // its deltas' own logprobs, every token's).
+  OutputPieces(const ServerState& state, const GenerateRequest& request,
+               bool attach_logprobs = true);
 
   // The pieces `delta` completes (a choice's last delta: all that was held back). Empty
   // pieces are left out.
   std::vector<OutputPiece> take(const ChoiceDelta& delta);
+  // The chat endpoint's form: take(delta), put back into delta's fields: the thinking into
+  // reasoning, the answer text into text, the calls into tool_calls (first_tool_call: the
+  // choice's calls before them; ids from call_id()); the last delta's "stop" after calls
+  // becomes "tool_calls". delta.tool_calls must be empty.
+  void take_into(ChoiceDelta& delta, const std::function<std::string()>& call_id);
   // Of `output_tokens`, those that were thinking: the engine does not tell, so the thinking's
   // text tokenized again (a model's own text gives back its tokens, but for the tags).
   int reasoning_tokens(int output_tokens) const;
@@ -50,7 +60,8 @@ class OutputPieces {
   std::optional<ReasoningSplitter> reasoning_;
   std::unique_ptr<ToolCallParser> tool_parser_;
   std::string reasoning_text_;
-  int calls_seen_ = 0;
+  int calls_seen_ = 0;  // parsed, kept or not
+  int calls_kept_ = 0;
   ResponseMeta meta_;  // its tokenizer, for the logprob entries' token strings
   nlohmann::ordered_json pending_logprobs_ = nlohmann::ordered_json::array();  // not yet given with text
 };

@@ -175,58 +175,5 @@ TEST(ToolCallFormat, MessagesAndDeltas) {
   EXPECT_EQ(chunk["finish_reason"], "tool_calls");
 }
 
-// parallel_tool_calls false (vLLM's maybe_filter_parallel_tool_calls): a whole choice keeps
-// tool_calls[:1]; streamed, the deltas keep the call of index 0 and drop the others.
-TEST(ToolCallFormat, KeepFirstToolCallWholeAndStreamed) {
-  ChoiceDelta whole;
-  whole.tool_calls = {{"a", "{}"}, {"b", R"({"x":1})"}, {"c", "{}"}};
-  whole.tool_call_ids = {"id-a", "id-b", "id-c"};
-  keep_first_tool_call(whole);
-  ASSERT_EQ(whole.tool_calls.size(), 1u);
-  EXPECT_EQ(whole.tool_calls[0].name, "a");
-  EXPECT_EQ(whole.tool_call_ids, (std::vector<std::string>{"id-a"}));
-  ResponseMeta meta;
-  meta.chat = true;
-  meta.tool_calls = true;
-  EXPECT_EQ(full_response(meta, {whole}, {}, {1, 2})["choices"][0]["message"]["tool_calls"].size(),
-            1u);
-
-  // Streamed as the handler does it: the parser's calls per delta, numbered from the
-  // choice's calls so far, then filtered. Text fed whole, in two at every cut, byte by byte.
-  const std::string text =
-      "<tool_call>{\"name\": \"a\", \"arguments\": {}}</tool_call>"
-      "<tool_call>{\"name\": \"b\", \"arguments\": {\"x\": 1}}</tool_call>"
-      "<tool_call>{\"name\": \"c\", \"arguments\": {}}</tool_call>";
-  auto streamed = [&meta](const std::vector<std::string>& pieces) {
-    const std::unique_ptr<ToolCallParser> parser = make_tool_call_parser("hermes");
-    std::vector<nlohmann::json> kept;  // the delta.tool_calls entries of the chunks
-    int seen = 0;
-    for (size_t i = 0; i <= pieces.size(); ++i) {
-      ChoiceDelta d;
-      d.tool_calls = i < pieces.size() ? parser->feed(pieces[i]).calls : parser->finish().calls;
-      d.first_tool_call = seen;
-      seen += static_cast<int>(d.tool_calls.size());
-      keep_first_tool_call(d);
-      const nlohmann::json delta = stream_chunk(meta, d)["choices"][0]["delta"];
-      for (const auto& c : delta.value("tool_calls", nlohmann::json::array())) kept.push_back(c);
-    }
-    EXPECT_EQ(seen, 3);
-    return kept;
-  };
-  std::vector<std::vector<std::string>> splits = {{text}};
-  for (size_t cut = 0; cut <= text.size(); ++cut) {
-    splits.push_back({text.substr(0, cut), text.substr(cut)});
-  }
-  std::vector<std::string> bytes;
-  for (char ch : text) bytes.emplace_back(1, ch);
-  splits.push_back(bytes);
-  for (const auto& pieces : splits) {
-    const std::vector<nlohmann::json> kept = streamed(pieces);
-    ASSERT_EQ(kept.size(), 1u) << pieces.size() << " pieces";
-    EXPECT_EQ(kept[0]["index"], 0);
-    EXPECT_EQ(kept[0]["function"]["name"], "a");
-  }
-}
-
 }  // namespace
 }  // namespace kestrel::server
