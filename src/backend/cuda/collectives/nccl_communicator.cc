@@ -119,9 +119,10 @@ class NcclCommunicator final : public Communicator {
   // map each other's memory (then NCCL does every all-reduce).
   std::unique_ptr<PeerAllReduce> peer_;
   // KESTREL_BENCH_SKIP_ALL_REDUCE=1: all-reduces do nothing (all_reduce_add only adds this
-  // rank's part), so that a benchmark can subtract the compute alone from a step's time.
-  // The tokens are wrong; never for serving.
+  // rank's part), so that a benchmark can subtract the compute alone from a step's time;
+  // 2: the logits' all_gather_columns too. The tokens are wrong; never for serving.
   bool skip_all_reduce_ = false;
+  bool skip_gather_ = false;
   Tensor scratch_;
   std::vector<Tensor> retired_scratch_;
   std::thread watchdog_;
@@ -149,9 +150,12 @@ NcclCommunicator::NcclCommunicator(CudaBackend& backend, Communicator& host)
     if (res != ncclSuccess && comm_ != nullptr) ncclCommAbort(comm_);
     KS_NCCL_CHECK(res);
     peer_ = PeerAllReduce::create(device_, host_);
-    skip_all_reduce_ = agreed_env(host_, "KESTREL_BENCH_SKIP_ALL_REDUCE", 0, 0, 1) != 0;
+    const int64_t skip = agreed_env(host_, "KESTREL_BENCH_SKIP_ALL_REDUCE", 0, 0, 2);
+    skip_all_reduce_ = skip != 0;
+    skip_gather_ = skip == 2;
     if (skip_all_reduce_) {
-      KS_LOG_WARN("KESTREL_BENCH_SKIP_ALL_REDUCE: all-reduces skipped, outputs are wrong");
+      KS_LOG_WARN("KESTREL_BENCH_SKIP_ALL_REDUCE={}: all-reduces{} skipped, outputs are wrong",
+                  skip, skip_gather_ ? " and the logits' gather" : "");
     }
   } catch (const Error& e) {
     throw_error("tensor-parallel rank {}: {}", rank_, e.what());
@@ -315,7 +319,7 @@ void NcclCommunicator::all_gather_columns(const Tensor& in, Tensor& out) {
   KS_CHECK(cols > 0 && (world_size_ - 1) * cols < width && width <= world_size_ * cols,
            "nccl communicator: all_gather_columns of {} columns over {} ranks into {} columns",
            cols, world_size_, width);
-  if (rows == 0) return;
+  if (rows == 0 || skip_gather_) return;
   const size_t es = dtype_size(in.dtype());
   const size_t chunk = static_cast<size_t>(rows * cols) * es;  // one rank's part
   auto* out_bytes = static_cast<char*>(out.data());
