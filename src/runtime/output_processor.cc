@@ -96,6 +96,11 @@ bool OutputProcessor::advance(Sample& s, const CompletionOutput& in, CompletionO
     if (i < in.logprobs.size()) d.logprobs.push_back(in.logprobs[i]);
     if (offsets) d.text_offsets.push_back(s.num_chars);
     if (!s.detok) continue;
+    // As vLLM does, the token that ended the sequence (EOS or one of stop_token_ids) adds no
+    // text unless include_stop_str_in_output: with skip_special_tokens off it would otherwise
+    // show "<|im_end|>".
+    const bool stop_token = in.finish_reason == "stop" && i + 1 == in.token_ids.size();
+    if (stop_token && !params_.include_stop_str_in_output) continue;
     const std::string piece = s.detok->add_token(in.token_ids[i]);
     s.num_chars += count_chars(piece);
     d.text += piece;

@@ -123,6 +123,11 @@ GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const Ser
     req.tools = !tools->empty() && !tool_choice_none;
   }
   if (tool_choice != nullptr) force_tool_calls(*tool_choice, f.find("tools"), ctx, req);
+  // Mistral's [TOOL_CALLS] and [ARGS] are special tokens: the parser needs them in the text
+  // (vLLM's MistralToolParser.adjust_request does the same).
+  if (req.tools && ctx.tool_call_parser == "mistral" && f.find("skip_special_tokens") == nullptr) {
+    req.params.skip_special_tokens = false;
+  }
   if (const ojson* documents = f.find("documents")) {
     if (!documents->is_array()) {
       throw_bad_request("documents", "'documents' must be a list, got {}", json_type_name(*documents));

@@ -73,9 +73,7 @@ struct StreamSession {
   // in the choice's first delta, after the engine computed the prompt's logprobs.
   std::vector<bool> echoed;
   ServerState& state;
-  const std::function<std::string()> new_call_id = [this] {
-    return state.new_request_id("chatcmpl-tool-");
-  };
+  const std::function<std::string()> new_call_id = [this] { return state.new_tool_call_id(); };
   bool opened = false;
   int completion_tokens_sent = 0;  // over the choices, in the deltas taken so far
   Clock::time_point last_write = Clock::now();
@@ -155,7 +153,7 @@ void answer_whole(ServerState& state, GenerateRequest req, std::string id,
   }
   for (ChoiceDelta& c : choices) {
     const std::unique_ptr<OutputPieces> split = chat_split(state, meta, gen.request());
-    if (split) split->take_into(c, [&state] { return state.new_request_id("chatcmpl-tool-"); });
+    if (split) split->take_into(c, [&state] { return state.new_tool_call_id(); });
   }
   if (!gen.error().empty()) {
     res.status = state.draining ? 503 : 500;

@@ -5,6 +5,7 @@
 #include <random>
 
 #include "server/background_responses.h"
+#include "server/mistral_calls.h"
 
 namespace kestrel::server {
 
@@ -17,6 +18,11 @@ ServerState::~ServerState() = default;
 
 std::string ServerState::new_request_id(const char* prefix) {
   return fmt::format("{}{:016x}{:08x}", prefix, id_salt_, next_id_++);
+}
+
+std::string ServerState::new_tool_call_id() {
+  if (config.tool_call_parser == "mistral") return mistral_call_id(id_salt_, next_id_++);
+  return new_request_id("chatcmpl-tool-");
 }
 
 bool ServerState::wait_idle(milliseconds timeout) {

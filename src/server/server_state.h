@@ -48,6 +48,9 @@ struct ServerState {
 
   // "<prefix><random hex><counter hex>": unique per server run.
   std::string new_request_id(const char* prefix);
+  // A chat tool call's id: "chatcmpl-tool-..." as above, or under --tool-call-parser mistral
+  // nine letters and digits (mistral_calls.h: Mistral's templates refuse other ids).
+  std::string new_tool_call_id();
   // Waits until nothing is in flight or `timeout` passes; true when nothing is.
   bool wait_idle(std::chrono::milliseconds timeout);
 

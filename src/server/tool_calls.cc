@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "server/held_call_parser.h"
+#include "server/mistral_calls.h"
 #include "server/pythonic_calls.h"
 #include "server/tag_scan.h"
 
@@ -13,28 +14,10 @@ namespace {
 constexpr std::string_view kOpen = "<tool_call>";
 constexpr std::string_view kClose = "</tool_call>";
 
-std::optional<ToolCall> call_of(const nlohmann::ordered_json& j) {
-  if (!j.is_object()) return std::nullopt;
-  auto name = j.find("name");
-  if (name == j.end() || !name->is_string()) return std::nullopt;
-  ToolCall call;
-  call.name = name->get<std::string>();
-  auto args = j.find("arguments");
-  if (args == j.end()) args = j.find("parameters");  // some models' spelling
-  if (args == j.end() || args->is_null()) {
-    call.arguments = "{}";
-  } else if (args->is_string()) {
-    call.arguments = args->get<std::string>();  // already JSON text
-  } else {
-    call.arguments = args->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-  }
-  return call;
-}
-
 std::optional<ToolCall> parse_call(const std::string& body) {
   const nlohmann::ordered_json j = nlohmann::ordered_json::parse(body, nullptr, false);
   if (j.is_discarded()) return std::nullopt;
-  return call_of(j);
+  return tool_call_of(j);
 }
 
 class HermesParser final : public ToolCallParser {
@@ -149,28 +132,25 @@ class Llama3JsonParser final : public HeldCallParser {
   }
 };
 
-// Mistral's (v0.3 tokenizers): [TOOL_CALLS] then a JSON list of {"name", "arguments"}
-// objects; the tag is a special token that decoding usually drops, so an answer that is
-// such a list counts as calls with or without it.
-class MistralParser final : public HeldCallParser {
- public:
-  MistralParser() : HeldCallParser('[', "[TOOL_CALLS]") {}
-
- private:
-  std::optional<std::vector<ToolCall>> parse(std::string_view text) const override {
-    const nlohmann::ordered_json list = nlohmann::ordered_json::parse(text, nullptr, false);
-    if (list.is_discarded() || !list.is_array()) return std::nullopt;
-    std::vector<ToolCall> calls;
-    for (const auto& item : list) {
-      std::optional<ToolCall> call = call_of(item);
-      if (!call) return std::nullopt;
-      calls.push_back(std::move(*call));
-    }
-    return calls;
-  }
-};
-
 }  // namespace
+
+std::optional<ToolCall> tool_call_of(const nlohmann::ordered_json& j) {
+  if (!j.is_object()) return std::nullopt;
+  auto name = j.find("name");
+  if (name == j.end() || !name->is_string()) return std::nullopt;
+  ToolCall call;
+  call.name = name->get<std::string>();
+  auto args = j.find("arguments");
+  if (args == j.end()) args = j.find("parameters");  // some models' spelling
+  if (args == j.end() || args->is_null()) {
+    call.arguments = "{}";
+  } else if (args->is_string()) {
+    call.arguments = args->get<std::string>();  // already JSON text
+  } else {
+    call.arguments = args->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  }
+  return call;
+}
 
 ToolCallPiece ToolCallParser::take(std::string_view text, bool last) {
   ToolCallPiece piece = feed(text);
@@ -185,7 +165,7 @@ ToolCallPiece ToolCallParser::take(std::string_view text, bool last) {
 std::unique_ptr<ToolCallParser> make_tool_call_parser(const std::string& name) {
   if (name == "llama3_json") return std::make_unique<Llama3JsonParser>();
   if (name == "pythonic") return make_pythonic_parser();
-  if (name == "mistral") return std::make_unique<MistralParser>();
+  if (name == "mistral") return make_mistral_parser();
   return std::make_unique<HermesParser>();
 }
 

@@ -10,15 +10,17 @@
 //   a string "name" stays in the content, markup and all, as vLLM does; so does a
 //   <tool_call> that never closes.
 // - pythonic (Llama 3.2, Llama 4): a Python list of calls, pythonic_calls.h.
-// - mistral (Mistral models with v0.3 tokenizers): [TOOL_CALLS] then a JSON list of
-//   {"name", "arguments"} objects, held to the answer's end; the tag (a special token that
-//   decoding usually drops) is optional.
+// - mistral (Mistral models): [TOOL_CALLS] then a JSON list of {"name", "arguments"} objects
+//   (v0.3 tokenizers), or [TOOL_CALLS]name[ARGS]{...} per call (v11+: Mistral Small 3.x,
+//   Devstral, Magistral); text before the tag is content: mistral_calls.h.
 // - llama3_json (Llama 3.1/3.2/3.3): an answer that is a tool call starts with the JSON
 //   object (after an optional <|python_tag|>, which decoding usually drops as a special
 //   token): {"name": "get_weather", "parameters": {"city": "Paris"}}, several separated by
 //   ";". Such an answer is held back to its end; if it does not parse as calls, all of it is
 //   content. An answer starting with anything else is content, streamed as it comes.
 #pragma once
+
+#include <nlohmann/json.hpp>
 
 #include <memory>
 #include <optional>
@@ -54,6 +56,10 @@ class ToolCallParser {
 
 // REQUIRES: known_tool_call_parser(name).
 std::unique_ptr<ToolCallParser> make_tool_call_parser(const std::string& name);
+
+// {"name": string, "arguments" (or "parameters"): object, JSON text or absent} as a call;
+// nullopt for anything else.
+std::optional<ToolCall> tool_call_of(const nlohmann::ordered_json& j);
 
 // How parser `name` marks up calls, for tool_choice "required" and named functions, whose
 // output is constrained to calls in that markup (structured::StructuredOutputSpec); nullopt

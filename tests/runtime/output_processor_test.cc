@@ -172,7 +172,7 @@ TEST(OutputProcessor, StopTokenSamplesAndOffsets) {
   EXPECT_FALSE(r.output->finished);
   ASSERT_EQ(r.output->outputs.size(), 2u);
   const CompletionOutput& s1 = r.output->outputs[1];
-  EXPECT_EQ(s1.text, "ab中cd");
+  EXPECT_EQ(s1.text, "ab中c");  // vLLM does not render the stop token (d)
   EXPECT_TRUE(s1.stop_reason == decltype(s1.stop_reason)(ids.back()));
   EXPECT_EQ(s1.logprobs.size(), ids.size());
   // Characters shown before each token: a, b, then 中's three bytes all at 2, c at 3, d at 4.
@@ -189,6 +189,22 @@ TEST(OutputProcessor, StopTokenSamplesAndOffsets) {
   EXPECT_EQ(r.output->outputs[0].finish_reason, "length");
   EXPECT_EQ(r.output->outputs[0].text, "\xEF\xBF\xBD");  // E4 alone, as decode() shows it
   EXPECT_TRUE(r.output->outputs[0].stop_reason == decltype(r.output->outputs[0].stop_reason)());
+}
+
+TEST(OutputProcessor, StopTokenTextOnlyWithIncludeStopStr) {
+  // EOS as a special token: skip_special_tokens=false must not show "<|im_end|>" either.
+  const int im_end = qwen3().token_to_id("<|im_end|>").value();
+  const std::vector<int> ids = {byte_token('o'), byte_token('k'), im_end};
+  for (bool include : {false, true}) {
+    SamplingParams p = kind(OutputKind::kFinalOnly);
+    p.skip_special_tokens = false;
+    p.include_stop_str_in_output = include;
+    OutputProcessor proc(&qwen3(), p, {});
+    const Fed fed = feed(proc, ids, 1, "stop");
+    ASSERT_EQ(fed.outputs.size(), 1u);
+    EXPECT_EQ(fed.outputs[0].outputs[0].text, include ? "ok<|im_end|>" : "ok");
+    EXPECT_EQ(fed.outputs[0].outputs[0].token_ids, ids);
+  }
 }
 
 TEST(OutputProcessor, BadStopStringsAreErrors) {

@@ -146,7 +146,8 @@ TEST(Prompt, StopTokenIdsAndEchoAgainstTheOfflineEngine) {
   EXPECT_EQ(out["usage"]["completion_tokens"], first + 1);
   EXPECT_EQ(out["choices"][0]["finish_reason"], "stop");
   EXPECT_EQ(out["choices"][0]["stop_reason"], stop_id);
-  const std::vector<int> kept(reference.begin(), reference.begin() + first + 1);
+  // The stop token itself adds no text (vLLM's rule, without include_stop_str_in_output).
+  const std::vector<int> kept(reference.begin(), reference.begin() + first);
   EXPECT_EQ(out["choices"][0]["text"], tokenizer.decode(kept, true));
 
   // echo: the prompt text, then the completion.

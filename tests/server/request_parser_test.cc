@@ -225,6 +225,28 @@ struct ChatContext {
   ServingContext ctx = context();
 };
 
+// Under --tool-call-parser mistral a request with tools keeps special tokens in its text
+// ([TOOL_CALLS] and [ARGS] are special tokens) unless it says otherwise; other parsers,
+// requests without tools and tool_choice "none" keep the default (skip them).
+TEST(RequestParser, MistralToolRequestsKeepSpecialTokens) {
+  ChatContext chat;
+  const std::string tools =
+      R"("tools": [{"type": "function", "function": {"name": "f", "parameters": {}}}])";
+  auto skips = [&](const std::string& parser, const std::string& extra) {
+    chat.ctx.tool_call_parser = parser;
+    return parse_chat_request(
+               ojson::parse(R"({"messages": [{"role": "user", "content": "Hi"}])" + extra + "}"),
+               chat.ctx)
+        .params.skip_special_tokens;
+  };
+  EXPECT_FALSE(skips("mistral", ", " + tools));
+  EXPECT_TRUE(skips("mistral", ", " + tools + R"(, "skip_special_tokens": true)"));
+  EXPECT_TRUE(skips("mistral", ""));
+  EXPECT_TRUE(skips("mistral", ", " + tools + R"(, "tool_choice": "none")"));
+  EXPECT_TRUE(skips("hermes", ", " + tools));
+  EXPECT_TRUE(skips("", ", " + tools));
+}
+
 TEST(RequestParser, ChatRendersTheTemplateAndReadsChatFields) {
   const ChatContext chat;
   const Tokenizer& tok = chat.tok;

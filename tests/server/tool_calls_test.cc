@@ -3,10 +3,13 @@
 #include "server/tool_calls.h"
 
 #include "server/generation.h"
+#include "server/mistral_calls.h"
 #include "server/openai_format.h"
 
 #include <gtest/gtest.h>
 
+#include <cctype>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -124,8 +127,10 @@ TEST(ToolCallParser, PythonicWholeSplitAnywhereAndByteByByte) {
   expect_cases(cases, "pythonic");
 }
 
-// Mistral's: [TOOL_CALLS] (optional: decoding usually drops the special token) then a JSON
-// list of calls; anything else is content.
+// Mistral's (mistral_calls.h): [TOOL_CALLS] then a JSON list of calls (v0.3; the tag
+// optional at the start of the answer: decoding may drop the special token), or
+// [TOOL_CALLS]name[ARGS]{...} per call (v11+, a [CALL_ID] allowed before [ARGS]); text
+// before the first tag is content; held calls that do not parse are content, tags and all.
 TEST(ToolCallParser, MistralWholeSplitAnywhereAndByteByByte) {
   const std::vector<Case> cases = {
       {"[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}]",
@@ -140,8 +145,36 @@ TEST(ToolCallParser, MistralWholeSplitAnywhereAndByteByByte) {
       {"[{\"name\": \"cut\", \"argu", "[{\"name\": \"cut\", \"argu", {}},
       {"[TOOL_CALLS]not a list", "[TOOL_CALLS]not a list", {}},
       {"[TOOL_CAL", "[TOOL_CAL", {}},
+      {"[TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\"}",
+       "",
+       {{"get_weather", R"({"city":"Paris"})"}}},
+      {"[TOOL_CALLS]a[ARGS]{\"x\": [1, 2]}[TOOL_CALLS]b[ARGS]{}",
+       "",
+       {{"a", R"({"x":[1,2]})"}, {"b", "{}"}}},
+      {"Let me check.[TOOL_CALLS]f[ARGS]{}", "Let me check.", {{"f", "{}"}}},
+      {"[TOOL_CALLS]f[CALL_ID]a1b2c3d4e[ARGS]{\"q\": \"[ARGS]\"}", "", {{"f", R"({"q":"[ARGS]"})"}}},
+      {"Text then [TOOL_CALLS][{\"name\": \"g\", \"arguments\": {}}]", "Text then ", {{"g", "{}"}}},
+      {"[TOOL_CALLS]f[ARGS]{\"x\": ", "[TOOL_CALLS]f[ARGS]{\"x\": ", {}},
+      {"[TOOL_CALLS]two words[ARGS]{}", "[TOOL_CALLS]two words[ARGS]{}", {}},
+      {"[TOOL_CALLS]f[ARGS][1]", "[TOOL_CALLS]f[ARGS][1]", {}},
+      {"[TOOL_CALLS]a[ARGS]{}[TOOL_CALLS]", "[TOOL_CALLS]a[ARGS]{}[TOOL_CALLS]", {}},
+      {"so [TOOL_CAL", "so [TOOL_CAL", {}},
+      {"brackets [like this] stay", "brackets [like this] stay", {}},
   };
   expect_cases(cases, "mistral");
+}
+
+// Mistral's templates take only call ids of nine letters and digits.
+TEST(ToolCallParser, MistralCallIdsAreNineLettersOrDigitsAndDistinct) {
+  std::set<std::string> seen;
+  for (uint64_t n = 0; n < 100000; ++n) {
+    const std::string id = mistral_call_id(0x1234abcd5678ef90ull, n);
+    ASSERT_EQ(id.size(), 9u) << id;
+    for (char c : id) ASSERT_TRUE(std::isalnum(static_cast<unsigned char>(c))) << id;
+    seen.insert(id);
+  }
+  EXPECT_EQ(seen.size(), 100000u);
+  EXPECT_NE(mistral_call_id(1, 0), mistral_call_id(2, 0));
 }
 
 TEST(ToolCallParser, ACallComesOutWhenItCloses) {
