@@ -11,6 +11,12 @@
 //     that chunk with the exact weights of the CPU sampler (sample_weight) from the chunk's
 //     prefix mass.
 //
+// Vocab-parallel form (tensor parallelism, PlainShard): each rank runs step 1 on its own
+// shard of the vocabulary, whose chunks are the unsharded row's chunks (a shard starts on a
+// chunk boundary), the ranks gather the statistics, and step 2 runs on every rank over all of
+// them; only the rank holding the chosen chunk walks it. Every rank sees the same statistics
+// in the same order, so the token is the unsharded path's, bit for bit.
+//
 // The chunk masses are not the CPU's sums of its weights: each weight differs by a few ulp
 // of rounding, random in sign, so the prefix error grows like the square root of the ids
 // before the draw. A token can differ from the CPU's only when the CPU's running sum lies
@@ -32,30 +38,15 @@ constexpr int kStatsWarps = 4;  // chunks per block of the statistics kernel
 constexpr int kPickThreads = 256;
 constexpr int kPickWarps = kPickThreads / 32;
 
-// Per-(row, chunk) statistics, each array [rows * chunks].
-struct ChunkStats {
-  double* mass;  // sum of expf((x - max) / T) over the chunk; unused for greedy rows
-  float* max;    // the chunk's max (greedy: the value of its argmax)
-  int* arg;      // greedy: the chunk's argmax id (INT_MAX when every value is NaN)
-  int chunks;
-};
-
-ChunkStats stats_layout(void* scratch, int num_rows, int vocab) {
-  const int chunks = plain_chunks(vocab);
-  const size_t n = static_cast<size_t>(num_rows) * chunks;
-  auto* bytes = static_cast<unsigned char*>(scratch);
-  ChunkStats s;
-  s.mass = reinterpret_cast<double*>(bytes);
-  s.max = reinterpret_cast<float*>(bytes + n * sizeof(double));
-  s.arg = reinterpret_cast<int*>(bytes + n * (sizeof(double) + sizeof(float)));
-  s.chunks = chunks;
-  return s;
+// The unsharded row as a shard of one rank.
+PlainShard whole_row(const SampleArgs& a) {
+  return PlainShard{0, plain_chunks(a.vocab), a.vocab, a.vocab};
 }
 
-__device__ __forceinline__ const float* row_logits(const SampleArgs& a, int row,
-                                                   const RowParams& p) {
+__device__ __forceinline__ const float* row_logits(const SampleArgs& a, const PlainShard& s,
+                                                   int row, const RowParams& p) {
   return p.processed_row >= 0 ? a.processed + static_cast<int64_t>(p.processed_row) * a.vocab
-                              : a.logits + static_cast<int64_t>(row) * a.vocab;
+                              : a.logits + static_cast<int64_t>(row) * s.stride;
 }
 
 __device__ __forceinline__ ArgMax warp_argmax(ArgMax a) {
@@ -74,32 +65,35 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// stats[row * s.chunks + c]: chunk c of this rank's shard (ids from s.rank * s.chunks *
+// kPlainChunk; the argmax ids are the row's, not the shard's).
 __global__ void __launch_bounds__(kStatsWarps * 32)
-    chunk_stats_kernel(SampleArgs args, ChunkStats st) {
+    chunk_stats_kernel(SampleArgs args, PlainShard s, PlainChunkStat* stats) {
   const int row = blockIdx.x;
   const RowParams p = args.rows[row];
   if (!is_plain(p)) return;
   const int chunk = blockIdx.y * kStatsWarps + threadIdx.x / 32;
-  if (chunk >= st.chunks) return;
+  if (chunk >= s.chunks) return;
   const int lane = threadIdx.x % 32;
-  const float* x = row_logits(args, row, p);
+  const float* x = row_logits(args, s, row, p);
   const int first = chunk * kPlainChunk + lane;
   // NaN pads the last chunk: it never wins the argmax, fmaxf skips it, its weight is NaN.
   float v[kLaneItems];
 #pragma unroll
   for (int i = 0; i < kLaneItems; ++i) {
     const int j = first + 32 * i;
-    v[i] = j < args.vocab ? __ldg(x + j) : __int_as_float(0x7fffffff);
+    v[i] = j < s.valid ? __ldg(x + j) : __int_as_float(0x7fffffff);
   }
-  const size_t slot = static_cast<size_t>(row) * st.chunks + chunk;
+  PlainChunkStat& out = stats[static_cast<size_t>(row) * s.chunks + chunk];
   if (p.temperature == 0.0f) {
+    const int id_base = s.rank * s.chunks * kPlainChunk;
     ArgMax best{kNegInf, INT_MAX};
 #pragma unroll
-    for (int i = 0; i < kLaneItems; ++i) best.take(v[i], first + 32 * i);
+    for (int i = 0; i < kLaneItems; ++i) best.take(v[i], id_base + first + 32 * i);
     best = warp_argmax(best);
     if (lane == 0) {
-      st.max[slot] = best.value;
-      st.arg[slot] = best.id;
+      out.max = best.value;
+      out.arg = best.id;
     }
     return;
   }
@@ -121,8 +115,8 @@ __global__ void __launch_bounds__(kStatsWarps * 32)
   double mass = lane_mass;
   mass = warp_sum(mass);
   if (lane == 0) {
-    st.max[slot] = m;
-    st.mass[slot] = mass;
+    out.max = m;
+    out.mass = mass;
   }
 }
 
@@ -183,42 +177,49 @@ __device__ double pick_exclusive_scan(double v, double* total, PickShared& sh) {
 }
 
 // A chunk's mass relative to the row max M.
-__device__ __forceinline__ double chunk_mass(const ChunkStats& st, size_t slot, float row_max,
+__device__ __forceinline__ double chunk_mass(const PlainChunkStat& c, float row_max,
                                              double inv_t) {
-  const double m = st.mass[slot];
+  const double m = c.mass;
   if (!(m > 0.0)) return 0.0;
-  const double scaled =
-      m * exp((static_cast<double>(st.max[slot]) - static_cast<double>(row_max)) * inv_t);
+  const double scaled = m * exp((static_cast<double>(c.max) - static_cast<double>(row_max)) * inv_t);
   return scaled > 0.0 ? scaled : 0.0;
 }
 
-__global__ void __launch_bounds__(kPickThreads) pick_kernel(SampleArgs args, ChunkStats st) {
+// stats: [rows, n] every rank's chunks in rank order (n = world x s.chunks; unsharded, the
+// row's chunks). owner_tokens null: the token goes to results and feedback. Otherwise
+// owner_tokens[row] gets the token on the rank holding its chunk and 0 on the others, and
+// results the row's status (plain_shard_finish writes the summed token).
+__global__ void __launch_bounds__(kPickThreads)
+    pick_kernel(SampleArgs args, PlainShard s, const PlainChunkStat* stats, int n,
+                float* owner_tokens) {
   __shared__ PickShared sh;
   const int row = blockIdx.x;
   const RowParams p = args.rows[row];
   if (!is_plain(p)) return;
-  const int n = st.chunks;
   const int per = (n + kPickThreads - 1) / kPickThreads;
   const int begin = min(static_cast<int>(threadIdx.x) * per, n), end = min(begin + per, n);
-  const size_t base = static_cast<size_t>(row) * n;
+  const PlainChunkStat* st = stats + static_cast<size_t>(row) * n;
+  const int shard_ids = s.chunks * kPlainChunk;
   RowResult res;
+  bool mine = true;  // this rank holds the token's chunk
   if (p.temperature == 0.0f) {
     ArgMax best{kNegInf, INT_MAX};
-    for (int c = begin; c < end; ++c) best.take(st.max[base + c], st.arg[base + c]);
+    for (int c = begin; c < end; ++c) best.take(st[c].max, st[c].arg);
     best = pick_block_argmax(best, sh);
     res.token = best.id == INT_MAX ? 0 : best.id;
+    mine = res.token / shard_ids == s.rank;
   } else {
     float m = kNegInf;
-    for (int c = begin; c < end; ++c) m = fmaxf(m, st.max[base + c]);
+    for (int c = begin; c < end; ++c) m = fmaxf(m, st[c].max);
     const float row_max = pick_block_max(m, sh);
     if (!(row_max > kNegInf)) {
       res.status = kRowNoFiniteLogit;
     } else {
       const double inv_t = 1.0 / static_cast<double>(p.temperature);
-      double mine = 0.0;
-      for (int c = begin; c < end; ++c) mine += chunk_mass(st, base + c, row_max, inv_t);
+      double held = 0.0;
+      for (int c = begin; c < end; ++c) held += chunk_mass(st[c], row_max, inv_t);
       double total;
-      double run = pick_exclusive_scan(mine, &total, sh);
+      double run = pick_exclusive_scan(held, &total, sh);
       const float u = uniform01(p.seed, static_cast<uint64_t>(p.position), 0);
       const double target = static_cast<double>(u) * total;
       if (threadIdx.x == 0) {
@@ -227,7 +228,7 @@ __global__ void __launch_bounds__(kPickThreads) pick_kernel(SampleArgs args, Chu
       }
       __syncthreads();
       for (int c = begin; c < end; ++c) {
-        const double mass = chunk_mass(st, base + c, row_max, inv_t);
+        const double mass = chunk_mass(st[c], row_max, inv_t);
         const double next = run + mass;
         if (mass > 0.0) {
           if (run <= target && next > target) {
@@ -245,15 +246,17 @@ __global__ void __launch_bounds__(kPickThreads) pick_kernel(SampleArgs args, Chu
       const int chunk = found ? sh.found_chunk : max(sh.last_chunk, 0);
       const double prefix = found ? sh.found_prefix : 0.0;
       const double goal = found ? target : static_cast<double>(INFINITY);
-      if (threadIdx.x < 32) {
+      mine = chunk / s.chunks == s.rank;
+      if (threadIdx.x < 32 && mine) {
         const int lane = threadIdx.x;
-        const float* x = row_logits(args, row, p);
-        const int first = chunk * kPlainChunk;
+        const float* x = row_logits(args, s, row, p);
+        const int local = (chunk - s.rank * s.chunks) * kPlainChunk;  // in this rank's shard
+        const int first = s.rank * shard_ids + local;                // in the row
         float v[kLaneItems];
 #pragma unroll
         for (int i = 0; i < kLaneItems; ++i) {
-          const int j = first + 32 * i + lane;
-          v[i] = j < args.vocab ? x[j] : __int_as_float(0x7fffffff);
+          const int j = local + 32 * i + lane;
+          v[i] = j < s.valid ? x[j] : __int_as_float(0x7fffffff);
         }
         double acc = prefix;
         int token = -1, last = -1;
@@ -277,8 +280,13 @@ __global__ void __launch_bounds__(kPickThreads) pick_kernel(SampleArgs args, Chu
   }
   if (threadIdx.x == 0) {
     RowResult& out = args.results[row];
+    if (owner_tokens != nullptr) {
+      owner_tokens[row] = mine && res.status == kRowOk ? static_cast<float>(res.token) : 0.0f;
+      res.token = 0;  // plain_shard_finish writes the sum over ranks
+    } else if (args.feedback != nullptr) {
+      args.feedback[row] = res.token;
+    }
     out.token = res.token;
-    if (args.feedback != nullptr) args.feedback[row] = res.token;
     out.status = res.status;
     out.logprob = 0.0f;
     out.rank = 0;
@@ -286,22 +294,75 @@ __global__ void __launch_bounds__(kPickThreads) pick_kernel(SampleArgs args, Chu
   }
 }
 
+// The tokens summed over ranks (exact in float: ids below 2^24) into results and feedback.
+__global__ void shard_finish_kernel(SampleArgs args, const float* tokens) {
+  const int row = blockIdx.x * blockDim.x + threadIdx.x;
+  if (row >= args.num_rows) return;
+  const int token = static_cast<int>(tokens[row]);
+  args.results[row].token = token;
+  if (args.feedback != nullptr) args.feedback[row] = token;
+}
+
+void launch_stats(const SampleArgs& args, const PlainShard& s, PlainChunkStat* stats,
+                  cudaStream_t stream) {
+  const int groups = (s.chunks + kStatsWarps - 1) / kStatsWarps;
+  KS_ASSERT(groups <= 65535, "sampler: {} chunks are too many", s.chunks);
+  chunk_stats_kernel<<<dim3(args.num_rows, groups), kStatsWarps * 32, 0, stream>>>(args, s, stats);
+  KS_CUDA_CHECK_LAUNCH("chunk_stats_kernel");
+}
+
+void launch_pick(const SampleArgs& args, const PlainShard& s, const PlainChunkStat* stats,
+                 int chunks, float* owner_tokens, cudaStream_t stream) {
+  pick_kernel<<<args.num_rows, kPickThreads, 0, stream>>>(args, s, stats, chunks, owner_tokens);
+  KS_CUDA_CHECK_LAUNCH("pick_kernel");
+}
+
+// What every shard entry point needs: plain rows only, none processed, ids that float holds.
+void check_shard(const SampleArgs& a, const PlainShard& s, int world) {
+  KS_CHECK(world >= 1 && s.rank >= 0 && s.rank < world, "vocab-parallel sampler: rank {} of {}",
+           s.rank, world);
+  KS_CHECK(s.chunks > 0 && s.valid > 0 && s.valid <= s.chunks * kPlainChunk && s.stride >= s.valid,
+           "vocab-parallel sampler: shard of {} chunks, {} ids, row stride {}", s.chunks, s.valid,
+           s.stride);
+  KS_CHECK(int64_t{world} * s.chunks * kPlainChunk <= (int64_t{1} << 24),
+           "vocab-parallel sampler: {} ids do not fit a float", int64_t{world} * s.chunks * kPlainChunk);
+  KS_CHECK(a.num_processed == 0 && a.num_plain == a.num_rows,
+           "vocab-parallel sampler: every row must be plain and unprocessed ({} of {} plain, {} "
+           "processed)", a.num_plain, a.num_rows, a.num_processed);
+}
+
 }  // namespace
 
 size_t plain_scratch_bytes(int num_rows, int vocab) {
-  const size_t n = static_cast<size_t>(num_rows) * plain_chunks(vocab);
-  return n * (sizeof(double) + sizeof(float) + sizeof(int));
+  return static_cast<size_t>(num_rows) * plain_chunks(vocab) * sizeof(PlainChunkStat);
 }
 
 void launch_plain(const SampleArgs& args, cudaStream_t stream) {
   KS_ASSERT(args.plain_scratch != nullptr, "sampler: the plain rows need their scratch");
-  const ChunkStats st = stats_layout(args.plain_scratch, args.num_rows, args.vocab);
-  const int groups = (st.chunks + kStatsWarps - 1) / kStatsWarps;
-  KS_ASSERT(groups <= 65535, "sampler: vocab {} has too many chunks", args.vocab);
-  chunk_stats_kernel<<<dim3(args.num_rows, groups), kStatsWarps * 32, 0, stream>>>(args, st);
-  KS_CUDA_CHECK_LAUNCH("chunk_stats_kernel");
-  pick_kernel<<<args.num_rows, kPickThreads, 0, stream>>>(args, st);
-  KS_CUDA_CHECK_LAUNCH("pick_kernel");
+  const PlainShard whole = whole_row(args);
+  auto* stats = static_cast<PlainChunkStat*>(args.plain_scratch);
+  launch_stats(args, whole, stats, stream);
+  launch_pick(args, whole, stats, whole.chunks, nullptr, stream);
+}
+
+void plain_shard_stats(const SampleArgs& args, const PlainShard& shard, int world,
+                       PlainChunkStat* stats, cudaStream_t stream) {
+  check_shard(args, shard, world);
+  if (args.num_rows > 0) launch_stats(args, shard, stats, stream);
+}
+
+void plain_shard_pick(const SampleArgs& args, const PlainShard& shard, int world,
+                      const PlainChunkStat* all_stats, float* owner_tokens, cudaStream_t stream) {
+  check_shard(args, shard, world);
+  KS_CHECK(owner_tokens != nullptr, "vocab-parallel sampler: no owner_tokens");
+  if (args.num_rows > 0) launch_pick(args, shard, all_stats, world * shard.chunks, owner_tokens, stream);
+}
+
+void plain_shard_finish(const SampleArgs& args, const float* tokens, cudaStream_t stream) {
+  if (args.num_rows == 0) return;
+  constexpr int kThreads = 256;
+  shard_finish_kernel<<<(args.num_rows + kThreads - 1) / kThreads, kThreads, 0, stream>>>(args, tokens);
+  KS_CUDA_CHECK_LAUNCH("shard_finish_kernel");
 }
 
 }  // namespace kestrel::sampling_kernels
