@@ -40,6 +40,9 @@ struct LLMStats {
   // Model runner (rank 0's under tensor parallelism).
   int64_t graph_steps = 0;  // steps replayed from a CUDA graph
   int64_t eager_steps = 0;  // steps run op by op
+  // Steps whose rows every rank sampled from its own vocab shard (tensor parallelism on GPUs,
+  // docs/parallel.md); the others' logits were gathered for rank 0's sampler.
+  int64_t vocab_parallel_steps = 0;
   int num_graphs = 0;       // CUDA graphs captured at start-up
   double graph_capture_seconds = 0.0;
   size_t activation_bytes = 0;      // device memory the profile forward added (0 on the CPU)

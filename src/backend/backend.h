@@ -106,6 +106,8 @@ class Graph {
   virtual void replay() = 0;
 };
 
+class Communicator;
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -176,6 +178,17 @@ class Backend {
     throw_error("{} backend: no device sampler", name());
   }
   virtual void discard_samples() {}
+  // The vocab-parallel sampler of tensor parallelism (docs/parallel.md): samples `batch`
+  // (staged with the whole vocabulary, shardable(batch, vocab)) from this rank's LM-head
+  // columns, local_logits F32 [S, Vp] holding ids [rank Vp, rank Vp + Vp) (Vp a multiple
+  // of 256; the last rank's columns past `vocab` ignored), with two collectives over `comm`.
+  // Every rank of comm calls it for the same batch; every rank's token feedback gets the
+  // tokens. With `keep` (rank 0) collect_sample() returns them; the other ranks pass false.
+  virtual bool supports_vocab_parallel_sampling() const { return false; }
+  virtual void launch_sample_vocab_parallel(const Tensor& local_logits, const SamplingBatch& batch,
+                                            int vocab, Communicator& comm, bool keep) {
+    throw_error("{} backend: no vocab-parallel sampler", name());
+  }
   // Log-probabilities of given tokens, one per row of logits F32 [R, V]: row r's entry for
   // tokens[r] as compute_logprobs (src/sampling/logprobs.h) gives it (log_softmax of the raw
   // row, its rank, the num_top most likely). Prompt logprobs, computed where the logits are;

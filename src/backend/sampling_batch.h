@@ -54,4 +54,27 @@ struct SamplingBatch {
   }
 };
 
+// Whether row r needs only its own logits' chunk statistics (the vocab-parallel sampler of
+// tensor parallelism): greedy, or temperature alone (top_k off or >= vocab, top_p 1, min_p
+// 0), no logprobs, penalties, logit bias, masked tokens or allowed-token mask.
+inline bool shardable_row(const SamplingBatch& b, int r, int vocab) {
+  const auto n = static_cast<size_t>(r);
+  const bool no_list = b.masked_offsets.empty() || b.masked_offsets[n] == b.masked_offsets[n + 1];
+  const bool no_bias = b.bias_offsets.empty() || b.bias_offsets[n] == b.bias_offsets[n + 1];
+  const bool no_mask = b.allowed_row.empty() || b.allowed_row[n] < 0;
+  const bool no_penalty = b.repetition_penalty[n] == 1.0f && b.presence_penalty[n] == 0.0f &&
+                          b.frequency_penalty[n] == 0.0f;
+  const bool plain = b.temperature[n] == 0.0f ||
+                     ((b.top_k[n] <= 0 || b.top_k[n] >= vocab) && b.top_p[n] >= 1.0f &&
+                      b.min_p[n] <= 0.0f);
+  return b.num_logprobs[n] < 0 && no_list && no_bias && no_mask && no_penalty && plain;
+}
+
+inline bool shardable(const SamplingBatch& b, int vocab) {
+  for (int r = 0; r < b.num_rows; ++r) {
+    if (!shardable_row(b, r, vocab)) return false;
+  }
+  return b.num_rows > 0;
+}
+
 }  // namespace kestrel

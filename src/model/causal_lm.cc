@@ -99,7 +99,7 @@ Tensor CausalLM::forward(const Tensor& input_ids, const AttentionMetadata& meta,
 
   Tensor sampled = ws_.sampled.slice(0, S);
   be.gather_rows(hidden, sample_rows, sampled);
-  return lm_head(sampled, S, nullptr, eps);
+  return lm_head(sampled, S, nullptr, eps, vocab_parallel_);
 }
 
 Tensor CausalLM::row_logits(const Tensor& rows) {
@@ -116,7 +116,24 @@ Tensor CausalLM::row_logits(const Tensor& rows) {
   return lm_head(sampled, R, last_fused_ ? &weights_.final_norm : nullptr, eps);
 }
 
-Tensor CausalLM::lm_head(const Tensor& sampled, int64_t S, const Tensor* final_norm, float eps) {
+void CausalLM::set_vocab_parallel_logits(bool on) {
+  KS_CHECK(!on || (comm_ != nullptr && plan_.world_size > 1),
+           "vocab-parallel logits need tensor parallelism over more than one rank");
+  vocab_parallel_ = on;
+}
+
+Tensor CausalLM::gather_logits(const Tensor& local) {
+  KS_CHECK(vocab_parallel_, "gather_logits: the logits are not vocab-parallel");
+  KS_CHECK(local.ndim() == 2 && local.dim(1) == plan_.vocab_per_rank && local.dim(0) <= ws_.max_rows &&
+               local.data() == ws_.logits_local.data(),
+           "gather_logits: {} is not forward()'s vocab-parallel logits", local.shape().str());
+  Tensor logits = ws_.logits.slice(0, local.dim(0));
+  comm_->all_gather_columns(local, logits);
+  return logits;
+}
+
+Tensor CausalLM::lm_head(const Tensor& sampled, int64_t S, const Tensor* final_norm, float eps,
+                         bool local_only) {
   Tensor logits = ws_.logits.slice(0, S);
   // Under tensor parallelism this rank's vocab columns, then every rank's side by side (the
   // last rank's padding dropped). With one rank the columns are the logits already.
@@ -126,6 +143,7 @@ Tensor CausalLM::lm_head(const Tensor& sampled, int64_t S, const Tensor* final_n
   } else {
     backend_.linear(sampled, weights_.lm_head, Tensor(), local);
   }
+  if (local_only) return local;
   if (comm_ != nullptr) comm_->all_gather_columns(local, logits);
   return logits;
 }
@@ -166,7 +184,7 @@ Tensor CausalLM::forward_fused(const AttentionMetadata& meta, std::vector<LayerK
   }
   Tensor sampled = ws_.sampled.slice(0, S);
   be.gather_rows(residual, sample_rows, sampled);
-  return lm_head(sampled, S, &weights_.final_norm, eps);
+  return lm_head(sampled, S, &weights_.final_norm, eps, vocab_parallel_);
 }
 
 void CausalLM::reserve_workspace(int64_t max_num_tokens, int64_t max_rows) {

@@ -84,6 +84,16 @@ class CausalLM {
   // kestrel::Error without a forward before it or for R out of range.
   Tensor row_logits(const Tensor& rows);
 
+  // Vocab-parallel logits (tensor parallelism over more than one rank): from now on forward()
+  // returns this rank's LM-head columns, F32 [S, Vp] (ids [shard_plan().vocab_start, + Vp);
+  // the last rank's columns past the vocabulary hold 0), and gather_logits() makes the whole
+  // rows where a step needs them. row_logits() still gathers. Set before graphs are captured.
+  void set_vocab_parallel_logits(bool on);
+  bool vocab_parallel_logits() const { return vocab_parallel_; }
+  // The whole logits F32 [S, vocab_size] of forward()'s columns `local` (a collective: every
+  // rank calls it). REQUIRES vocab_parallel_logits(); valid as forward()'s result.
+  Tensor gather_logits(const Tensor& local);
+
   // Makes the workspace hold at least `max_num_tokens` tokens and `max_rows` sampled rows; never
   // shrinks it. Call with the largest step before capturing graphs.
   void reserve_workspace(int64_t max_num_tokens, int64_t max_rows);
@@ -109,8 +119,10 @@ class CausalLM {
                        const AttentionShape& shape);
 
   // The logits of the sampled rows [S, H] (final_norm applied first when given: the fused
-  // path's rows are not normed yet), gathered over the ranks' vocab shards.
-  Tensor lm_head(const Tensor& sampled, int64_t S, const Tensor* final_norm, float eps);
+  // path's rows are not normed yet), gathered over the ranks' vocab shards unless
+  // `local_only` (this rank's columns).
+  Tensor lm_head(const Tensor& sampled, int64_t S, const Tensor* final_norm, float eps,
+                 bool local_only = false);
 
   // Activation buffers for up to max_num_tokens tokens and max_rows sampled rows. Head counts
   // and I are this rank's (ShardPlan); Vp its vocabulary rows.
@@ -131,6 +143,7 @@ class CausalLM {
   ModelConfig config_;
   Backend& backend_;
   Communicator* comm_;  // null: the whole model, no collectives
+  bool vocab_parallel_ = false;  // forward() returns this rank's LM-head columns
   ShardPlan plan_;
   ModelWeights weights_;
   Tensor cos_sin_;  // F32 [max_positions, head_dim]

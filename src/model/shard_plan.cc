@@ -28,7 +28,13 @@ ShardPlan ShardPlan::make(const ModelConfig& c, int rank, int world_size) {
              N, Hkv);
   }
   const int64_t V = c.vocab_size;
-  const int64_t Vp = (V + N - 1) / N;
+  int64_t Vp = (V + N - 1) / N;
+  // Rounded up to whole sampler chunks where the last rank keeps a real id (every
+  // vocabulary of more than (N - 1) kVocabAlign tokens).
+  if (const int64_t aligned = (Vp + kVocabAlign - 1) / kVocabAlign * kVocabAlign;
+      N > 1 && (N - 1) * aligned < V) {
+    Vp = aligned;
+  }
   // all_gather_columns drops padding from the last rank only, so that rank must still hold
   // at least one real token (only a vocabulary of at most N (N - 1) tokens can fail this).
   KS_CHECK((N - 1) * Vp < V,

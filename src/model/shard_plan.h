@@ -10,7 +10,9 @@
 //   o_proj [H, Hq D]        columns       the columns of its query heads; o_proj bias: rank 0
 //   gate_proj, up_proj      rows          [r I/N, (r+1) I/N)
 //   down_proj [H, I]        columns       the same range
-//   embed_tokens [V, H]     rows (vocab)  [r Vp, min(V, (r+1) Vp)), Vp = ceil(V / N)
+//   embed_tokens [V, H]     rows (vocab)  [r Vp, min(V, (r+1) Vp)), Vp = ceil(V / N) rounded
+//                                         up to a multiple of kVocabAlign where the last
+//                                         rank still holds an id
 //   lm_head [V, H]          rows (vocab)  the same range (tied: the embedding shard itself)
 //   norms, q_norm, k_norm   replicated
 //
@@ -27,6 +29,11 @@
 namespace kestrel {
 
 struct ShardPlan {
+  // A rank's vocabulary starts on a chunk of the vocab-parallel sampler (kPlainChunk in
+  // backend/cuda/sampling/sampling_plain.h), which then samples each rank's logit columns
+  // where they are (docs/parallel.md).
+  static constexpr int64_t kVocabAlign = 256;
+
   int rank = 0;
   int world_size = 1;
   int num_q_heads = 0;     // this rank's, Hq / N
@@ -35,8 +42,8 @@ struct ShardPlan {
   int kv_head_start = 0;   // first global KV head
   int64_t intermediate = 0;        // I / N
   int64_t intermediate_start = 0;
-  int64_t vocab_per_rank = 0;  // Vp = ceil(V / N): rows of this rank's embedding/LM head
-                               // (the last rank's trailing rows beyond V are zeros)
+  int64_t vocab_per_rank = 0;  // Vp (above): rows of this rank's embedding/LM head (the
+                               // last rank's trailing rows beyond V are zeros)
   int64_t vocab_start = 0;     // r * Vp
 
   // The plan for `rank` of `world_size`. Throws kestrel::Error, naming the sizes, when N

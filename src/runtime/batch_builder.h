@@ -25,6 +25,10 @@ struct HostBatch {
   // the batch index of each.
   std::vector<int> prompt_rows;
   std::vector<int> prompt_seqs;
+  // Tensor parallelism with the vocab-parallel sampler: what every rank needs to sample the
+  // rows itself (tp_protocol.h's encode_row_sampling). Empty: rank 0 samples the gathered
+  // logits (or nothing is sampled).
+  std::vector<int> row_sampling;
 };
 
 // REQUIRES: every sequence's block table covers its tokens up to

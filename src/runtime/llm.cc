@@ -325,6 +325,7 @@ LLMStats LLM::stats() const {
   s.generation_tokens = e.total_generation_tokens;
   s.computed_tokens = e.total_computed_tokens;
   s.graph_steps = r.graph_steps;
+  s.vocab_parallel_steps = r.vocab_parallel_steps;
   s.eager_steps = r.eager_steps;
   s.num_graphs = r.num_graphs;
   s.graph_capture_seconds = r.graph_capture_seconds;

@@ -19,6 +19,7 @@
 #include "runtime/kv_cache_sizing.h"
 #include "runtime/kv_scales.h"
 #include "runtime/step_inputs.h"
+#include "runtime/tp_protocol.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #if KESTREL_WITH_CUDA
@@ -143,6 +144,7 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
 
   // Before any graph is captured: the graphs' embedding reads the feedback buffer.
   token_feedback_ = backend_->supports_sampling() && backend_->enable_token_feedback(max_num_seqs_);
+  set_up_vocab_sampling();
 
   // What the profile adds is measured from here (the pool's idle memory handed back first).
   if (on_device) backend_->reset_peak_memory();
@@ -181,6 +183,34 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
 }
 
 ModelRunner::~ModelRunner() = default;
+
+void ModelRunner::set_up_vocab_sampling() {
+  if (model_comm_ == nullptr || model_comm_->world_size() == 1) return;
+  const char* env = std::getenv("KESTREL_TP_VOCAB_SAMPLING");
+  const bool can = backend_->supports_vocab_parallel_sampling() && token_feedback_ &&
+                   model_->shard_plan().vocab_per_rank % ShardPlan::kVocabAlign == 0 &&
+                   !(env != nullptr && std::string(env) == "0");
+  // Every rank must take the same collectives: the group uses it only where all can.
+  vocab_sampling_ = model_comm_->all_reduce_min_host(can ? 1 : 0) == 1;
+  model_->set_vocab_parallel_logits(vocab_sampling_);
+  if (vocab_sampling_) {
+    KS_LOG_INFO("tensor parallelism: plain rows are sampled from each rank's vocab shard "
+                "({} ids a rank)", model_->shard_plan().vocab_per_rank);
+  }
+}
+
+void ModelRunner::join_sampling(const HostBatch& hb, const Tensor& logits) {
+  if (hb.sample_rows.empty()) return;
+  if (!hb.row_sampling.empty()) {
+    KS_CHECK(vocab_sampling_, "rank 0 asked for vocab-parallel sampling, which this rank lacks");
+    const SamplingBatch batch = decode_row_sampling(hb.row_sampling);
+    backend_->launch_sample_vocab_parallel(logits, batch, model_->config().vocab_size,
+                                           *model_comm_, false);
+    return;
+  }
+  if (vocab_sampling_) model_->gather_logits(logits);
+  share_sampled_tokens();
+}
 
 const ModelConfig& ModelRunner::model_config() const { return model_->config(); }
 
@@ -418,18 +448,28 @@ void ModelRunner::launch(const ScheduledBatch& batch) {
   const int num_rows = static_cast<int>(hb.sample_rows.size());
   // The device sampler's parameters go up before the forward, hidden behind it.
   const bool device_sampling = num_rows > 0 && backend_->supports_sampling();
+  const int vocab = model_->config().vocab_size;
   SamplingBatch sampling;
+  // Every rank samples its own vocab shard when every row allows it (the workers learn the
+  // rows from the step message); otherwise rank 0 samples the gathered logits.
+  bool vocab_parallel = false;
   if (device_sampling) {
-    sampling = make_sampling_batch(batch, hb.sample_seqs, eos_token_ids_, model_->config().vocab_size);
-    backend_->stage_sample(sampling, model_->config().vocab_size);
+    sampling = make_sampling_batch(batch, hb.sample_seqs, eos_token_ids_, vocab);
+    vocab_parallel = vocab_sampling_ && shardable(sampling, vocab);
+    if (vocab_parallel) hb.row_sampling = encode_row_sampling(sampling);
+    backend_->stage_sample(sampling, vocab);
   }
   stats_.prepare_seconds += seconds_since(t0);
   const Tensor logits = run_forward(hb);
   t0 = Clock::now();
   Launched l;
   // Only prompt chunks (no rows): the layers ran for their K/V writes; nothing to sample.
-  if (device_sampling) {
-    backend_->launch_sample(logits, sampling);
+  if (vocab_parallel) {
+    backend_->launch_sample_vocab_parallel(logits, sampling, vocab, *model_comm_, true);
+    ++stats_.vocab_parallel_steps;
+    l.on_device = true;
+  } else if (device_sampling) {
+    backend_->launch_sample(vocab_sampling_ ? model_->gather_logits(logits) : logits, sampling);
     share_sampled_tokens();
     l.on_device = true;
   }

@@ -16,7 +16,8 @@
 // with the other ranks on the KV block count, and captures its graphs with the collectives
 // inside. Rank 0's runner is the one the engine drives; before each device step it tells
 // the other ranks (StepBroadcast), whose runners run the same step through run_forward().
-// Only rank 0 samples.
+// Only rank 0 samples, except that on GPUs every rank samples its vocab shard of the rows
+// that allow it (set_up_vocab_sampling).
 //
 // Not thread-safe: one thread drives a runner.
 #pragma once
@@ -47,6 +48,7 @@ struct StepShape;
 struct RunnerStats {
   int64_t graph_steps = 0;  // steps replayed from a CUDA graph
   int64_t eager_steps = 0;  // steps run op by op
+  int64_t vocab_parallel_steps = 0;  // steps sampled from each rank's vocab shard
   int num_graphs = 0;       // graphs captured at start-up
   double graph_capture_seconds = 0.0;
   size_t activation_bytes = 0;      // device memory the profile forward added (0 on the CPU)
@@ -110,6 +112,11 @@ class ModelRunner : public ModelExecutor {
   // Every rank calls it after each step that has prompt rows.
   void run_prompt_logits(const HostBatch& batch,
                          const std::function<void(size_t first, const Tensor& logits)>& use);
+  // A worker's part in sampling the step run_forward(batch) gave `logits`: the vocab-parallel
+  // sampler over its shard when rank 0 sent the rows (batch.row_sampling), else the logits'
+  // gather (under vocab-parallel logits) and share_sampled_tokens(). Every rank other than 0
+  // calls it after each step.
+  void join_sampling(const HostBatch& batch, const Tensor& logits);
   // Rank 0's sampled tokens of the last launch into every rank's token-feedback buffer, so
   // that the next step's pending tokens read the same ids everywhere. Every rank calls it
   // after each step with sampled rows (rank 0 from launch()); a no-op outside a group or
@@ -157,6 +164,11 @@ class ModelRunner : public ModelExecutor {
   // dtype than the spec asks for.
   std::vector<LayerKvCache> allocate_kv_cache(const KvCacheSpec& spec);
   void warm_up_prompt_sizes();
+  // Tensor parallelism on devices whose backend has the vocab-parallel sampler: the model's
+  // forward keeps each rank's LM-head columns (CausalLM::set_vocab_parallel_logits), and
+  // steps whose rows allow it are sampled there (docs/parallel.md). The ranks agree; off with
+  // KESTREL_TP_VOCAB_SAMPLING=0 on any rank.
+  void set_up_vocab_sampling();
   void capture_graphs();
   StepShape graph_shape(int size) const;
   Tensor forward(const StepShape& shape, int max_query_len, int max_seq_len);
@@ -198,6 +210,7 @@ class ModelRunner : public ModelExecutor {
   };
   std::deque<Launched> launched_;
   bool token_feedback_ = false;   // the backend feeds pending tokens itself
+  bool vocab_sampling_ = false;   // set_up_vocab_sampling()
   std::vector<int> last_tokens_;  // otherwise: the last launch's tokens, by sampled row
 };
 

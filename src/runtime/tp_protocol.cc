@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include <array>
+#include <bit>
+#include <climits>
 
 #include "core/error.h"
 
@@ -12,15 +14,18 @@ namespace {
 // The arrays of a kForward step, in wire order, with their lengths from the header.
 template <typename Batch>
 auto arrays(Batch& hb) {
-  return std::array{&hb.input_ids, &hb.positions, &hb.slot_mapping, &hb.query_start_loc,
-                    &hb.seq_lens, &hb.block_tables, &hb.sample_rows, &hb.prompt_rows};
+  return std::array{&hb.input_ids, &hb.positions,  &hb.slot_mapping, &hb.query_start_loc,
+                    &hb.seq_lens,  &hb.block_tables, &hb.sample_rows, &hb.prompt_rows,
+                    &hb.row_sampling};
 }
 
-std::array<size_t, 8> lengths(const StepHeader& h) {
+std::array<size_t, 9> lengths(const StepHeader& h) {
   const size_t T = h.num_tokens, B = h.num_seqs;
   return {T, T, T, B + 1, B, B * h.max_blocks, static_cast<size_t>(h.num_rows),
-          static_cast<size_t>(h.num_prompt_rows)};
+          static_cast<size_t>(h.num_prompt_rows), static_cast<size_t>(h.num_row_sampling)};
 }
+
+constexpr size_t kRowSamplingWords = 4;
 
 nlohmann::json to_json(const EngineConfig& c) {
   return {{"device", c.device},
@@ -78,6 +83,7 @@ void send_forward(ProcessGroup& group, const HostBatch& hb) {
   h.num_seqs = static_cast<int32_t>(hb.seq_lens.size());
   h.num_rows = static_cast<int32_t>(hb.sample_rows.size());
   h.num_prompt_rows = static_cast<int32_t>(hb.prompt_rows.size());
+  h.num_row_sampling = static_cast<int32_t>(hb.row_sampling.size());
   h.max_blocks = hb.max_blocks;
   h.max_query_len = hb.max_query_len;
   h.max_seq_len = hb.max_seq_len;
@@ -98,9 +104,12 @@ StepHeader receive_step(ProcessGroup& group, HostBatch& hb) {
   group.broadcast(&h, sizeof(h), 0);
   if (h.kind != StepKind::kForward) return h;
   KS_CHECK(h.num_tokens > 0 && h.num_seqs > 0 && h.num_rows >= 0 && h.max_blocks >= 0 &&
-               h.num_prompt_rows >= 0 && h.num_prompt_rows <= h.num_tokens,
-           "tensor-parallel step from rank 0 has impossible sizes (T {}, B {}, S {}, W {}, P {})",
-           h.num_tokens, h.num_seqs, h.num_rows, h.max_blocks, h.num_prompt_rows);
+               h.num_prompt_rows >= 0 && h.num_prompt_rows <= h.num_tokens &&
+               (h.num_row_sampling == 0 || h.num_row_sampling == kRowSamplingWords * h.num_rows),
+           "tensor-parallel step from rank 0 has impossible sizes (T {}, B {}, S {}, W {}, P {}, "
+           "sampling {})",
+           h.num_tokens, h.num_seqs, h.num_rows, h.max_blocks, h.num_prompt_rows,
+           h.num_row_sampling);
   const auto lens = lengths(h);
   size_t total = 0;
   for (size_t n : lens) total += n;
@@ -118,6 +127,36 @@ StepHeader receive_step(ProcessGroup& group, HostBatch& hb) {
   hb.sample_seqs.clear();
   hb.prompt_seqs.clear();
   return h;
+}
+
+std::vector<int> encode_row_sampling(const SamplingBatch& batch) {
+  std::vector<int> words;
+  words.reserve(kRowSamplingWords * static_cast<size_t>(batch.num_rows));
+  for (int r = 0; r < batch.num_rows; ++r) {
+    const uint64_t seed = batch.seed[r];
+    words.push_back(std::bit_cast<int>(batch.temperature[r]));
+    words.push_back(static_cast<int>(static_cast<uint32_t>(seed)));
+    words.push_back(static_cast<int>(static_cast<uint32_t>(seed >> 32)));
+    KS_CHECK(batch.position[r] >= 0 && batch.position[r] <= INT32_MAX,
+             "row {}: position {} does not fit the step message", r, batch.position[r]);
+    words.push_back(static_cast<int>(batch.position[r]));
+  }
+  return words;
+}
+
+SamplingBatch decode_row_sampling(const std::vector<int>& words) {
+  KS_CHECK(words.size() % kRowSamplingWords == 0, "row sampling of {} words", words.size());
+  SamplingBatch b;
+  b.num_rows = static_cast<int>(words.size() / kRowSamplingWords);
+  for (int r = 0; r < b.num_rows; ++r) {
+    const int* w = words.data() + kRowSamplingWords * static_cast<size_t>(r);
+    SamplingParams p;
+    p.temperature = std::bit_cast<float>(w[0]);
+    const uint64_t seed = static_cast<uint64_t>(static_cast<uint32_t>(w[1])) |
+                          static_cast<uint64_t>(static_cast<uint32_t>(w[2])) << 32;
+    b.add_row_params(p, seed, w[3]);
+  }
+  return b;
 }
 
 StartupMessage broadcast_startup(ProcessGroup& group, const StartupMessage& from_rank0) {

@@ -5,8 +5,9 @@
 //
 // A step travels as two broadcasts: a fixed StepHeader, then (for kForward) the HostBatch
 // arrays the header sizes: input_ids, positions, slot_mapping [T] | query_start_loc [B + 1]
-// | seq_lens [B] | block_tables [B, max_blocks] | sample_rows [S] | prompt_rows [P], all
-// i32. Workers never sample, so sample_seqs and prompt_seqs do not travel.
+// | seq_lens [B] | block_tables [B, max_blocks] | sample_rows [S] | prompt_rows [P] |
+// row_sampling [0 or 4 S], all i32. sample_seqs and prompt_seqs do not travel: workers sample
+// only through the vocab-parallel sampler, from row_sampling.
 #pragma once
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 
 #include "kestrel/engine_config.h"
 #include "parallel/process_group.h"
+#include "backend/sampling_batch.h"
 #include "runtime/batch_builder.h"
 
 namespace kestrel {
@@ -31,7 +33,14 @@ struct StepHeader {
   int32_t max_query_len = 0, max_seq_len = 0;
   int32_t args[3] = {0, 0, 0};
   int32_t num_prompt_rows = 0;  // P
+  int32_t num_row_sampling = 0;  // 0 or 4 S
 };
+
+// The vocab-parallel sampler's rows on the wire: per row temperature (float bits), seed (low
+// and high 32 bits), position. REQUIRES shardable(batch): nothing else of a row matters then.
+std::vector<int> encode_row_sampling(const SamplingBatch& batch);
+// The batch a worker stages from them (the same rows as rank 0's, as the sampler sees them).
+SamplingBatch decode_row_sampling(const std::vector<int>& words);
 
 // Rank 0: sends `hb` (kForward). Other ranks: receive_step() fills the header and, for
 // kForward, `hb`. Throws kestrel::Error from the group (a dead peer, a timeout).

@@ -25,8 +25,7 @@ int run_tensor_parallel_worker(const RankInfo& role) {
       const StepHeader h = receive_step(*group, hb);
       switch (h.kind) {
         case StepKind::kForward:
-          runner.run_forward(hb);
-          if (!hb.sample_rows.empty()) runner.share_sampled_tokens();
+          runner.join_sampling(hb, runner.run_forward(hb));
           if (!hb.prompt_rows.empty()) runner.run_prompt_logits(hb, nullptr);
           break;
         case StepKind::kTimeDecode:

@@ -138,8 +138,8 @@ TEST(ShardPlan, SplitsHeadsMlpAndVocabulary) {
     EXPECT_EQ(p.kv_head_start, r);
     EXPECT_EQ(p.intermediate, 1536);
     EXPECT_EQ(p.intermediate_start, 1536 * r);
-    EXPECT_EQ(p.vocab_per_rank, 18992);
-    EXPECT_EQ(p.vocab_start, 18992 * r);
+    EXPECT_EQ(p.vocab_per_rank, 19200);  // ceil(151936 / 8) = 18992, in chunks of 256
+    EXPECT_EQ(p.vocab_start, 19200 * r);
   }
   const ShardPlan p = ShardPlan::make(c, 1, 2);
   EXPECT_EQ(p.num_kv_heads, 4);
@@ -167,12 +167,20 @@ TEST(ShardPlan, ReplicatesKvHeadsWhenRanksOutnumberThem) {
 }
 
 TEST(ShardPlan, PadsTheLastRanksVocabulary) {
+  // Too small for whole chunks of 256 on every rank: ceil(V / N).
   const ModelConfig c = shape_config(4, 2, 128, 10);
   for (int r = 0; r < 4; ++r) {
     const ShardPlan p = ShardPlan::make(c, r, 4);
     EXPECT_EQ(p.vocab_per_rank, 3);
     EXPECT_EQ(p.vocab_start, 3 * r);
   }
+  // 1,000 ids on 4 ranks: 250 rounds to 256 and the last rank keeps 232; on 2: 500 -> 512.
+  EXPECT_EQ(ShardPlan::make(shape_config(4, 2, 128, 1000), 3, 4).vocab_start, 768);
+  EXPECT_EQ(ShardPlan::make(shape_config(4, 2, 128, 1000), 1, 2).vocab_per_rank, 512);
+  // 700 on 4: 175 -> 256 would leave the last rank nothing (768 > 700): 175.
+  EXPECT_EQ(ShardPlan::make(shape_config(4, 2, 128, 700), 0, 4).vocab_per_rank, 175);
+  // Qwen3 on 2 ranks: 75,968 -> 76,032 (297 chunks).
+  EXPECT_EQ(ShardPlan::make(shape_config(4, 2, 128, 151936), 0, 2).vocab_per_rank, 76032);
 }
 
 TEST(ShardPlan, RejectsSplitsThatDoNotDivide) {

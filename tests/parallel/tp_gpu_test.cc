@@ -94,6 +94,49 @@ TEST(TensorParallelGpu, MoreRanksThanGpusIsAClearError) {
   }
 }
 
+// The vocab-parallel sampler (each rank samples its LM-head columns) against the gathered
+// logits sampled by rank 0, both at TP=2: the same logits, so the same tokens bit for bit.
+// Seeded temperature rows and greedy rows take the vocab-parallel path; a batch with one
+// top_p row is gathered whole; the runs in between show which path each took.
+TEST(TensorParallelGpu, VocabParallelSamplingMatchesTheGatheredLogits) {
+  KS_SKIP_WITH_FEWER_GPUS(2);
+  setenv(kWorkerEnv, "gpu_engine", 1);
+  const HfFixture f = load_hf_fixtures().front();
+  std::vector<SamplingParams> sampled(f.prompts.size());
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    sampled[i].temperature = i % 3 == 0 ? 0.0f : 0.6f + 0.3f * static_cast<float>(i % 3);
+    sampled[i].seed = 100 + static_cast<int64_t>(i);
+    sampled[i].max_tokens = 40;
+    sampled[i].ignore_eos = true;
+  }
+  std::vector<SamplingParams> mixed = sampled;
+  mixed.back().top_p = 0.9f;
+  auto tokens = [&](LLM& llm, const std::vector<SamplingParams>& p) {
+    std::vector<std::vector<int>> out;
+    for (RequestOutput& r : llm.generate(f.prompts, p, false)) out.push_back(r.outputs.at(0).token_ids);
+    return out;
+  };
+  setenv("KESTREL_TP_VOCAB_SAMPLING", "0", 1);
+  std::vector<std::vector<int>> want_sampled, want_mixed;
+  {
+    LLM gathered(f.dir, tp_gpu_config(2));
+    want_sampled = tokens(gathered, sampled);
+    want_mixed = tokens(gathered, mixed);
+    EXPECT_EQ(gathered.stats().vocab_parallel_steps, 0);
+  }
+  unsetenv("KESTREL_TP_VOCAB_SAMPLING");
+  LLM sharded(f.dir, tp_gpu_config(2));
+  EXPECT_EQ(tokens(sharded, sampled), want_sampled);
+  const int64_t steps = sharded.stats().vocab_parallel_steps;
+  EXPECT_GE(steps, 39) << "the decode steps of 40 tokens";
+  EXPECT_EQ(tokens(sharded, mixed), want_mixed);
+  // Every step of the mixed batch had the top_p row: none was vocab-parallel.
+  EXPECT_EQ(sharded.stats().vocab_parallel_steps, steps);
+  std::printf("[ tp 2 gpus ] vocab-parallel steps: %lld of %lld\n",
+              static_cast<long long>(sharded.stats().vocab_parallel_steps),
+              static_cast<long long>(sharded.stats().num_steps));
+}
+
 // A rank's process killed while the group decodes: the step fails within seconds, naming it.
 TEST(TensorParallelGpu, KilledRankFailsTheGroup) {
   KS_SKIP_WITH_FEWER_GPUS(2);

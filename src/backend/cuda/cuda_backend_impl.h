@@ -86,6 +86,9 @@ class CudaBackend final : public Backend {
   void launch_sample(const Tensor& logits, const SamplingBatch& batch) override;
   std::vector<SampledToken> collect_sample() override;
   void discard_samples() override;
+  bool supports_vocab_parallel_sampling() const override { return true; }
+  void launch_sample_vocab_parallel(const Tensor& local_logits, const SamplingBatch& batch,
+                                    int vocab, Communicator& comm, bool keep) override;
   std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, std::span<const int> tokens,
                                             int num_top) override;  // sampling/token_logprobs.cc
   bool enable_token_feedback(int max_rows) override;

@@ -16,7 +16,9 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pinned_host.h"
 #include "backend/cuda/sampling/sampling.h"
+#include "backend/cuda/sampling/sampling_plain.h"
 #include "core/error.h"
+#include "parallel/communicator.h"
 
 namespace kestrel {
 
@@ -95,6 +97,9 @@ class CudaSampler {
   // first when it is not).
   void stage(CudaBackend& be, const SamplingBatch& batch, int vocab);
   void launch(CudaBackend& be, const Tensor& logits, const SamplingBatch& batch);
+  // Backend::launch_sample_vocab_parallel.
+  void launch_vocab_parallel(CudaBackend& be, const Tensor& local_logits,
+                             const SamplingBatch& batch, int vocab, Communicator& comm, bool keep);
   std::vector<SampledToken> collect();
   void discard(CudaBackend& be);
 
@@ -135,7 +140,20 @@ class CudaSampler {
   std::optional<Staged> staged_;
   int next_slot_ = 0;
   std::deque<Launched> launched_;
+  // F32 views of the vocab-parallel path's buffers, grown as needed: this rank's chunk
+  // statistics [rows, 4 chunks], every rank's [rows, 4 world chunks], the owners' tokens.
+  Tensor f32_rows(CudaBackend& be, Tensor& t, int64_t rows, int64_t cols) {
+    if (!t.defined() || t.dim(0) < rows || t.dim(1) != cols) {
+      t = Tensor();
+      t = be.empty(DType::kF32, Shape{std::max<int64_t>(rows, 256), cols});
+    }
+    return t.slice(0, rows);
+  }
+  // Takes the staged batch (staging `batch` first when none is), checked against `vocab`.
+  Staged take_staged(CudaBackend& be, const SamplingBatch& batch, int vocab);
+
   Tensor io_dev_, processed_dev_, plain_dev_;
+  Tensor shard_stats_, shard_all_, shard_tokens_;
 };
 
 void CudaSampler::build_penalties(const SamplingBatch& b, int r, int vocab,
@@ -270,6 +288,9 @@ void CudaSampler::stage(CudaBackend& be, const SamplingBatch& batch, int vocab) 
   const size_t top_bytes = sizeof(TopLogprob) * static_cast<size_t>(num_rows) * top_stride;
   const size_t out_bytes = result_bytes + top_bytes;
   uint8_t* dev = device_bytes(be, io_dev_, in_bytes);
+  // The launch two before used this slot: its copy from the pinned buffer must be done (a
+  // collected launch's is; a vocab-parallel rank's other than 0 collects nothing).
+  done_[l.slot].wait();
   uint8_t* host_in = upload_[l.slot].get(in_bytes);
   std::memcpy(host_in, rows_.data(), sizeof(RowParams) * num_rows);
   std::memcpy(host_in + rows_bytes, processed_rows_.data(), sizeof(int32_t) * processed_rows_.size());
@@ -330,6 +351,19 @@ void CudaSampler::launch(CudaBackend& be, const Tensor& logits, const SamplingBa
            "sample: logits {} must be [{}, vocab > 0]", logits.shape().str(), batch.num_rows);
   KS_CHECK(logits.dim(1) < (int64_t{1} << 31), "sample: vocab {} is too large", logits.dim(1));
   const int vocab = static_cast<int>(logits.dim(1));
+  Staged st = take_staged(be, batch, vocab);
+  const int num_rows = batch.num_rows;
+  if (num_rows > 0) {
+    st.args.logits = static_cast<const float*>(logits.data());
+    sampling_kernels::sample_rows(st.args, be.stream());
+    done_[st.launch.slot].record(be.stream());
+  }
+  launched_.push_back(std::move(st.launch));
+  next_slot_ = (next_slot_ + 1) % kSlots;
+}
+
+CudaSampler::Staged CudaSampler::take_staged(CudaBackend& be, const SamplingBatch& batch,
+                                             int vocab) {
   if (!staged_) stage(be, batch, vocab);
   Staged st = std::move(*staged_);
   staged_.reset();
@@ -337,12 +371,51 @@ void CudaSampler::launch(CudaBackend& be, const Tensor& logits, const SamplingBa
   KS_CHECK(num_rows == batch.num_rows && st.launch.vocab == vocab,
            "sample: the staged batch ({} rows, vocab {}) is not this one ({} rows, vocab {})",
            num_rows, st.launch.vocab, batch.num_rows, vocab);
+  return st;
+}
+
+// The three steps of sampling_plain.h's vocab-parallel path with the two collectives between
+// them, all in stream order (the collectives are the communicator's, on this stream).
+void CudaSampler::launch_vocab_parallel(CudaBackend& be, const Tensor& local_logits,
+                                        const SamplingBatch& batch, int vocab, Communicator& comm,
+                                        bool keep) {
+  using sampling_kernels::kPlainChunk;
+  KS_CHECK(local_logits.defined() && local_logits.device() == Device::kCuda &&
+               local_logits.dtype() == DType::kF32 && local_logits.ndim() == 2 &&
+               local_logits.dim(0) == batch.num_rows,
+           "vocab-parallel sample: logits {} must be CUDA F32 [{}, Vp]", local_logits.shape().str(),
+           batch.num_rows);
+  const int64_t Vp = local_logits.dim(1);
+  const int world = comm.world_size(), rank = comm.rank();
+  KS_CHECK(Vp > 0 && Vp % kPlainChunk == 0 && (world - 1) * Vp < vocab && vocab <= world * Vp,
+           "vocab-parallel sample: {} columns a rank over {} ranks do not split a vocabulary of "
+           "{} in chunks of {}",
+           Vp, world, vocab, kPlainChunk);
+  Staged st = take_staged(be, batch, vocab);
+  const int num_rows = batch.num_rows;
   if (num_rows > 0) {
-    st.args.logits = static_cast<const float*>(logits.data());
-    sampling_kernels::sample_rows(st.args, be.stream());
+    const sampling_kernels::PlainShard shard{rank, static_cast<int>(Vp / kPlainChunk),
+                                             static_cast<int>(std::min<int64_t>(Vp, vocab - rank * Vp)),
+                                             static_cast<int>(Vp)};
+    // A chunk's 16-byte statistics travel as 4 floats.
+    const int64_t cols = 4 * int64_t{shard.chunks};
+    Tensor mine = f32_rows(be, shard_stats_, num_rows, cols);
+    Tensor all = f32_rows(be, shard_all_, num_rows, world * cols);
+    // The owners' tokens, padded to 16 bytes for the peer all-reduce (the tail is not read).
+    Tensor tokens = f32_rows(be, shard_tokens_, (num_rows + 3) / 4 * 4, 1);
+    sampling_kernels::SampleArgs& args = st.args;
+    args.logits = static_cast<const float*>(local_logits.data());
+    auto* stats = static_cast<sampling_kernels::PlainChunkStat*>(mine.data());
+    sampling_kernels::plain_shard_stats(args, shard, world, stats, be.stream());
+    comm.all_gather_columns(mine, all);
+    sampling_kernels::plain_shard_pick(args, shard, world,
+                                       static_cast<const sampling_kernels::PlainChunkStat*>(all.data()),
+                                       tokens.data_as<float>(), be.stream());
+    comm.all_reduce_sum(tokens);
+    sampling_kernels::plain_shard_finish(args, tokens.data_as<float>(), be.stream());
     done_[st.launch.slot].record(be.stream());
   }
-  launched_.push_back(std::move(st.launch));
+  if (keep) launched_.push_back(std::move(st.launch));
   next_slot_ = (next_slot_ + 1) % kSlots;
 }
 
@@ -406,6 +479,12 @@ void CudaBackend::stage_sample(const SamplingBatch& batch, int vocab) {
 
 void CudaBackend::launch_sample(const Tensor& logits, const SamplingBatch& batch) {
   sampler().launch(*this, logits, batch);
+}
+
+void CudaBackend::launch_sample_vocab_parallel(const Tensor& local_logits,
+                                               const SamplingBatch& batch, int vocab,
+                                               Communicator& comm, bool keep) {
+  sampler().launch_vocab_parallel(*this, local_logits, batch, vocab, comm, keep);
 }
 
 std::vector<SampledToken> CudaBackend::collect_sample() { return sampler().collect(); }
