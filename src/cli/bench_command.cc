@@ -157,9 +157,16 @@ Runner add_bench_command(CLI::App& app) {
     if (!o->json_path.empty()) check_writable(o->json_path);
     const ModelConfig config = load_model_config(o->model);
     check_workload_fits(*o, fixed, config);
-    const BenchWorkload w = fixed ? fixed_workload(*o)
-                                  : nano_vllm_bench_workload(o->num_seqs, o->max_input_len,
-                                                             o->max_output_len, o->seed);
+    BenchWorkload w = fixed ? fixed_workload(*o)
+                            : nano_vllm_bench_workload(o->num_seqs, o->max_input_len,
+                                                       o->max_output_len, o->seed);
+    // nano-vLLM draws ids in [0, 10000]: a smaller vocabulary takes them modulo its size (a
+    // model of 10,001 ids or more gets nano-vLLM's own prompts).
+    if (config.vocab_size <= 10000) {
+      for (std::vector<int>& prompt : w.prompt_token_ids) {
+        for (int& t : prompt) t %= config.vocab_size;
+      }
+    }
     if (o->engine.max_model_len == 0) {
       o->engine.max_model_len = fixed ? o->fixed_input_len + o->fixed_output_len
                                       : o->max_input_len + o->max_output_len;
@@ -288,6 +295,11 @@ Runner add_bench_command(CLI::App& app) {
     if (m.kv_cache_dtype == "fp8_e4m3") {
       std::printf("fp8 kv cache:      %lld values clamped\n", static_cast<long long>(m.kv_cache_clamped));
     }
+    if (!m.communicator.empty()) {
+      std::printf("tensor parallel:   %d ranks (%s); %lld of %lld steps sampled on each rank's vocab shard\n",
+                  o->engine.tensor_parallel_size, m.communicator.c_str(),
+                  static_cast<long long>(m.vocab_parallel_steps), static_cast<long long>(m.num_steps));
+    }
     if (!device_memory.empty()) std::printf("device memory:     %s\n", device_memory.c_str());
     std::printf("peak host memory:  %.1f MiB\n", usage.ru_maxrss / 1024.0);
 
@@ -297,6 +309,7 @@ Runner add_bench_command(CLI::App& app) {
           {"fixed_input_len", o->fixed_input_len}, {"fixed_output_len", o->fixed_output_len},
           {"enforce_eager", o->engine.enforce_eager}, {"temperature", o->temperature},
           {"prompt_tokens", cost.prompt_tokens}, {"output_tokens", t.generated},
+          {"vocab_parallel_steps", m.vocab_parallel_steps},
           {"expected_output_tokens", cost.output_tokens}, {"total_s", t.total},
           {"first_tokens_s", t.first_tokens}, {"output_tok_s", out_tps},
           {"prefill_tok_s", prefill_tps}, {"decode_tok_s", decode_tps},

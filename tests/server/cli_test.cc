@@ -216,6 +216,25 @@ TEST(Cli, BenchRefusesWorkloadsThatCannotRunAndUnwritableJson) {
   EXPECT_EQ(json.output.find("output throughput"), std::string::npos) << "ran before refusing";
 }
 
+// nano-vLLM's prompt ids run to 10,000: a model with fewer ids takes them modulo its
+// vocabulary (was "prompt token 6311 ... is outside the vocabulary"), here through two CPU
+// ranks, whose line says how the steps were sampled (gathered logits: the CPU has no
+// vocab-parallel sampler).
+TEST(Cli, BenchRunsModelsOfSmallVocabulariesAndSaysHowTpSampled) {
+  const std::string dir = std::string(KESTREL_BINARY_DIR) + "/cli_test_small_vocab";
+  const CliRun made =
+      kestrel_run({"make-model", "--out", dir, "--preset", "tiny", "--vocab-size", "1000"});
+  ASSERT_EQ(made.code, 0) << made.output;
+  const CliRun bench = kestrel_run({"bench", "--model", dir, "--device", "cpu", "--threads", "2",
+                                    "--no-ceilings", "--tp", "2", "--num-seqs", "3",
+                                    "--fixed-input-len", "12", "--fixed-output-len", "4"});
+  EXPECT_EQ(bench.code, 0) << bench.output;
+  EXPECT_NE(bench.output.find("output throughput"), std::string::npos) << bench.output;
+  EXPECT_NE(bench.output.find("tensor parallel:   2 ranks (gloo); 0 of"), std::string::npos)
+      << bench.output;
+  fs::remove_all(dir);
+}
+
 // Sizes the disk or memory cannot hold are refused before a byte is written (--layers
 // 100000 of the 32B preset wrote gigabytes a second until the disk was full).
 TEST(Cli, MakeModelRefusesModelsTooLargeForTheDiskOrMemory) {
