@@ -1,7 +1,8 @@
 // TensorParallelExecutor: rank 0 of a tensor-parallel group, in front of the per-rank
 // runners (docs/parallel.md). The engine drives it like any ModelExecutor; it drives rank
 // 0's ModelRunner, which tells the other ranks each device step (tp_protocol.h) before it
-// runs it, and samples from the gathered logits. The other ranks run tp_worker.h's loop.
+// runs it and samples it (on GPUs with every rank, from each rank's vocab shard, where the
+// rows allow it: ModelRunner::join_sampling). The other ranks run tp_worker.h's loop.
 //
 // Start-up: on one host (config.tp_rendezvous empty) it starts ranks 1..N-1 itself
 // (LocalWorkers); under a launcher every process runs the same command and the group
@@ -14,7 +15,8 @@
 // waits for them.
 //
 // Steps overlap as on one device (async scheduling): pending tokens reach the other ranks
-// through a broadcast of rank 0's token-feedback buffer after each sampling.
+// through their own vocab-parallel sampling, or a broadcast of rank 0's token-feedback
+// buffer after rank 0 sampled the gathered logits.
 #pragma once
 
 #include <atomic>
