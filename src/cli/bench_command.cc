@@ -42,6 +42,8 @@ struct Options {
   int fixed_input_len = 0;
   int fixed_output_len = 0;
   float temperature = 0.6f;
+  int top_k = -1;
+  float top_p = 1.0f;
   uint64_t seed = 0;
   std::string json_path;
   bool measure_ceilings = true;
@@ -138,6 +140,10 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--fixed-input-len", o->fixed_input_len, "every prompt this long (with --fixed-output-len)")->check(at_least(1));
   cmd->add_option("--fixed-output-len", o->fixed_output_len, "every output this long")->check(at_least(1));
   cmd->add_option("--temperature", o->temperature, "sampling temperature (0 = greedy)")->capture_default_str();
+  cmd->add_option("--top-k", o->top_k, "keep the k most likely tokens (-1 = off; Qwen3's default is 20)")
+      ->check(CLI::Range(-1, 1 << 30))->capture_default_str();
+  cmd->add_option("--top-p", o->top_p, "nucleus sampling mass in (0, 1] (1 = off; Qwen3's default is 0.95)")
+      ->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
   cmd->add_option("--seed", o->seed, "Python random seed of the workload")->check(seed_value())->capture_default_str();
   cmd->add_option("--json", o->json_path, "also write the results to this JSON file");
   cmd->add_flag("!--no-ceilings", o->measure_ceilings, "skip measuring the device's copy bandwidth and GEMM rate");
@@ -175,6 +181,8 @@ Runner add_bench_command(CLI::App& app) {
     std::vector<int> prompt_lens, output_lens;
     for (size_t i = 0; i < params.size(); ++i) {
       params[i].temperature = o->temperature;
+      params[i].top_k = o->top_k;
+      params[i].top_p = o->top_p;
       params[i].ignore_eos = true;
       params[i].max_tokens = w.max_tokens[i];
       params[i].output_kind = OutputKind::kDelta;  // the run loop only looks for first tokens
@@ -182,6 +190,7 @@ Runner add_bench_command(CLI::App& app) {
       prompt_lens.push_back(static_cast<int>(w.prompt_token_ids[i].size()));
       output_lens.push_back(w.max_tokens[i]);
     }
+    if (!params.empty()) params[0].validate(config.vocab_size);  // before loading the model
 
     // The copy rate on a fresh device as well as after the run: measured after the
     // workload in the same process it came out ~14% lower on an H100 (2,583 against
@@ -254,9 +263,12 @@ Runner add_bench_command(CLI::App& app) {
       std::printf("workload:          nano-vLLM bench, %d sequences, lengths 100..%d in, 100..%d out (seed %llu)\n",
                   o->num_seqs, o->max_input_len, o->max_output_len, static_cast<unsigned long long>(o->seed));
     }
-    std::printf("tokens:            %lld prompt, %lld output (expected %lld), temperature %.2f\n",
+    std::printf("tokens:            %lld prompt, %lld output (expected %lld), temperature %.2f",
                 static_cast<long long>(cost.prompt_tokens), static_cast<long long>(t.generated),
                 static_cast<long long>(cost.output_tokens), o->temperature);
+    if (o->top_k > 0) std::printf(", top_k %d", o->top_k);
+    if (o->top_p < 1.0f) std::printf(", top_p %.2f", o->top_p);
+    std::printf("\n");
     if (have_ceilings) {
       std::printf("ceilings:          copy %.0f GB/s (1 GiB device copy, read + written; %.0f before the run, %.0f after), bf16 GEMM %.0f TFLOP/s (%d^3)\n",
                   ceil.copy_bytes_per_second / 1e9, copy_before / 1e9, copy_after / 1e9,
@@ -308,6 +320,7 @@ Runner add_bench_command(CLI::App& app) {
           {"device", device}, {"model", o->model}, {"fixed", fixed}, {"num_seqs", o->num_seqs},
           {"fixed_input_len", o->fixed_input_len}, {"fixed_output_len", o->fixed_output_len},
           {"enforce_eager", o->engine.enforce_eager}, {"temperature", o->temperature},
+          {"top_k", o->top_k}, {"top_p", o->top_p},
           {"prompt_tokens", cost.prompt_tokens}, {"output_tokens", t.generated},
           {"vocab_parallel_steps", m.vocab_parallel_steps},
           {"expected_output_tokens", cost.output_tokens}, {"total_s", t.total},

@@ -13,6 +13,7 @@
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/sampling/sampling.h"
+#include "backend/cuda/sampling/sampling_topk.h"
 #include "sampling_test_util.h"
 
 namespace kestrel {
@@ -21,9 +22,30 @@ namespace {
 using namespace cuda_test;
 using namespace sampling_test;
 
+// Device time of launch() in microseconds: one warm-up, then the mean of 20 back to back.
+template <typename Launch>
+double launches_us(CudaBackend& be, Launch launch) {
+  launch();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  constexpr int kIters = 20;
+  cudaEventRecord(start, be.stream());
+  for (int i = 0; i < kIters; ++i) launch();
+  cudaEventRecord(stop, be.stream());
+  cudaEventSynchronize(stop);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms * 1e3 / kIters;
+}
+
 // Time of the sampling kernels alone (the production launcher, no host packing or copies)
-// for rows without penalties, in microseconds per call.
-double kernel_us(CudaBackend& be, const Tensor& logits, const std::vector<Row>& rows, int vocab) {
+// for rows without penalties, in microseconds per call. split_topk false: top_k rows make
+// their first pass in one block (the path before the split pass, for comparison).
+double kernel_us(CudaBackend& be, const Tensor& logits, const std::vector<Row>& rows, int vocab,
+                 bool split_topk = true) {
   namespace sk = sampling_kernels;
   const int n = static_cast<int>(rows.size());
   std::vector<sk::RowParams> params(n);
@@ -57,20 +79,13 @@ double kernel_us(CudaBackend& be, const Tensor& logits, const std::vector<Row>& 
     scratch = be.empty(DType::kU8, Shape{static_cast<int64_t>(sk::plain_scratch_bytes(n, vocab))});
     args.plain_scratch = scratch.data();
   }
-  sk::sample_rows(args, be.stream());
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  constexpr int kIters = 20;
-  cudaEventRecord(start, be.stream());
-  for (int i = 0; i < kIters; ++i) sk::sample_rows(args, be.stream());
-  cudaEventRecord(stop, be.stream());
-  cudaEventSynchronize(stop);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms * 1e3 / kIters;
+  args.num_topk_split = static_cast<int>(std::count_if(params.begin(), params.end(), sk::takes_topk_split));
+  Tensor topk_scratch;
+  if (split_topk && args.num_topk_split > 0) {
+    topk_scratch = be.empty(DType::kU8, Shape{static_cast<int64_t>(sk::topk_scratch_bytes(n, vocab))});
+    args.topk_scratch = topk_scratch.data();
+  }
+  return launches_us(be, [&] { sk::sample_rows(args, be.stream()); });
 }
 
 // S = 256 rows of V = 151936: time per call against the time to read the logits once at the
@@ -157,11 +172,56 @@ TEST(CudaSampling, TimingAgainstTheLogitsByteFloor) {
     if (!c.penalties) {
       const double kernels = kernel_us(be, dev, rows, vocab);
       std::printf(", kernels %7.1f us = %.1fx the floor", kernels, kernels / floor_us);
+      if (c.k > 0 && c.logprobs < 0) {
+        std::printf(" (first pass in one block: %.1f us)", kernel_us(be, dev, rows, vocab, false));
+      }
     }
     std::printf(" (floor %.1f us)\n", floor_us);
   }
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
+}
+
+// Rows of Qwen3's defaults (T 0.6, top_k 20, top_p 0.95) over batch sizes: the kernels with
+// the first pass split over blocks (sampling_topk.h) and in one block, and the split pass alone.
+TEST(CudaSampling, TimingOfTheSplitTopKPassOverBatchSizes) {
+  KS_REQUIRE_GPU();
+  namespace sk = sampling_kernels;
+  auto& be = dynamic_cast<CudaBackend&>(gpu());
+  const int vocab = 151936;
+  std::mt19937 rng(21);
+  for (int n : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {
+    std::vector<float> logits(static_cast<size_t>(n) * vocab);
+    std::vector<Row> rows;
+    std::vector<sk::RowParams> params(n);
+    for (int r = 0; r < n; ++r) {
+      fill_row(logits.data() + static_cast<size_t>(r) * vocab, vocab, 6, rng);
+      rows.push_back(row_with(0.6f, 20, 0.95f));
+      rows.back().seed = rng();
+      rows.back().position = r;
+      params[r].temperature = 0.6f;
+      params[r].top_k = 20;
+      params[r].top_p = 0.95f;
+    }
+    const Tensor dev = upload_logits(logits, n, vocab);
+    const double split = kernel_us(be, dev, rows, vocab, true);
+    const double one = kernel_us(be, dev, rows, vocab, false);
+    // The split pass alone.
+    Tensor params_dev = be.empty(DType::kU8, Shape{static_cast<int64_t>(sizeof(sk::RowParams) * n)});
+    ASSERT_EQ(cudaMemcpy(params_dev.data(), params.data(), sizeof(sk::RowParams) * n, cudaMemcpyHostToDevice),
+              cudaSuccess);
+    Tensor scratch = be.empty(DType::kU8, Shape{static_cast<int64_t>(sk::topk_scratch_bytes(n, vocab))});
+    sk::SampleArgs args;
+    args.logits = dev.data_as<float>();
+    args.rows = params_dev.data_as<sk::RowParams>();
+    args.num_rows = n;
+    args.vocab = vocab;
+    args.topk_scratch = scratch.data();
+    const double alone = launches_us(be, [&] { sk::launch_topk_segments(args, be.stream()); });
+    ASSERT_EQ(cudaStreamSynchronize(be.stream()), cudaSuccess);
+    std::printf("[ sampling ] S=%3d top_k 20 top_p 0.95: kernels %7.1f us split, %7.1f us one block; split pass alone %7.1f us\n",
+                n, split, one, alone);
+  }
 }
 
 // One row of V = 151936 (single-stream decoding): the sampling kernels alone and the whole
@@ -205,8 +265,10 @@ TEST(CudaSampling, TimingAtBatchOne) {
     for (int i = 0; i < kIters; ++i) be.sample(dev, batch);
     const auto t1 = std::chrono::steady_clock::now();
     const double wall_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / kIters;
-    std::printf("[ sampling ] S=1 V=%d %-40s sample() %7.1f us, kernels %7.1f us\n", vocab,
+    std::printf("[ sampling ] S=1 V=%d %-40s sample() %7.1f us, kernels %7.1f us", vocab,
                 c.name, wall_us, kernel_us(be, dev, rows, vocab));
+    if (c.k > 0) std::printf(" (first pass in one block: %.1f us)", kernel_us(be, dev, rows, vocab, false));
+    std::printf("\n");
   }
 }
 

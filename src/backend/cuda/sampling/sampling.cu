@@ -1,7 +1,9 @@
 // The device sampler: one thread block of 512 threads per row, same semantics as the CPU
 // sampler (docs/sampling.md); the design and its costs are in docs/gpu_sampling.md. Plain
 // rows (greedy or temperature alone, no logprobs) take the split path of sampling_plain.cu
-// instead; this kernel then skips them.
+// instead; this kernel then skips them. top_k rows (takes_topk_split) in batches that launch
+// sampling_topk.cu have pass 1 and the compaction made there, over many blocks; this kernel
+// starts from their candidates (gather_topk_candidates).
 //
 // Per row (x = the processed logits, raw = the model's; every "pass" reads the row once):
 //  1. pass 1: greedy rows take the argmax (ties to the lowest id) and are done; other rows
@@ -29,6 +31,7 @@
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/sampling/sampling_plain.h"
 #include "backend/cuda/sampling/sampling_select.cuh"
+#include "backend/cuda/sampling/sampling_topk.h"
 #include "core/philox.h"
 
 namespace kestrel::sampling_kernels {
@@ -131,6 +134,88 @@ __device__ int filter_and_draw(const Src& src, const RowParams& p, double total_
   return draw(src, keep, u, s);
 }
 
+// The rest of sample_random once the candidates are in the shared list: logits (top_k then
+// applies) or, with list_weights, weights already.
+__device__ int sample_list(const RowParams& p, float max, int list_n, bool list_weights,
+                           double total_all, Smem& s) {
+  float kth = kNegInf;
+  if (p.top_k > 0) kth = key_float(count_select(ListValues{s.list_ids, s.list_vals, list_n},
+                                                static_cast<uint32_t>(p.top_k), s).key);
+  if (!list_weights) {
+    for (int j = threadIdx.x; j < list_n; j += kThreads) {
+      const float v = s.list_vals[j];
+      s.list_vals[j] = v >= kth ? sample_weight(v, max, p.temperature) : 0.0f;
+    }
+    __syncthreads();
+  }
+  return filter_and_draw(ListWeights{s.list_ids, s.list_vals, list_n}, p, total_all, s);
+}
+
+// A top_k row's candidate list from its segments' lists (sampling_topk.h): the row max, the
+// union of the lists in id order, then only the ids whose key bin is at or above the bin of
+// the k-th largest key: the list compact_row makes in sample_random. Returns its size, or -1
+// when a segment kept too many or the union does not fit (the one-block passes then run).
+__device__ int gather_topk_candidates(const TopKScratch& sc, int row, uint32_t k, float* row_max,
+                                      Smem& s) {
+  constexpr int kPer = kTopKMaxSegments / kThreads;
+  const int segs = sc.num_segments;
+  const TopKSegment* rec = sc.segments + static_cast<size_t>(row) * segs;
+  const int first = threadIdx.x * kPer;
+  float m = kNegInf;
+  uint32_t counts[kPer], held = 0, over = 0;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    const TopKSegment r = first + i < segs ? rec[first + i] : TopKSegment{kNegInf, 0};
+    m = fmaxf(m, r.max);
+    over += r.count < 0 ? 1u : 0u;
+    counts[i] = r.count < 0 ? 0u : static_cast<uint32_t>(r.count);
+    held += counts[i];
+  }
+  *row_max = block_max(m, s);
+  over = block_sum(over, s);
+  uint32_t total;
+  uint32_t at = block_exclusive_scan(held, &total, s);
+  if (over != 0 || total > static_cast<uint32_t>(kListCap)) return -1;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    if (first + i < segs) {
+      s.work.segments.first[first + i] = at;
+      s.work.segments.count[first + i] = counts[i];
+      at += counts[i];
+    }
+  }
+  __syncthreads();
+  const int n = static_cast<int>(total);
+  for (int j = threadIdx.x; j < n; j += kThreads) {
+    // The last segment starting at or before j holds it (empty ones share the next one's start).
+    int lo = 0, hi = segs;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (s.work.segments.first[mid] <= static_cast<uint32_t>(j)) lo = mid; else hi = mid;
+    }
+    const size_t at_seg = (static_cast<size_t>(row) * segs + lo) * kTopKSegmentCap +
+                          (j - s.work.segments.first[lo]);
+    s.list_ids[j] = sc.ids[at_seg];
+    s.list_vals[j] = sc.values[at_seg];
+  }
+  __syncthreads();
+  for (int b = threadIdx.x; b < kBins; b += kThreads) s.work.hist.count[b] = 0;
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += kThreads) {
+    atomicAdd(&s.work.hist.count[float_key(s.list_vals[j]) >> 21], 1u);
+  }
+  __syncthreads();
+  int bin;
+  uint32_t above;
+  if (!find_crossing<uint32_t>(
+          kBins, [&](int d) { return s.work.hist.count[d]; }, [&](uint32_t c) { return c >= k; },
+          &bin, &above, s)) {
+    bin = 0;  // unreachable: the union holds the row's k largest
+  }
+  const uint32_t b = static_cast<uint32_t>(bin);
+  return compact_list(n, [&](float v) { return (float_key(v) >> 21) >= b; }, s);
+}
+
 __device__ int sample_random(const float* x, int vocab, const RowParams& p, float row_max, Smem& s) {
   const float max = row_max;
   const float t = p.temperature;
@@ -183,19 +268,7 @@ __device__ int sample_random(const float* x, int vocab, const RowParams& p, floa
     }
   }
 
-  if (list_n >= 0) {
-    float kth = kNegInf;
-    if (top_k) kth = key_float(count_select(ListValues{s.list_ids, s.list_vals, list_n},
-                                            static_cast<uint32_t>(p.top_k), s).key);
-    if (!list_weights) {
-      for (int j = threadIdx.x; j < list_n; j += kThreads) {
-        const float v = s.list_vals[j];
-        s.list_vals[j] = v >= kth ? sample_weight(v, max, t) : 0.0f;
-      }
-      __syncthreads();
-    }
-    return filter_and_draw(ListWeights{s.list_ids, s.list_vals, list_n}, p, total_all, s);
-  }
+  if (list_n >= 0) return sample_list(p, max, list_n, list_weights, total_all, s);
   float kth = kNegInf;
   if (top_k) kth = key_float(count_select(RowValues{x, vocab}, static_cast<uint32_t>(p.top_k), s).key);
   return filter_and_draw(RowWeights{x, vocab, max, t, kth}, p, -1.0, s);
@@ -278,6 +351,29 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(SampleArgs args, bo
   const bool want_logprobs = p.num_logprobs >= 0;
   const bool separate_raw = want_logprobs && x != raw;
 
+  RowResult res;
+  // A top_k row whose first pass ran split (sampling_topk.cu) starts from its candidates.
+  if (args.topk_scratch != nullptr && takes_topk_split(p)) {
+    float max;
+    const TopKScratch sc = TopKScratch::carve(args.topk_scratch, args.num_rows, vocab);
+    const int list_n = gather_topk_candidates(sc, row, static_cast<uint32_t>(p.top_k), &max, s);
+    if (list_n >= 0) {
+      if (!(max > kNegInf)) {
+        res.status = kRowNoFiniteLogit;
+      } else {
+        res.token = sample_list(p, max, list_n, false, -1.0, s);
+      }
+      if (threadIdx.x == 0) {
+        RowResult& out = args.results[row];
+        out = RowResult{};
+        out.token = res.token;
+        out.status = res.status;
+        if (args.feedback != nullptr) args.feedback[row] = res.token;
+      }
+      return;
+    }
+  }
+
   // Pass 1.
   if (!greedy && p.top_k > 0) {
     for (int b = threadIdx.x; b < kBins; b += kThreads) s.work.hist.count[b] = 0;
@@ -296,7 +392,6 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(SampleArgs args, bo
   });
   __syncthreads();
 
-  RowResult res;
   if (greedy) {
     best = block_argmax(best, s);
     res.token = best.id == INT_MAX ? 0 : best.id;
@@ -380,6 +475,7 @@ void sample_rows(const SampleArgs& args, cudaStream_t stream) {
   }
   const bool plain = args.num_plain != 0 && args.plain_scratch != nullptr;
   if (plain) launch_plain(args, stream);
+  if (args.num_topk_split != 0 && args.topk_scratch != nullptr) launch_topk_segments(args, stream);
   if (plain && args.num_plain == args.num_rows) return;
   kernels::allow_dynamic_smem<sample_kernel>(static_cast<int>(sizeof(Smem)));
   sample_kernel<<<args.num_rows, kThreads, sizeof(Smem), stream>>>(args, plain);

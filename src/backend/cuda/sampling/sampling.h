@@ -103,6 +103,11 @@ struct SampleArgs {
   // it every row takes the one-block path.
   int num_plain = -1;
   void* plain_scratch = nullptr;
+  // With topk_scratch set (topk_scratch_bytes(num_rows, vocab) bytes, 8-byte aligned), the
+  // first pass of rows for which takes_topk_split holds (sampling_topk.h) is split over many
+  // blocks; num_topk_split counts them (-1: not counted). Null: one block a row throughout.
+  int num_topk_split = -1;
+  void* topk_scratch = nullptr;
   // [num_rows] or null: each row's token is also written here (token feedback).
   int32_t* feedback = nullptr;
 };

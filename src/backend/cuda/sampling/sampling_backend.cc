@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "backend/cuda/pinned_host.h"
 #include "backend/cuda/sampling/sampling.h"
 #include "backend/cuda/sampling/sampling_plain.h"
+#include "backend/cuda/sampling/sampling_topk.h"
 #include "core/error.h"
 #include "parallel/communicator.h"
 
@@ -152,7 +154,13 @@ class CudaSampler {
   // Takes the staged batch (staging `batch` first when none is), checked against `vocab`.
   Staged take_staged(CudaBackend& be, const SamplingBatch& batch, int vocab);
 
-  Tensor io_dev_, processed_dev_, plain_dev_;
+  Tensor io_dev_, processed_dev_, plain_dev_, topk_dev_;
+  // KESTREL_SAMPLER_TOPK_SPLIT=N: the first pass of top_k rows is split over blocks in
+  // batches of at most N such rows (0: never; for A/B benchmarks, the tokens are the same).
+  const int split_topk_rows_ = [] {
+    const char* env = std::getenv("KESTREL_SAMPLER_TOPK_SPLIT");
+    return env == nullptr ? sampling_kernels::kTopKSplitMaxRows : std::max(std::atoi(env), 0);
+  }();
   Tensor shard_stats_, shard_all_, shard_tokens_;
 };
 
@@ -328,6 +336,13 @@ void CudaSampler::stage(CudaBackend& be, const SamplingBatch& batch, int vocab) 
   if (args.num_plain > 0) {
     args.plain_scratch =
         device_bytes(be, plain_dev_, sampling_kernels::plain_scratch_bytes(num_rows, vocab));
+  }
+  args.num_topk_split = static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [](const RowParams& p) {
+    return sampling_kernels::takes_topk_split(p);
+  }));
+  const size_t topk_bytes = sampling_kernels::topk_scratch_bytes(num_rows, vocab);
+  if (args.num_topk_split > 0 && args.num_topk_split <= split_topk_rows_ && topk_bytes > 0) {
+    args.topk_scratch = device_bytes(be, topk_dev_, topk_bytes);
   }
   const Tensor& feedback = be.token_feedback();
   if (feedback.defined()) {

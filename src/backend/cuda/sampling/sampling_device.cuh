@@ -61,6 +61,10 @@ struct Smem {
       int ids[kMaxTopLogprobs];
       float vals[kMaxTopLogprobs];
     } top;
+    struct {
+      uint32_t first[kMaxChunks];  // a segment's first place in the list (sampling_topk.h)
+      uint32_t count[kMaxChunks];
+    } segments;
   } work;
   unsigned long long scan_tmp[kWarps + 1];
   // Block-uniform results handed from one thread to all.
@@ -133,9 +137,9 @@ __device__ __forceinline__ T warp_sum(T v) {
 
 // Exclusive prefix sum over the block in thread order; *total gets the sum of all. T is
 // uint32_t, unsigned long long or double. Starts and ends with a barrier-safe use of
-// s.scan_tmp, so calls may follow one another.
-template <typename T>
-__device__ T block_exclusive_scan(T v, T* total, Smem& s) {
+// s.scan_tmp, so calls may follow one another. S: Smem or any struct with its scan_tmp.
+template <typename T, typename S>
+__device__ T block_exclusive_scan(T v, T* total, S& s) {
   T* tmp = reinterpret_cast<T*>(s.scan_tmp);
   const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
   const T inc = warp_inclusive_scan(v);
@@ -154,14 +158,15 @@ __device__ T block_exclusive_scan(T v, T* total, Smem& s) {
   return out;
 }
 
-template <typename T>
-__device__ T block_sum(T v, Smem& s) {
+template <typename T, typename S>
+__device__ T block_sum(T v, S& s) {
   T total;
   block_exclusive_scan(v, &total, s);
   return total;
 }
 
-__device__ __forceinline__ float block_max(float v, Smem& s) {
+template <typename S>
+__device__ __forceinline__ float block_max(float v, S& s) {
   float* tmp = reinterpret_cast<float*>(s.scan_tmp);
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, o));

@@ -37,9 +37,10 @@ __device__ __forceinline__ uint32_t from_bits<uint32_t>(unsigned long long b) {
 // Over bins nb-1 down to 0 with amounts load(d): finds the bin d where the running sum from
 // the top first reaches (reach(sum over bins >= d) true, reach(sum over bins > d) false).
 // reach must be monotone. Returns false when even the whole sum does not reach; else sets
-// *bin and *above (the sum over bins > d).
-template <typename T, typename Load, typename Reach>
-__device__ bool find_crossing(int nb, Load load, Reach reach, int* bin, T* above, Smem& s) {
+// *bin and *above (the sum over bins > d). S: Smem or any struct with its scan_tmp,
+// found_bin and found_value.
+template <typename T, typename Load, typename Reach, typename S>
+__device__ bool find_crossing(int nb, Load load, Reach reach, int* bin, T* above, S& s) {
   constexpr int kMaxPer = kBins / kThreads;
   const int per = nb / kThreads;
   T local[kMaxPer];
@@ -334,6 +335,41 @@ __device__ int compact_row(const float* x, int n, Take take, Smem& s) {
   }
   __syncthreads();
   return count;
+}
+
+// Keeps, in place and in order, the elements of the shared list [0, n) whose value passes
+// take(value); returns their count. REQUIRES n <= kListCap. Every thread reads its items
+// before the scan's barriers and writes at or below them after, so no item is overwritten
+// unread.
+template <typename Take>
+__device__ int compact_list(int n, Take take, Smem& s) {
+  constexpr int kItems = kListCap / kThreads;
+  const int first = threadIdx.x * kItems;
+  int ids[kItems];
+  float v[kItems];
+  uint32_t flags = 0, mine = 0;
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    const bool in = first + i < n;
+    ids[i] = in ? s.list_ids[first + i] : 0;
+    v[i] = in ? s.list_vals[first + i] : 0.0f;
+    if (in && take(v[i])) {
+      flags |= 1u << i;
+      ++mine;
+    }
+  }
+  uint32_t total;
+  uint32_t at = block_exclusive_scan(mine, &total, s);
+#pragma unroll
+  for (int i = 0; i < kItems; ++i) {
+    if (flags >> i & 1u) {
+      s.list_ids[at] = ids[i];
+      s.list_vals[at] = v[i];
+      ++at;
+    }
+  }
+  __syncthreads();
+  return static_cast<int>(total);
 }
 
 // Collects the n_top largest values of the source into s.work.top (unordered): every
