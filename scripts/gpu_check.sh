@@ -37,7 +37,7 @@
 #   --only LIST     with --bench, run only these of the benchmarks: comma-separated workload
 #                   names (single, nano, single_short, single_topk and nano_topk (Qwen3's
 #                   top_k 20 / top_p 0.95; *_topk1 with the first pass in one block, nano_topk_all split at
-#                   every batch size), decode256, prefill, prefill_lt,
+#                   every batch size; single_topp, nano_topp and *_topp1: Llama 3's top_p 0.9), decode256, prefill, prefill_lt,
 #                   prefill_ws_all, prefill_ws_rope, nano_sep, decode256_sep, nano_fp8_sep
 #                   (the RoPE/store kernel not fused into the tensor-core decode kernel), single_eager,
 #                   single_sync, nano_sync: the first and second without overlap;
@@ -450,10 +450,15 @@ BENCHES=(
   # Qwen3's generation_config (top_k 20, top_p 0.95, which the server applies), with the
   # sampler's first pass of top_k rows split over blocks and in one block.
   "single_topk:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --top-k 20 --top-p 0.95"
-  "single_topk1:KESTREL_SAMPLER_TOPK_SPLIT=0 --num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --top-k 20 --top-p 0.95"
+  "single_topk1:KESTREL_SAMPLER_SPLIT=0 --num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --top-k 20 --top-p 0.95"
   "nano_topk:--num-seqs 256 --top-k 20 --top-p 0.95"
-  "nano_topk1:KESTREL_SAMPLER_TOPK_SPLIT=0 --num-seqs 256 --top-k 20 --top-p 0.95"
-  "nano_topk_all:KESTREL_SAMPLER_TOPK_SPLIT=256 --num-seqs 256 --top-k 20 --top-p 0.95"
+  "nano_topk1:KESTREL_SAMPLER_SPLIT=0 --num-seqs 256 --top-k 20 --top-p 0.95"
+  "nano_topk_all:KESTREL_SAMPLER_SPLIT=256 --num-seqs 256 --top-k 20 --top-p 0.95"
+  # Llama 3's generation_config (T 0.6, top_p 0.9): the sampler's split top_p passes.
+  "single_topp:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --top-p 0.9"
+  "single_topp1:KESTREL_SAMPLER_SPLIT=0 --num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --top-p 0.9"
+  "nano_topp:--num-seqs 256 --top-p 0.9"
+  "nano_topp1:KESTREL_SAMPLER_SPLIT=0 --num-seqs 256 --top-p 0.9"
   "decode256:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   "prefill:--num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
   # The prompt steps' products on cuBLASLt alone, with every plain product on the

@@ -13,6 +13,7 @@
 
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/sampling/sampling.h"
+#include "backend/cuda/sampling/sampling_nucleus.h"
 #include "backend/cuda/sampling/sampling_topk.h"
 #include "sampling_test_util.h"
 
@@ -42,10 +43,13 @@ double launches_us(CudaBackend& be, Launch launch) {
 }
 
 // Time of the sampling kernels alone (the production launcher, no host packing or copies)
-// for rows without penalties, in microseconds per call. split_topk false: top_k rows make
-// their first pass in one block (the path before the split pass, for comparison).
+// for rows without penalties, in microseconds per call. Split: whether top_k, top_p and
+// min_p rows make their first passes split over blocks as CudaBackend::sample does (in
+// batches of at most kTopKSplitMaxRows / kNucleusSplitMaxRows such rows), always, or never
+// (the one-block passes).
+enum class Split { kAsSample, kAlways, kNever };
 double kernel_us(CudaBackend& be, const Tensor& logits, const std::vector<Row>& rows, int vocab,
-                 bool split_topk = true) {
+                 Split mode = Split::kAsSample) {
   namespace sk = sampling_kernels;
   const int n = static_cast<int>(rows.size());
   std::vector<sk::RowParams> params(n);
@@ -80,10 +84,20 @@ double kernel_us(CudaBackend& be, const Tensor& logits, const std::vector<Row>& 
     args.plain_scratch = scratch.data();
   }
   args.num_topk_split = static_cast<int>(std::count_if(params.begin(), params.end(), sk::takes_topk_split));
-  Tensor topk_scratch;
-  if (split_topk && args.num_topk_split > 0) {
+  args.num_nucleus_split =
+      static_cast<int>(std::count_if(params.begin(), params.end(), sk::takes_nucleus_split));
+  auto split = [&](int rows, int max_rows) {
+    return rows > 0 && (mode == Split::kAlways || (mode == Split::kAsSample && rows <= max_rows));
+  };
+  Tensor topk_scratch, nucleus_scratch;
+  if (split(args.num_topk_split, sk::kTopKSplitMaxRows)) {
     topk_scratch = be.empty(DType::kU8, Shape{static_cast<int64_t>(sk::topk_scratch_bytes(n, vocab))});
     args.topk_scratch = topk_scratch.data();
+  }
+  if (split(args.num_nucleus_split, sk::kNucleusSplitMaxRows)) {
+    nucleus_scratch =
+        be.empty(DType::kU8, Shape{static_cast<int64_t>(sk::nucleus_scratch_bytes(n, vocab))});
+    args.nucleus_scratch = nucleus_scratch.data();
   }
   return launches_us(be, [&] { sk::sample_rows(args, be.stream()); });
 }
@@ -172,8 +186,8 @@ TEST(CudaSampling, TimingAgainstTheLogitsByteFloor) {
     if (!c.penalties) {
       const double kernels = kernel_us(be, dev, rows, vocab);
       std::printf(", kernels %7.1f us = %.1fx the floor", kernels, kernels / floor_us);
-      if (c.k > 0 && c.logprobs < 0) {
-        std::printf(" (first pass in one block: %.1f us)", kernel_us(be, dev, rows, vocab, false));
+      if ((c.k > 0 || c.p < 1.0f || c.m > 0.0f) && c.logprobs < 0) {
+        std::printf(" (first passes in one block: %.1f us)", kernel_us(be, dev, rows, vocab, Split::kNever));
       }
     }
     std::printf(" (floor %.1f us)\n", floor_us);
@@ -182,45 +196,58 @@ TEST(CudaSampling, TimingAgainstTheLogitsByteFloor) {
   cudaEventDestroy(stop);
 }
 
-// Rows of Qwen3's defaults (T 0.6, top_k 20, top_p 0.95) over batch sizes: the kernels with
-// the first pass split over blocks (sampling_topk.h) and in one block, and the split pass alone.
-TEST(CudaSampling, TimingOfTheSplitTopKPassOverBatchSizes) {
+// Rows of Qwen3's defaults (T 0.6, top_k 20, top_p 0.95) and of Llama 3's (T 0.6, top_p 0.9)
+// over batch sizes: the kernels with the first passes split over blocks (sampling_topk.h,
+// sampling_nucleus.h) and in one block, and the split passes alone.
+TEST(CudaSampling, TimingOfTheSplitPassesOverBatchSizes) {
   KS_REQUIRE_GPU();
   namespace sk = sampling_kernels;
   auto& be = dynamic_cast<CudaBackend&>(gpu());
   const int vocab = 151936;
   std::mt19937 rng(21);
-  for (int n : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {
-    std::vector<float> logits(static_cast<size_t>(n) * vocab);
-    std::vector<Row> rows;
-    std::vector<sk::RowParams> params(n);
-    for (int r = 0; r < n; ++r) {
-      fill_row(logits.data() + static_cast<size_t>(r) * vocab, vocab, 6, rng);
-      rows.push_back(row_with(0.6f, 20, 0.95f));
-      rows.back().seed = rng();
-      rows.back().position = r;
-      params[r].temperature = 0.6f;
-      params[r].top_k = 20;
-      params[r].top_p = 0.95f;
+  for (const int k : {20, 0}) {
+    const float top_p = k > 0 ? 0.95f : 0.9f;
+    for (int n : {1, 2, 4, 8, 16, 32, 64, 128, 256}) {
+      std::vector<float> logits(static_cast<size_t>(n) * vocab);
+      std::vector<Row> rows;
+      std::vector<sk::RowParams> params(n);
+      for (int r = 0; r < n; ++r) {
+        fill_row(logits.data() + static_cast<size_t>(r) * vocab, vocab, 6, rng);
+        rows.push_back(row_with(0.6f, k > 0 ? k : -1, top_p));
+        rows.back().seed = rng();
+        rows.back().position = r;
+        params[r].temperature = 0.6f;
+        params[r].top_k = k;
+        params[r].top_p = top_p;
+      }
+      const Tensor dev = upload_logits(logits, n, vocab);
+      const double split = kernel_us(be, dev, rows, vocab, Split::kAlways);
+      const double one = kernel_us(be, dev, rows, vocab, Split::kNever);
+      // The split passes alone.
+      Tensor params_dev = be.empty(DType::kU8, Shape{static_cast<int64_t>(sizeof(sk::RowParams) * n)});
+      ASSERT_EQ(cudaMemcpy(params_dev.data(), params.data(), sizeof(sk::RowParams) * n,
+                           cudaMemcpyHostToDevice),
+                cudaSuccess);
+      const size_t bytes = k > 0 ? sk::topk_scratch_bytes(n, vocab) : sk::nucleus_scratch_bytes(n, vocab);
+      Tensor scratch = be.empty(DType::kU8, Shape{static_cast<int64_t>(bytes)});
+      sk::SampleArgs args;
+      args.logits = dev.data_as<float>();
+      args.rows = params_dev.data_as<sk::RowParams>();
+      args.num_rows = n;
+      args.vocab = vocab;
+      (k > 0 ? args.topk_scratch : args.nucleus_scratch) = scratch.data();
+      const double alone = launches_us(be, [&] {
+        if (k > 0) {
+          sk::launch_topk_segments(args, be.stream());
+        } else {
+          sk::launch_nucleus_segments(args, be.stream());
+        }
+      });
+      ASSERT_EQ(cudaStreamSynchronize(be.stream()), cudaSuccess);
+      std::printf("[ sampling ] S=%3d T=0.6 top_k %2d top_p %.2f: kernels %7.1f us split, %7.1f us "
+                  "one block; split passes alone %7.1f us\n",
+                  n, k, top_p, split, one, alone);
     }
-    const Tensor dev = upload_logits(logits, n, vocab);
-    const double split = kernel_us(be, dev, rows, vocab, true);
-    const double one = kernel_us(be, dev, rows, vocab, false);
-    // The split pass alone.
-    Tensor params_dev = be.empty(DType::kU8, Shape{static_cast<int64_t>(sizeof(sk::RowParams) * n)});
-    ASSERT_EQ(cudaMemcpy(params_dev.data(), params.data(), sizeof(sk::RowParams) * n, cudaMemcpyHostToDevice),
-              cudaSuccess);
-    Tensor scratch = be.empty(DType::kU8, Shape{static_cast<int64_t>(sk::topk_scratch_bytes(n, vocab))});
-    sk::SampleArgs args;
-    args.logits = dev.data_as<float>();
-    args.rows = params_dev.data_as<sk::RowParams>();
-    args.num_rows = n;
-    args.vocab = vocab;
-    args.topk_scratch = scratch.data();
-    const double alone = launches_us(be, [&] { sk::launch_topk_segments(args, be.stream()); });
-    ASSERT_EQ(cudaStreamSynchronize(be.stream()), cudaSuccess);
-    std::printf("[ sampling ] S=%3d top_k 20 top_p 0.95: kernels %7.1f us split, %7.1f us one block; split pass alone %7.1f us\n",
-                n, split, one, alone);
   }
 }
 
@@ -244,6 +271,7 @@ TEST(CudaSampling, TimingAtBatchOne) {
       {"T=1, no filter", 1.0f, -1, 1.0f},
       {"T=0.6 top_k=20 top_p=0.95", 0.6f, 20, 0.95f},
       {"T=0.7 top_k=50 top_p=0.9", 0.7f, 50, 0.9f},
+      {"T=0.6 top_p=0.9 (Llama 3)", 0.6f, -1, 0.9f},
   };
   for (const Config& c : configs) {
     Tally tally;
@@ -267,7 +295,9 @@ TEST(CudaSampling, TimingAtBatchOne) {
     const double wall_us = std::chrono::duration<double, std::micro>(t1 - t0).count() / kIters;
     std::printf("[ sampling ] S=1 V=%d %-40s sample() %7.1f us, kernels %7.1f us", vocab,
                 c.name, wall_us, kernel_us(be, dev, rows, vocab));
-    if (c.k > 0) std::printf(" (first pass in one block: %.1f us)", kernel_us(be, dev, rows, vocab, false));
+    if (c.k > 0 || c.p < 1.0f) {
+      std::printf(" (first passes in one block: %.1f us)", kernel_us(be, dev, rows, vocab, Split::kNever));
+    }
     std::printf("\n");
   }
 }

@@ -30,6 +30,8 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/launch.cuh"
 #include "backend/cuda/sampling/sampling_plain.h"
+#include "backend/cuda/sampling/sampling_nucleus.cuh"
+#include "backend/cuda/sampling/sampling_nucleus.h"
 #include "backend/cuda/sampling/sampling_select.cuh"
 #include "backend/cuda/sampling/sampling_topk.h"
 #include "core/philox.h"
@@ -76,54 +78,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-__device__ __forceinline__ int a_bin(float v, float max, float temperature) {
-  const float a = __fdiv_rn(__fsub_rn(v, max), temperature);
-  if (!(a >= -kARange)) return 0;
-  return min(static_cast<int>((a + kARange) * (kABins / kARange)), kABins - 1);
-}
-
-// Lowest a-bin that can hold a token of weight >= min_p (one bin of margin for rounding).
-__device__ int min_p_bin(float min_p) {
-  const float a = logf(min_p);
-  if (!(a >= -kARange)) return 0;
-  return max(min(static_cast<int>((a + kARange) * (kABins / kARange)), kABins - 1) - 1, 0);
-}
-
-// From the a-histogram in s.work.hist.count: the lowest bin L such that the bins >= L must
-// hold the top_p nucleus, i.e. an upper bound of the mass below L is <= (1 - top_p) times a
-// lower bound of the total; one bin of margin keeps weights that round equal across a bin
-// edge. Returns L and sets *count to the tokens in bins >= max(L, floor_bin).
-__device__ int top_p_bin(float top_p, int floor_bin, int* count, Smem& s) {
-  constexpr int kPer = kABins / kThreads;
-  constexpr double kWidth = static_cast<double>(kARange) / kABins;
-  const int first = threadIdx.x * kPer;
-  double tail[kPer], tail_sum = 0.0, total_lo = 0.0;
-  for (int i = 0; i < kPer; ++i) {
-    const int b = first + i;
-    const double n = s.work.hist.count[b];
-    const double a_lo = -kARange + b * kWidth, a_hi = fmin(a_lo + kWidth, 0.0);
-    total_lo += b == 0 ? 0.0 : n * exp(a_lo - 1e-4);
-    tail[i] = n * exp(fmin(a_hi + 1e-4, 0.0));
-    tail_sum += tail[i];
-  }
-  total_lo = block_sum(total_lo, s);
-  double all;
-  double below = block_exclusive_scan(tail_sum, &all, s);
-  const double budget = (1.0 - static_cast<double>(top_p)) * total_lo * (1.0 - 1e-3);
-  if (threadIdx.x == 0) s.found_bin = 0;
-  __syncthreads();
-  for (int i = 0; i < kPer; ++i) {
-    if (below <= budget) atomicMax(&s.found_bin, first + i);
-    below += tail[i];
-  }
-  __syncthreads();
-  const int lowest = max(max(s.found_bin - 1, 0), floor_bin);
-  uint32_t mine = 0;
-  for (int i = 0; i < kPer; ++i) mine += first + i >= lowest ? s.work.hist.count[first + i] : 0u;
-  *count = static_cast<int>(block_sum(mine, s));
-  return lowest;
-}
-
 // Filters (top_p, min_p) and the draw over a weight source.
 template <typename Src>
 __device__ int filter_and_draw(const Src& src, const RowParams& p, double total_all, Smem& s) {
@@ -149,6 +103,25 @@ __device__ int sample_list(const RowParams& p, float max, int list_n, bool list_
     __syncthreads();
   }
   return filter_and_draw(ListWeights{s.list_ids, s.list_vals, list_n}, p, total_all, s);
+}
+
+// Copies the segments' lists, in segment order, into the shared list [0, n): segment g's
+// s.work.segments.first[g] (its place in the shared list, ascending in g) and source[g] (its
+// first element in ids / values) are set; its count is the next one's first minus its own.
+__device__ void copy_segment_lists(const int32_t* ids, const float* values, int segs, int n, Smem& s) {
+  __syncthreads();
+  for (int j = threadIdx.x; j < n; j += kThreads) {
+    // The last segment starting at or before j holds it (empty ones share the next one's start).
+    int lo = 0, hi = segs;
+    while (hi - lo > 1) {
+      const int mid = (lo + hi) / 2;
+      if (s.work.segments.first[mid] <= static_cast<uint32_t>(j)) lo = mid; else hi = mid;
+    }
+    const size_t from = s.work.segments.source[lo] + (j - s.work.segments.first[lo]);
+    s.list_ids[j] = ids[from];
+    s.list_vals[j] = values[from];
+  }
+  __syncthreads();
 }
 
 // A top_k row's candidate list from its segments' lists (sampling_topk.h): the row max, the
@@ -180,25 +153,13 @@ __device__ int gather_topk_candidates(const TopKScratch& sc, int row, uint32_t k
   for (int i = 0; i < kPer; ++i) {
     if (first + i < segs) {
       s.work.segments.first[first + i] = at;
-      s.work.segments.count[first + i] = counts[i];
+      s.work.segments.source[first + i] =
+          static_cast<uint32_t>((static_cast<size_t>(row) * segs + first + i) * kTopKSegmentCap);
       at += counts[i];
     }
   }
-  __syncthreads();
   const int n = static_cast<int>(total);
-  for (int j = threadIdx.x; j < n; j += kThreads) {
-    // The last segment starting at or before j holds it (empty ones share the next one's start).
-    int lo = 0, hi = segs;
-    while (hi - lo > 1) {
-      const int mid = (lo + hi) / 2;
-      if (s.work.segments.first[mid] <= static_cast<uint32_t>(j)) lo = mid; else hi = mid;
-    }
-    const size_t at_seg = (static_cast<size_t>(row) * segs + lo) * kTopKSegmentCap +
-                          (j - s.work.segments.first[lo]);
-    s.list_ids[j] = sc.ids[at_seg];
-    s.list_vals[j] = sc.values[at_seg];
-  }
-  __syncthreads();
+  copy_segment_lists(sc.ids, sc.values, segs, n, s);
   for (int b = threadIdx.x; b < kBins; b += kThreads) s.work.hist.count[b] = 0;
   __syncthreads();
   for (int j = threadIdx.x; j < n; j += kThreads) {
@@ -214,6 +175,50 @@ __device__ int gather_topk_candidates(const TopKScratch& sc, int row, uint32_t k
   }
   const uint32_t b = static_cast<uint32_t>(bin);
   return compact_list(n, [&](float v) { return (float_key(v) >> 21) >= b; }, s);
+}
+
+// A top_p / min_p row's candidate list (weights) from its segments' (sampling_nucleus.h),
+// with the row max and its mass as the one-block path's compaction sums it. Returns the list's
+// size, or -1 when a segment overflowed or the row has too many candidates.
+__device__ int gather_nucleus_candidates(const NucleusScratch& sc, int row, float* row_max,
+                                         double* row_mass, Smem& s) {
+  constexpr int kPer = kTopKMaxSegments / kThreads;
+  const int segs = sc.num_segments;
+  const size_t at_row = static_cast<size_t>(row) * segs;
+  const int first = threadIdx.x * kPer;
+  float m = kNegInf;
+  double mass = 0.0;
+  uint32_t counts[kPer], sources[kPer], held = 0, over = 0;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    counts[i] = sources[i] = 0;
+    if (first + i >= segs) continue;
+    const NucleusSegment r = sc.segments[at_row + first + i];
+    m = fmaxf(m, sc.seg_max[at_row + first + i]);
+    mass += r.mass;
+    over += r.count < 0 ? 1u : 0u;
+    counts[i] = r.count < 0 ? 0u : static_cast<uint32_t>(r.count);
+    sources[i] = static_cast<uint32_t>(r.first);
+    held += counts[i];
+  }
+  *row_max = block_max(m, s);
+  *row_mass = block_sum(mass, s);
+  over = block_sum(over, s);
+  uint32_t total;
+  uint32_t at = block_exclusive_scan(held, &total, s);
+  if (over != 0 || total > static_cast<uint32_t>(kListCap)) return -1;
+#pragma unroll
+  for (int i = 0; i < kPer; ++i) {
+    if (first + i < segs) {
+      s.work.segments.first[first + i] = at;
+      s.work.segments.source[first + i] =
+          static_cast<uint32_t>(static_cast<size_t>(row) * kNucleusListCap + sources[i]);
+      at += counts[i];
+    }
+  }
+  const int n = static_cast<int>(total);
+  copy_segment_lists(sc.ids, sc.weights, segs, n, s);
+  return n;
 }
 
 __device__ int sample_random(const float* x, int vocab, const RowParams& p, float row_max, Smem& s) {
@@ -246,7 +251,7 @@ __device__ int sample_random(const float* x, int vocab, const RowParams& p, floa
         atomicAdd(&s.work.hist.count[a_bin(v, max, t)], 1u);
       });
       __syncthreads();
-      lowest = top_p_bin(p.top_p, floor_bin, &candidates, s);
+      lowest = top_p_bin(p.top_p, floor_bin, &candidates, s.work.hist.count, s);
     }
     if (candidates <= kListCap) {
       // The list holds weights; the tokens left out add their (fast) weights to the total
@@ -352,35 +357,46 @@ __global__ void __launch_bounds__(kThreads, 2) sample_kernel(SampleArgs args, bo
   const bool separate_raw = want_logprobs && x != raw;
 
   RowResult res;
-  // A top_k row whose first pass ran split (sampling_topk.cu) starts from its candidates.
+  // A row whose first passes ran split (sampling_topk.cu, sampling_nucleus.cu) starts from
+  // its candidates.
+  int list_n = -1;
+  float max = kNegInf;
+  double total_all = -1.0;
+  bool list_weights = false;
   if (args.topk_scratch != nullptr && takes_topk_split(p)) {
-    float max;
     const TopKScratch sc = TopKScratch::carve(args.topk_scratch, args.num_rows, vocab);
-    const int list_n = gather_topk_candidates(sc, row, static_cast<uint32_t>(p.top_k), &max, s);
-    if (list_n >= 0) {
-      if (!(max > kNegInf)) {
-        res.status = kRowNoFiniteLogit;
-      } else {
-        res.token = sample_list(p, max, list_n, false, -1.0, s);
-      }
-      if (threadIdx.x == 0) {
-        RowResult& out = args.results[row];
-        out = RowResult{};
-        out.token = res.token;
-        out.status = res.status;
-        if (args.feedback != nullptr) args.feedback[row] = res.token;
-      }
-      return;
+    list_n = gather_topk_candidates(sc, row, static_cast<uint32_t>(p.top_k), &max, s);
+  } else if (args.nucleus_scratch != nullptr && takes_nucleus_split(p)) {
+    const NucleusScratch sc = NucleusScratch::carve(args.nucleus_scratch, args.num_rows, vocab);
+    double mass;
+    list_n = gather_nucleus_candidates(sc, row, &max, &mass, s);
+    list_weights = true;
+    if (p.top_p < 1.0f) total_all = mass;
+  }
+  if (list_n >= 0) {
+    if (!(max > kNegInf)) {
+      res.status = kRowNoFiniteLogit;
+    } else {
+      res.token = sample_list(p, max, list_n, list_weights, total_all, s);
     }
+    if (threadIdx.x == 0) {
+      RowResult& out = args.results[row];
+      out = RowResult{};
+      out.token = res.token;
+      out.status = res.status;
+      if (args.feedback != nullptr) args.feedback[row] = res.token;
+    }
+    return;
   }
 
-  // Pass 1.
+  // Pass 1 (also for split rows whose candidates did not fit).
+  max = kNegInf;
   if (!greedy && p.top_k > 0) {
     for (int b = threadIdx.x; b < kBins; b += kThreads) s.work.hist.count[b] = 0;
     __syncthreads();
   }
   ArgMax best{kNegInf, INT_MAX};
-  float max = kNegInf, raw_max = kNegInf;
+  float raw_max = kNegInf;
   for_each(RowValues{x, vocab}, [&](int j, float v) {
     if (greedy) {
       best.take(v, j);
@@ -476,6 +492,9 @@ void sample_rows(const SampleArgs& args, cudaStream_t stream) {
   const bool plain = args.num_plain != 0 && args.plain_scratch != nullptr;
   if (plain) launch_plain(args, stream);
   if (args.num_topk_split != 0 && args.topk_scratch != nullptr) launch_topk_segments(args, stream);
+  if (args.num_nucleus_split != 0 && args.nucleus_scratch != nullptr) {
+    launch_nucleus_segments(args, stream);
+  }
   if (plain && args.num_plain == args.num_rows) return;
   kernels::allow_dynamic_smem<sample_kernel>(static_cast<int>(sizeof(Smem)));
   sample_kernel<<<args.num_rows, kThreads, sizeof(Smem), stream>>>(args, plain);

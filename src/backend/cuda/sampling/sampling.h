@@ -108,6 +108,10 @@ struct SampleArgs {
   // blocks; num_topk_split counts them (-1: not counted). Null: one block a row throughout.
   int num_topk_split = -1;
   void* topk_scratch = nullptr;
+  // The same for top_p / min_p rows without top_k (takes_nucleus_split, sampling_nucleus.h):
+  // nucleus_scratch_bytes(num_rows, vocab) bytes.
+  int num_nucleus_split = -1;
+  void* nucleus_scratch = nullptr;
   // [num_rows] or null: each row's token is also written here (token feedback).
   int32_t* feedback = nullptr;
 };

@@ -17,6 +17,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/pinned_host.h"
 #include "backend/cuda/sampling/sampling.h"
+#include "backend/cuda/sampling/sampling_nucleus.h"
 #include "backend/cuda/sampling/sampling_plain.h"
 #include "backend/cuda/sampling/sampling_topk.h"
 #include "core/error.h"
@@ -154,13 +155,15 @@ class CudaSampler {
   // Takes the staged batch (staging `batch` first when none is), checked against `vocab`.
   Staged take_staged(CudaBackend& be, const SamplingBatch& batch, int vocab);
 
-  Tensor io_dev_, processed_dev_, plain_dev_, topk_dev_;
-  // KESTREL_SAMPLER_TOPK_SPLIT=N: the first pass of top_k rows is split over blocks in
-  // batches of at most N such rows (0: never; for A/B benchmarks, the tokens are the same).
-  const int split_topk_rows_ = [] {
-    const char* env = std::getenv("KESTREL_SAMPLER_TOPK_SPLIT");
-    return env == nullptr ? sampling_kernels::kTopKSplitMaxRows : std::max(std::atoi(env), 0);
+  Tensor io_dev_, processed_dev_, plain_dev_, topk_dev_, nucleus_dev_;
+  // KESTREL_SAMPLER_SPLIT=N: the first passes of top_k rows, and of top_p / min_p rows, are
+  // split over blocks in batches of at most N such rows (0: never; for A/B benchmarks), not
+  // kTopKSplitMaxRows and kNucleusSplitMaxRows.
+  const int split_rows_ = [] {
+    const char* env = std::getenv("KESTREL_SAMPLER_SPLIT");
+    return env == nullptr ? -1 : std::max(std::atoi(env), 0);
   }();
+  int split_rows(int default_rows) const { return split_rows_ >= 0 ? split_rows_ : default_rows; }
   Tensor shard_stats_, shard_all_, shard_tokens_;
 };
 
@@ -341,8 +344,15 @@ void CudaSampler::stage(CudaBackend& be, const SamplingBatch& batch, int vocab) 
     return sampling_kernels::takes_topk_split(p);
   }));
   const size_t topk_bytes = sampling_kernels::topk_scratch_bytes(num_rows, vocab);
-  if (args.num_topk_split > 0 && args.num_topk_split <= split_topk_rows_ && topk_bytes > 0) {
+  if (args.num_topk_split > 0 && args.num_topk_split <= split_rows(sampling_kernels::kTopKSplitMaxRows) && topk_bytes > 0) {
     args.topk_scratch = device_bytes(be, topk_dev_, topk_bytes);
+  }
+  args.num_nucleus_split = static_cast<int>(std::count_if(rows_.begin(), rows_.end(), [](const RowParams& p) {
+    return sampling_kernels::takes_nucleus_split(p);
+  }));
+  const size_t nucleus_bytes = sampling_kernels::nucleus_scratch_bytes(num_rows, vocab);
+  if (args.num_nucleus_split > 0 && args.num_nucleus_split <= split_rows(sampling_kernels::kNucleusSplitMaxRows) && nucleus_bytes > 0) {
+    args.nucleus_scratch = device_bytes(be, nucleus_dev_, nucleus_bytes);
   }
   const Tensor& feedback = be.token_feedback();
   if (feedback.defined()) {

@@ -62,8 +62,9 @@ struct Smem {
       float vals[kMaxTopLogprobs];
     } top;
     struct {
-      uint32_t first[kMaxChunks];  // a segment's first place in the list (sampling_topk.h)
+      uint32_t first[kMaxChunks];   // a segment's first place in the shared list
       uint32_t count[kMaxChunks];
+      uint32_t source[kMaxChunks];  // and in the row's global list (sampling_nucleus.h)
     } segments;
   } work;
   unsigned long long scan_tmp[kWarps + 1];

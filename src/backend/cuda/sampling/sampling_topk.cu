@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/sampling/sampling_segment.cuh"
 #include "backend/cuda/sampling/sampling_select.cuh"
 #include "backend/cuda/sampling/sampling_topk.h"
 #include "core/error.h"
@@ -13,13 +14,9 @@
 namespace kestrel::sampling_kernels {
 namespace {
 
-constexpr int kItems = kTopKSegment / kThreads;  // loads a thread
-static_assert(kItems * kThreads == kTopKSegment);
-static_assert(kItems * kWarps <= kThreads, "one scan entry a thread");
-
 struct SegmentSmem {
   uint32_t count[kBins];
-  uint32_t place[kItems * kWarps];  // (load, warp) counts, then their exclusive prefix
+  uint32_t place[kSegmentPlaces];
   unsigned long long scan_tmp[kWarps + 1];
   uint32_t max_key;  // float_key of the segment's max, by one atomicMax a warp
   int found_bin;
@@ -32,38 +29,20 @@ __global__ void __launch_bounds__(kThreads) topk_segments_kernel(SampleArgs args
   const RowParams p = args.rows[row];
   if (!takes_topk_split(p)) return;
   const int seg = blockIdx.y;
-  const int vocab = args.vocab;
-  const float* x = p.processed_row >= 0
-                       ? args.processed + static_cast<int64_t>(p.processed_row) * vocab
-                       : args.logits + static_cast<int64_t>(row) * vocab;
-  const int base = seg * kTopKSegment;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
 
   for (int b = threadIdx.x; b < kBins; b += kThreads) s.count[b] = 0;
-  if (threadIdx.x == 0) s.max_key = float_key(kNegInf);
-  // Load i of a thread is id base + i * kThreads + threadIdx.x: a warp reads 32 consecutive
-  // ids, and (load, warp, lane) is id order.
-  float v[kItems];
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const int j = base + i * kThreads + static_cast<int>(threadIdx.x);
-    v[i] = j < vocab ? __ldg(x + j) : 0.0f;
-  }
-  const int valid = min(vocab - base, kTopKSegment);
+  float v[kSegmentItems];
+  const int valid = load_segment(split_row(args, row, p), args.vocab, seg, v);
   __syncthreads();
   float m = kNegInf;
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    if (i * kThreads + static_cast<int>(threadIdx.x) < valid) {
+  for (int i = 0; i < kSegmentItems; ++i) {
+    if (in_segment(i, valid)) {
       m = fmaxf(m, v[i]);
       atomicAdd(&s.count[float_key(v[i]) >> 21], 1u);
     }
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(kFullMask, m, o));
-  if (lane == 0) atomicMax(&s.max_key, float_key(m));
-  __syncthreads();
-  m = key_float(s.max_key);
+  m = block_max_key(m, s.max_key);  // its barriers also complete the histogram
 
   // The bin of the segment's k-th largest key; a segment of fewer than k ids keeps them all.
   int bin;
@@ -84,34 +63,18 @@ __global__ void __launch_bounds__(kThreads) topk_segments_kernel(SampleArgs args
     return;
   }
 
-  // Ordered compaction: each (load, warp) counts its kept lanes, a block scan places them.
   const uint32_t b = static_cast<uint32_t>(bin);
-  const uint32_t lanes_below = (1u << lane) - 1u;
+  uint32_t take = 0;
 #pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const bool take =
-        i * kThreads + static_cast<int>(threadIdx.x) < valid && (float_key(v[i]) >> 21) >= b;
-    const uint32_t ballot = __ballot_sync(kFullMask, take);
-    if (lane == 0) s.place[i * kWarps + warp] = __popc(ballot);
+  for (int i = 0; i < kSegmentItems; ++i) {
+    if (in_segment(i, valid) && (float_key(v[i]) >> 21) >= b) take |= 1u << i;
   }
-  __syncthreads();
-  const uint32_t mine = threadIdx.x < kItems * kWarps ? s.place[threadIdx.x] : 0u;
-  uint32_t total;
-  const uint32_t at = block_exclusive_scan(mine, &total, s);
-  if (threadIdx.x < kItems * kWarps) s.place[threadIdx.x] = at;
-  __syncthreads();
+  const uint32_t total = place_segment(take, s.place, s);
   const size_t list = (static_cast<size_t>(row) * sc.num_segments + seg) * kTopKSegmentCap;
-#pragma unroll
-  for (int i = 0; i < kItems; ++i) {
-    const bool take =
-        i * kThreads + static_cast<int>(threadIdx.x) < valid && (float_key(v[i]) >> 21) >= b;
-    const uint32_t ballot = __ballot_sync(kFullMask, take);
-    if (take) {
-      const size_t slot = list + s.place[i * kWarps + warp] + __popc(ballot & lanes_below);
-      sc.ids[slot] = base + i * kThreads + static_cast<int>(threadIdx.x);
-      sc.values[slot] = v[i];
-    }
-  }
+  write_segment(take, s.place, [&](int i, uint32_t offset) {
+    sc.ids[list + offset] = segment_id(seg, i);
+    sc.values[list + offset] = v[i];
+  });
   if (threadIdx.x == 0) *out = TopKSegment{m, static_cast<int32_t>(total)};
 }
 

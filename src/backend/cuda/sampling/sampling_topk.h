@@ -27,9 +27,9 @@ constexpr int kTopKSegment = 8192;
 constexpr int kTopKSegmentCap = 512;
 // Largest top_k that takes the split pass (a larger k fills the segments' lists).
 constexpr int kTopKSplitMax = 256;
-// Most top_k rows a batch may have for the split pass: with more, one block a row already
-// fills the GPU and the split pass's extra read of the candidates costs more than it saves
-// (docs/gpu_sampling.md has the measurements over batch sizes).
+// Most top_k rows (or top_p / min_p rows, sampling_nucleus.h) a batch may have for the
+// split passes: with more, one block a row already fills the GPU and the split passes cost
+// more than they save (docs/gpu_sampling.md has the measurements over batch sizes).
 constexpr int kTopKSplitMaxRows = 128;
 // Segments a row may have (the one-block kernel scans their counts in shared memory).
 constexpr int kTopKMaxSegments = 2048;
