@@ -37,7 +37,8 @@
 #   --only LIST     with --bench, run only these of the benchmarks: comma-separated workload
 #                   names (single, nano, single_short, single_topk and nano_topk (Qwen3's
 #                   top_k 20 / top_p 0.95; *_topk1 with the first pass in one block, nano_topk_all split at
-#                   every batch size; single_topp, nano_topp and *_topp1: Llama 3's top_p 0.9), decode256, prefill, prefill_lt,
+#                   every batch size; single_topp, nano_topp and *_topp1: Llama 3's top_p 0.9; single_pen,
+#                   nano_pen: repetition, presence and frequency penalties), decode256, prefill, prefill_lt,
 #                   prefill_ws_all, prefill_ws_rope, nano_sep, decode256_sep, nano_fp8_sep
 #                   (the RoPE/store kernel not fused into the tensor-core decode kernel), single_eager,
 #                   single_sync, nano_sync: the first and second without overlap;
@@ -459,6 +460,10 @@ BENCHES=(
   "single_topp1:KESTREL_SAMPLER_SPLIT=0 --num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --top-p 0.9"
   "nano_topp:--num-seqs 256 --top-p 0.9"
   "nano_topp1:KESTREL_SAMPLER_SPLIT=0 --num-seqs 256 --top-p 0.9"
+  # Penalties (OpenAI's presence / frequency, Qwen2.5's repetition_penalty 1.05): every row a
+  # processed row, its prompt and output ids merged on the host each step.
+  "single_pen:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --repetition-penalty 1.05 --presence-penalty 0.5 --frequency-penalty 0.3"
+  "nano_pen:--num-seqs 256 --repetition-penalty 1.05 --presence-penalty 0.5 --frequency-penalty 0.3"
   "decode256:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   "prefill:--num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
   # The prompt steps' products on cuBLASLt alone, with every plain product on the

@@ -44,6 +44,9 @@ struct Options {
   float temperature = 0.6f;
   int top_k = -1;
   float top_p = 1.0f;
+  float repetition_penalty = 1.0f;
+  float presence_penalty = 0.0f;
+  float frequency_penalty = 0.0f;
   uint64_t seed = 0;
   std::string json_path;
   bool measure_ceilings = true;
@@ -144,6 +147,14 @@ Runner add_bench_command(CLI::App& app) {
       ->check(CLI::Range(-1, 1 << 30))->capture_default_str();
   cmd->add_option("--top-p", o->top_p, "nucleus sampling mass in (0, 1] (1 = off; Qwen3's default is 0.95)")
       ->check(CLI::Range(0.0f, 1.0f))->capture_default_str();
+  cmd->add_option("--repetition-penalty", o->repetition_penalty,
+                  "divide (positive) or multiply (negative) the logits of prompt and output ids by this (1 = off)")
+      ->capture_default_str();
+  cmd->add_option("--presence-penalty", o->presence_penalty, "subtract this from the logits of output ids (0 = off)")
+      ->capture_default_str();
+  cmd->add_option("--frequency-penalty", o->frequency_penalty,
+                  "subtract this times the count from the logits of output ids (0 = off)")
+      ->capture_default_str();
   cmd->add_option("--seed", o->seed, "Python random seed of the workload")->check(seed_value())->capture_default_str();
   cmd->add_option("--json", o->json_path, "also write the results to this JSON file");
   cmd->add_flag("!--no-ceilings", o->measure_ceilings, "skip measuring the device's copy bandwidth and GEMM rate");
@@ -183,6 +194,9 @@ Runner add_bench_command(CLI::App& app) {
       params[i].temperature = o->temperature;
       params[i].top_k = o->top_k;
       params[i].top_p = o->top_p;
+      params[i].repetition_penalty = o->repetition_penalty;
+      params[i].presence_penalty = o->presence_penalty;
+      params[i].frequency_penalty = o->frequency_penalty;
       params[i].ignore_eos = true;
       params[i].max_tokens = w.max_tokens[i];
       params[i].output_kind = OutputKind::kDelta;  // the run loop only looks for first tokens
@@ -268,6 +282,9 @@ Runner add_bench_command(CLI::App& app) {
                 static_cast<long long>(cost.output_tokens), o->temperature);
     if (o->top_k > 0) std::printf(", top_k %d", o->top_k);
     if (o->top_p < 1.0f) std::printf(", top_p %.2f", o->top_p);
+    if (o->repetition_penalty != 1.0f) std::printf(", repetition_penalty %.2f", o->repetition_penalty);
+    if (o->presence_penalty != 0.0f) std::printf(", presence_penalty %.2f", o->presence_penalty);
+    if (o->frequency_penalty != 0.0f) std::printf(", frequency_penalty %.2f", o->frequency_penalty);
     std::printf("\n");
     if (have_ceilings) {
       std::printf("ceilings:          copy %.0f GB/s (1 GiB device copy, read + written; %.0f before the run, %.0f after), bf16 GEMM %.0f TFLOP/s (%d^3)\n",
@@ -321,6 +338,8 @@ Runner add_bench_command(CLI::App& app) {
           {"fixed_input_len", o->fixed_input_len}, {"fixed_output_len", o->fixed_output_len},
           {"enforce_eager", o->engine.enforce_eager}, {"temperature", o->temperature},
           {"top_k", o->top_k}, {"top_p", o->top_p},
+          {"repetition_penalty", o->repetition_penalty}, {"presence_penalty", o->presence_penalty},
+          {"frequency_penalty", o->frequency_penalty},
           {"prompt_tokens", cost.prompt_tokens}, {"output_tokens", t.generated},
           {"vocab_parallel_steps", m.vocab_parallel_steps},
           {"expected_output_tokens", cost.output_tokens}, {"total_s", t.total},

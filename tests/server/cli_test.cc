@@ -218,12 +218,16 @@ TEST(Cli, BenchRefusesWorkloadsThatCannotRunAndUnwritableJson) {
                              "2", "--top-p", "0"});
   EXPECT_EQ(top_p.code, 1) << top_p.output;
   EXPECT_NE(top_p.output.find("top_p must be in (0, 1], got 0"), std::string::npos) << top_p.output;
+  const CliRun penalty = with({"--num-seqs", "1", "--fixed-input-len", "4", "--fixed-output-len",
+                               "2", "--repetition-penalty", "0"});
+  EXPECT_EQ(penalty.code, 1) << penalty.output;
+  EXPECT_NE(penalty.output.find("repetition_penalty"), std::string::npos) << penalty.output;
 }
 
 // nano-vLLM's prompt ids run to 10,000: a model with fewer ids takes them modulo its
 // vocabulary (was "prompt token 6311 ... is outside the vocabulary"), here through two CPU
 // ranks, whose line says how the steps were sampled (gathered logits: the CPU has no
-// vocab-parallel sampler). Its rows sample as Qwen3's generation_config says (top_k, top_p).
+// vocab-parallel sampler). Its rows sample with top_k, top_p and penalties.
 TEST(Cli, BenchRunsModelsOfSmallVocabulariesAndSaysHowTpSampled) {
   const std::string dir = std::string(KESTREL_BINARY_DIR) + "/cli_test_small_vocab";
   const CliRun made =
@@ -232,10 +236,13 @@ TEST(Cli, BenchRunsModelsOfSmallVocabulariesAndSaysHowTpSampled) {
   const CliRun bench = kestrel_run({"bench", "--model", dir, "--device", "cpu", "--threads", "2",
                                     "--no-ceilings", "--tp", "2", "--num-seqs", "3",
                                     "--fixed-input-len", "12", "--fixed-output-len", "4",
-                                    "--top-k", "20", "--top-p", "0.95"});
+                                    "--top-k", "20", "--top-p", "0.95", "--presence-penalty", "0.5",
+                                    "--repetition-penalty", "1.05"});
   EXPECT_EQ(bench.code, 0) << bench.output;
   EXPECT_NE(bench.output.find("output throughput"), std::string::npos) << bench.output;
-  EXPECT_NE(bench.output.find("temperature 0.60, top_k 20, top_p 0.95"), std::string::npos)
+  EXPECT_NE(bench.output.find("temperature 0.60, top_k 20, top_p 0.95, repetition_penalty 1.05, "
+                               "presence_penalty 0.50"),
+            std::string::npos)
       << bench.output;
   EXPECT_NE(bench.output.find("tensor parallel:   2 ranks (gloo); 0 of"), std::string::npos)
       << bench.output;
