@@ -14,6 +14,10 @@ struct LLMStats {
   int num_running = 0;  // sequences in the running batch
   int num_waiting = 0;  // sequences waiting to be scheduled (or rescheduled after preemption)
   int64_t num_steps = 0;
+  // Steps launched while the step before was still on the device (async scheduling; not
+  // while a request with a token constraint runs, or one with penalties where the device
+  // sampler cannot count the token in flight).
+  int64_t num_overlapped_steps = 0;
   int64_t num_preemptions = 0;
   // KV cache.
   int num_kv_blocks = 0;

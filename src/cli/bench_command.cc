@@ -318,9 +318,11 @@ Runner add_bench_command(CLI::App& app) {
       std::printf("forward alone:     batch %d, context %d: %.3f ms (device time of one decode forward, no sampling)\n",
                   f.batch, f.context, 1e3 * f.seconds);
     }
-    std::printf("engine:            %lld preemptions; kv cache %d blocks x %d tokens (%s); weights %.1f MiB\n",
+    std::printf("engine:            %lld preemptions; kv cache %d blocks x %d tokens (%s); weights %.1f MiB; "
+                "%lld of %lld steps launched while the one before ran\n",
                 static_cast<long long>(m.num_preemptions), m.num_kv_blocks, m.block_size,
-                m.kv_cache_dtype.c_str(), weight_bytes / 1048576.0);
+                m.kv_cache_dtype.c_str(), weight_bytes / 1048576.0,
+                static_cast<long long>(m.num_overlapped_steps), static_cast<long long>(m.num_steps));
     if (m.kv_cache_dtype == "fp8_e4m3") {
       std::printf("fp8 kv cache:      %lld values clamped\n", static_cast<long long>(m.kv_cache_clamped));
     }
@@ -342,6 +344,7 @@ Runner add_bench_command(CLI::App& app) {
           {"frequency_penalty", o->frequency_penalty},
           {"prompt_tokens", cost.prompt_tokens}, {"output_tokens", t.generated},
           {"vocab_parallel_steps", m.vocab_parallel_steps},
+          {"overlapped_steps", m.num_overlapped_steps}, {"steps", m.num_steps},
           {"expected_output_tokens", cost.output_tokens}, {"total_s", t.total},
           {"first_tokens_s", t.first_tokens}, {"output_tok_s", out_tps},
           {"prefill_tok_s", prefill_tps}, {"decode_tok_s", decode_tps},

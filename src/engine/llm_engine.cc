@@ -205,6 +205,7 @@ std::vector<RequestOutput> LLMEngine::step_overlapped() {
       executor_.launch(batch);
       scheduler_.on_launched(batch);
       in_flight_.push_back(std::move(batch));
+      if (in_flight_.size() == 2) ++num_overlapped_steps_;
     }
     // The step before, done by now or soon: the device goes on with this one meanwhile.
     if (in_flight_.size() == 2) settle_oldest(outputs);
@@ -223,8 +224,11 @@ std::vector<RequestOutput> LLMEngine::step_overlapped() {
 bool LLMEngine::must_settle_before_scheduling() const {
   if (!scheduler_.can_schedule_ahead()) return true;
   for (const ScheduledSeq& s : in_flight_.front().seqs) {
-    // Penalties count the pending token; a constraint's mask follows from it.
-    if (s.sample && (s.seq->params->has_penalties() || s.seq->constraint)) return true;
+    // Penalties count the pending token, which not every executor can; a constraint's mask
+    // follows from it.
+    if (!s.sample) continue;
+    if (s.seq->constraint) return true;
+    if (s.seq->params->has_penalties() && !executor_.samples_pending_tokens()) return true;
   }
   return false;
 }
@@ -275,6 +279,7 @@ EngineStats LLMEngine::stats() const {
   s.total_generation_tokens = total_generation_tokens_;
   s.total_computed_tokens = total_computed_tokens_;
   s.num_steps = num_steps_;
+  s.num_overlapped_steps = num_overlapped_steps_;
   return s;
 }
 

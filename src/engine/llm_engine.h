@@ -72,6 +72,7 @@ struct EngineStats {
   int64_t total_generation_tokens = 0;  // tokens sampled
   int64_t total_computed_tokens = 0;    // tokens whose K/V was computed (recompute included)
   int64_t num_steps = 0;
+  int64_t num_overlapped_steps = 0;  // launched while the step before was in flight
 };
 
 // Seed of sample `sample_index` of a request seeded with `request_seed`:
@@ -151,6 +152,7 @@ class LLMEngine {
   int64_t total_generation_tokens_ = 0;
   int64_t total_computed_tokens_ = 0;
   int64_t num_steps_ = 0;
+  int64_t num_overlapped_steps_ = 0;
 
   const bool overlap_;
   std::deque<ScheduledBatch> in_flight_;  // launched, not settled, oldest first

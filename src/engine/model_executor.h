@@ -53,6 +53,10 @@ class ModelExecutor {
   // sequence's token ids may end in pending_token(r) placeholders for what the previous
   // launch samples: launch() must feed that step's row r token in their place.
   virtual bool supports_overlap() const { return false; }
+  // Whether launch() also feeds pending tokens into what its sampler reads of a sequence's
+  // output ids (penalties count them). When false, the engine settles a step before it
+  // schedules the next one for a sequence with penalties.
+  virtual bool samples_pending_tokens() const { return false; }
   virtual void launch(const ScheduledBatch& batch) { launched_.push_back(execute(batch)); }
   virtual std::vector<SampledToken> collect() {
     std::vector<SampledToken> tokens = std::move(launched_.front());

@@ -309,6 +309,7 @@ LLMStats LLM::stats() const {
   s.num_running = e.num_running;
   s.num_waiting = e.num_waiting;
   s.num_steps = e.num_steps;
+  s.num_overlapped_steps = e.num_overlapped_steps;
   s.num_preemptions = e.num_preemptions;
   s.num_kv_blocks = impl_->runner->num_kv_blocks();
   s.block_size = impl_->runner->block_size();

@@ -428,6 +428,14 @@ std::vector<SampledToken> ModelRunner::execute(const ScheduledBatch& batch) {
   return collect();
 }
 
+int ModelRunner::settled_token(int id) const {
+  if (!is_pending_token(id)) return id;
+  KS_ASSERT(pending_row(id) < static_cast<int>(last_tokens_.size()),
+            "pending token of row {}: the last launch sampled {} rows", pending_row(id),
+            last_tokens_.size());
+  return last_tokens_[pending_row(id)];
+}
+
 void ModelRunner::launch(const ScheduledBatch& batch) {
   KS_ASSERT(launched_.size() < 2, "a third step launched before the first was collected");
   if (batch.empty()) {
@@ -437,13 +445,7 @@ void ModelRunner::launch(const ScheduledBatch& batch) {
   auto t0 = Clock::now();
   HostBatch hb = build_host_batch(batch, block_size_);
   if (!token_feedback_) {
-    for (int& id : hb.input_ids) {
-      if (!is_pending_token(id)) continue;
-      KS_ASSERT(pending_row(id) < static_cast<int>(last_tokens_.size()),
-                "pending token of row {}: the last launch sampled {} rows", pending_row(id),
-                last_tokens_.size());
-      id = last_tokens_[pending_row(id)];
-    }
+    for (int& id : hb.input_ids) id = settled_token(id);
   }
   const int num_rows = static_cast<int>(hb.sample_rows.size());
   // The device sampler's parameters go up before the forward, hidden behind it.
@@ -455,6 +457,10 @@ void ModelRunner::launch(const ScheduledBatch& batch) {
   bool vocab_parallel = false;
   if (device_sampling) {
     sampling = make_sampling_batch(batch, hb.sample_seqs, eos_token_ids_, vocab);
+    // Penalties count the output ids, the one in flight too (samples_pending_tokens()).
+    if (!token_feedback_) {
+      for (int& id : sampling.output_tokens) id = settled_token(id);
+    }
     vocab_parallel = vocab_sampling_ && shardable(sampling, vocab);
     if (vocab_parallel) hb.row_sampling = encode_row_sampling(sampling);
     backend_->stage_sample(sampling, vocab);
@@ -690,6 +696,8 @@ std::vector<SampledToken> ModelRunner::sample_on_host(const Tensor& logits,
   }
   std::vector<SamplingRow> rows;
   rows.reserve(num_rows);
+  // Output ids ending in a pending token, with that token in its place (penalties count it).
+  std::vector<std::vector<int>> settled_outputs(num_rows);
   for (int seq_index : hb.sample_seqs) {
     const Sequence& seq = *batch.seqs[seq_index].seq;
     SamplingRow row;
@@ -698,6 +706,12 @@ std::vector<SampledToken> ModelRunner::sample_on_host(const Tensor& logits,
     row.position = seq.num_tokens();
     row.prompt_token_ids = seq.prompt_token_ids();
     row.output_token_ids = seq.output_token_ids();
+    if (seq.num_pending_tokens > 0) {
+      std::vector<int>& ids = settled_outputs[rows.size()];
+      ids.assign(row.output_token_ids.begin(), row.output_token_ids.end());
+      for (int& id : ids) id = settled_token(id);
+      row.output_token_ids = ids;
+    }
     row.eos_token_ids = eos_token_ids_;
     if (const int m = mask_of[rows.size()]; m >= 0) row.allowed = {masks.data() + m, size_t(mask_words(vocab))};
     rows.push_back(row);

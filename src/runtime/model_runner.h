@@ -95,6 +95,10 @@ class ModelRunner : public ModelExecutor {
   // the step is enqueued: pending tokens are fed on the device (token feedback). Otherwise
   // the step runs at launch() and pending tokens are taken from the last launch's samples.
   bool supports_overlap() const override { return true; }
+  // Without token feedback the runner knows the pending tokens at launch() and puts them in
+  // the sampler's output ids; the device sampler cannot yet read them from its feedback
+  // buffer (docs/engine.md).
+  bool samples_pending_tokens() const override { return !token_feedback_; }
   void launch(const ScheduledBatch& batch) override;
   std::vector<SampledToken> collect() override;
   void discard() override;
@@ -212,6 +216,8 @@ class ModelRunner : public ModelExecutor {
   bool token_feedback_ = false;   // the backend feeds pending tokens itself
   bool vocab_sampling_ = false;   // set_up_vocab_sampling()
   std::vector<int> last_tokens_;  // otherwise: the last launch's tokens, by sampled row
+  // `id`, or for a pending token the last launch's token it stands for (no token feedback).
+  int settled_token(int id) const;
 };
 
 }  // namespace kestrel

@@ -51,6 +51,7 @@ class TensorParallelExecutor final : public ModelExecutor, private StepBroadcast
   // tokens from their token-feedback buffers, which rank 0 fills after each sampling
   // (ModelRunner::share_sampled_tokens), or get them resolved in the batch (CPU ranks).
   bool supports_overlap() const override { return runner_->supports_overlap(); }
+  bool samples_pending_tokens() const override { return runner_->samples_pending_tokens(); }
   void launch(const ScheduledBatch& batch) override;
   std::vector<SampledToken> collect() override;
   void discard() override;

@@ -130,6 +130,10 @@ class PagedFakeExecutor : public ModelExecutor {
           break;
         }
       }
+      if (pending_samples && seq.params->has_penalties()) {
+        // As a sampler counting the output ids would: each one, the pending one fed.
+        for (int p = seq.num_prompt_tokens; p < seq.num_tokens(); ++p) token_at(seq, p);
+      }
       SampledToken t;
       t.token_id = next_token(seq.seed, cache_[slot(seq, end - 1)], vocab_size_);
       if (seq.params->logprobs) {
@@ -148,6 +152,10 @@ class PagedFakeExecutor : public ModelExecutor {
   // Runs each step at launch, as the base class does; pending tokens are fed from the
   // previous step's samples, as a device executor does.
   bool supports_overlap() const override { return true; }
+  // Whether it claims to feed pending tokens to its sampler's output ids (the engine then
+  // overlaps steps of sequences with penalties).
+  bool samples_pending_tokens() const override { return pending_samples; }
+  bool pending_samples = false;
 
   std::vector<StepRecord> steps;
   std::vector<std::string> errors;

@@ -71,10 +71,12 @@ TEST(Overlap, AbortWhileAStepIsInFlightLeavesTheOthersExact) {
   EXPECT_FALSE(h.finished.contains("r2"));
 }
 
-TEST(Overlap, PenaltiesSettleTheStepBeforeScheduling) {
-  Harness h(overlapped());
+// A penalised request beside a plain one, run to the end (outputs checked); returns the
+// number of step entries whose input was a pending token.
+int run_penalised_pair(Harness& h) {
   SamplingParams with = seeded(41, 8);
   with.frequency_penalty = 0.3f;
+  with.repetition_penalty = 1.2f;
   h.add("pen", make_prompt(6, 40, 1000), with);
   h.add("plain", make_prompt(6, 41, 1000), seeded(42, 8));
   h.run_and_check();
@@ -82,7 +84,22 @@ TEST(Overlap, PenaltiesSettleTheStepBeforeScheduling) {
   for (const StepRecord& r : h.executor.steps) {
     for (const StepEntry& e : r.entries) pending += e.pending_input ? 1 : 0;
   }
-  EXPECT_EQ(pending, 0);  // the penalised request in every step settles the one before
+  return pending;
+}
+
+TEST(Overlap, PenaltiesSettleTheStepBeforeScheduling) {
+  Harness h(overlapped());
+  EXPECT_EQ(run_penalised_pair(h), 0);  // the penalised request in every step settles the one before
+  EXPECT_EQ(h.engine.stats().num_overlapped_steps, 0);
+}
+
+// An executor that feeds the pending token to its sampler's output ids (the model runner
+// without token feedback) lets penalised requests overlap too, with the same outputs.
+TEST(Overlap, PenaltiesOverlapWhereTheExecutorSamplesPendingTokens) {
+  Harness h(overlapped());
+  h.executor.pending_samples = true;
+  EXPECT_GT(run_penalised_pair(h), 0);
+  EXPECT_EQ(h.engine.stats().num_overlapped_steps, static_cast<int64_t>(h.executor.steps.size()) - 1);
 }
 
 // Throws from launch (or collect) number `fail_at` (1-based) once.

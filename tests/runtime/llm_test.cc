@@ -183,9 +183,38 @@ TEST(Sampling, ParallelSamplesShareThePrompt) {
   EXPECT_GT(llm.stats().prefix_cache_hit_rate, 0.5);
 }
 
-// The engine's overlap (async_scheduling, the default) must not change any output: seeded
-// sampling, penalties (which make it settle first), stop tokens and EOS (one wasted row
-// each), logprobs and parallel samples, against the synchronous engine.
+// Runs the prompts on an overlapped (async_scheduling, the default) and a synchronous engine
+// and checks every sample's tokens, finish reason and logprobs are the same; returns the two
+// engines' stats.
+std::pair<LLMStats, LLMStats> expect_overlap_gives_sync_outputs(
+    const Fixture& f, const std::vector<SamplingParams>& params, std::vector<RequestOutput>* out) {
+  EngineConfig sync_config = cpu_config();
+  sync_config.async_scheduling = false;
+  LLM overlapped(f.dir, cpu_config());
+  LLM sync(f.dir, sync_config);
+  const auto got = overlapped.generate(f.prompts, params, false);
+  const auto want = sync.generate(f.prompts, params, false);
+  EXPECT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    EXPECT_EQ(got[i].outputs.size(), want[i].outputs.size()) << i;
+    for (size_t s = 0; s < got[i].outputs.size() && s < want[i].outputs.size(); ++s) {
+      const CompletionOutput& a = got[i].outputs[s];
+      const CompletionOutput& b = want[i].outputs[s];
+      EXPECT_EQ(a.token_ids, b.token_ids) << "prompt " << i << " sample " << s;
+      EXPECT_EQ(a.finish_reason, b.finish_reason) << "prompt " << i << " sample " << s;
+      EXPECT_EQ(a.logprobs.size(), b.logprobs.size()) << "prompt " << i << " sample " << s;
+      for (size_t k = 0; k < a.logprobs.size() && k < b.logprobs.size(); ++k) {
+        EXPECT_EQ(a.logprobs[k].logprob, b.logprobs[k].logprob) << "prompt " << i << " step " << k;
+        EXPECT_EQ(a.logprobs[k].top, b.logprobs[k].top) << "prompt " << i << " step " << k;
+      }
+    }
+  }
+  if (out != nullptr) *out = got;
+  return {overlapped.stats(), sync.stats()};
+}
+
+// The engine's overlap must not change any output: seeded sampling, penalties, stop tokens
+// and EOS (one wasted row each), logprobs and parallel samples.
 TEST(Sampling, OverlapGivesTheSynchronousOutputs) {
   const Fixture f = load_fixtures().front();
   std::vector<SamplingParams> params;
@@ -201,30 +230,35 @@ TEST(Sampling, OverlapGivesTheSynchronousOutputs) {
     if (i == 3) p.n = 2;
     params.push_back(p);
   }
-  EngineConfig sync_config = cpu_config();
-  sync_config.async_scheduling = false;
-  LLM overlapped(f.dir, cpu_config());
-  LLM sync(f.dir, sync_config);
-  const auto got = overlapped.generate(f.prompts, params, false);
-  const auto want = sync.generate(f.prompts, params, false);
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_EQ(got[i].outputs.size(), want[i].outputs.size()) << i;
-    for (size_t s = 0; s < got[i].outputs.size(); ++s) {
-      const CompletionOutput& a = got[i].outputs[s];
-      const CompletionOutput& b = want[i].outputs[s];
-      EXPECT_EQ(a.token_ids, b.token_ids) << "prompt " << i << " sample " << s;
-      EXPECT_EQ(a.finish_reason, b.finish_reason) << "prompt " << i << " sample " << s;
-      ASSERT_EQ(a.logprobs.size(), b.logprobs.size()) << "prompt " << i << " sample " << s;
-      for (size_t k = 0; k < a.logprobs.size(); ++k) {
-        EXPECT_EQ(a.logprobs[k].logprob, b.logprobs[k].logprob) << "prompt " << i << " step " << k;
-        EXPECT_EQ(a.logprobs[k].top, b.logprobs[k].top) << "prompt " << i << " step " << k;
-      }
-    }
-  }
+  std::vector<RequestOutput> got;
+  const auto [overlapped, sync] = expect_overlap_gives_sync_outputs(f, params, &got);
+  ASSERT_GT(got.size(), 2u);
   EXPECT_EQ(got[2].outputs[0].finish_reason, "stop");
   // Each stop or EOS costs the overlapped engine one wasted row, never a missing token.
-  EXPECT_GE(overlapped.stats().generation_tokens, sync.stats().generation_tokens);
+  EXPECT_GE(overlapped.generation_tokens, sync.generation_tokens);
+}
+
+// Penalties count the token still in flight: without token feedback (the CPU backend) the
+// runner feeds it to the sampler's output ids, so penalised requests overlap (every step
+// after the first) and give the synchronous engine's tokens.
+TEST(Sampling, PenalisedRequestsOverlapWithTheSynchronousOutputs) {
+  const Fixture f = load_fixtures().front();
+  std::vector<SamplingParams> params;
+  for (size_t i = 0; i < f.prompts.size(); ++i) {
+    SamplingParams p;
+    p.temperature = i % 2 == 0 ? 0.0f : 1.0f;
+    p.seed = 70 + i;
+    p.max_tokens = 12;
+    p.ignore_eos = true;
+    p.repetition_penalty = i % 3 == 0 ? 1.3f : 1.0f;
+    p.presence_penalty = i % 3 == 1 ? 0.8f : 0.0f;
+    p.frequency_penalty = i % 3 == 2 ? 0.6f : 0.2f;
+    if (i == 1) p.logprobs = 2;
+    params.push_back(p);
+  }
+  const auto [overlapped, sync] = expect_overlap_gives_sync_outputs(f, params, nullptr);
+  EXPECT_EQ(sync.num_overlapped_steps, 0);
+  EXPECT_GE(overlapped.num_overlapped_steps, overlapped.num_steps / 2) << overlapped.num_steps << " steps";
 }
 
 TEST(Errors, BadRequestsAreRejectedAndOthersGoOn) {
