@@ -204,6 +204,10 @@ class Backend {
   // pending_token(r) (< 0) from slot r, the token the last sampling launched wrote there.
   // False when the backend has none: the caller then resolves such ids on the host.
   virtual bool enable_token_feedback(int max_rows) { return false; }
+  // Whether sample() and launch_sample(), with token feedback on, take an output id
+  // pending_token(r) (< 0) in a SamplingBatch as the token in slot r, so that penalties count
+  // the token of a step still in flight. Otherwise the caller settles such steps first.
+  virtual bool samples_pending_tokens() const { return false; }
   // The token-feedback buffer, i32 [max_rows]; undefined while feedback is off. Tensor
   // parallelism copies rank 0's into the other ranks' (their steps read pending tokens too).
   virtual Tensor token_feedback_buffer() { return {}; }

@@ -96,9 +96,11 @@ class ModelRunner : public ModelExecutor {
   // the step runs at launch() and pending tokens are taken from the last launch's samples.
   bool supports_overlap() const override { return true; }
   // Without token feedback the runner knows the pending tokens at launch() and puts them in
-  // the sampler's output ids; the device sampler cannot yet read them from its feedback
-  // buffer (docs/engine.md).
-  bool samples_pending_tokens() const override { return !token_feedback_; }
+  // the sampler's output ids; with it, the device sampler must read them from its feedback
+  // buffer (Backend::samples_pending_tokens; docs/engine.md).
+  bool samples_pending_tokens() const override {
+    return !token_feedback_ || backend_->samples_pending_tokens();
+  }
   void launch(const ScheduledBatch& batch) override;
   std::vector<SampledToken> collect() override;
   void discard() override;

@@ -36,6 +36,10 @@ struct RowParams {
   int32_t penalty_end = 0;
   // Row of SampleArgs::masks (structured outputs), or -1. A masked row is a processed row.
   int32_t mask_row = -1;
+  // Slot of SampleArgs::feedback holding one more output id of this row (the token the last
+  // launch sampled, not yet on the host: pending_token), or -1. Such a row is a processed
+  // row; the penalties count the token as they count the row's PenaltyEntry ids.
+  int32_t pending_slot = -1;
   uint64_t seed = 0;
   int64_t position = 0;
 };

@@ -121,9 +121,11 @@ class CudaSampler {
     sampling_kernels::SampleArgs args;  // all but the logits
   };
 
-  // Appends the row's edits to entries_ (one entry per distinct id).
-  void build_penalties(const SamplingBatch& b, int r, int vocab, const TokenLists& prompt,
-                       const TokenLists& output, const TokenLists& masked);
+  // Appends the row's edits to entries_ (one entry per distinct id). An output id below 0
+  // is pending_token(slot) when token feedback holds feedback_rows slots: it returns that
+  // slot (the penalties kernel counts the token there), else -1.
+  int build_penalties(const SamplingBatch& b, int r, int vocab, int feedback_rows,
+                      const TokenLists& prompt, const TokenLists& output, const TokenLists& masked);
   uint8_t* device_bytes(CudaBackend& be, Tensor& t, size_t bytes) {
     if (!t.defined() || t.nbytes() < bytes) {
       t = Tensor();
@@ -167,9 +169,9 @@ class CudaSampler {
   Tensor shard_stats_, shard_all_, shard_tokens_;
 };
 
-void CudaSampler::build_penalties(const SamplingBatch& b, int r, int vocab,
-                                  const TokenLists& prompt, const TokenLists& output,
-                                  const TokenLists& masked) {
+int CudaSampler::build_penalties(const SamplingBatch& b, int r, int vocab, int feedback_rows,
+                                 const TokenLists& prompt, const TokenLists& output,
+                                 const TokenLists& masked) {
   if (entry_of_.size() != static_cast<size_t>(vocab)) entry_of_.assign(vocab, -1);
   const size_t first = entries_.size();
   auto entry = [&](int id) -> PenaltyEntry& {
@@ -181,16 +183,24 @@ void CudaSampler::build_penalties(const SamplingBatch& b, int r, int vocab,
   };
   const float rep = b.repetition_penalty[r];
   const bool presence_or_frequency = b.presence_penalty[r] != 0.0f || b.frequency_penalty[r] != 0.0f;
+  int pending_slot = -1;
   if (rep != 1.0f || presence_or_frequency) {
     for (const TokenLists* l : {&prompt, &output}) {
       for (const int* t = l->begin(r); t != l->end(r); ++t) {
+        if (*t < 0 && l == &output && -1 - *t < feedback_rows) {  // pending_token(slot)
+          KS_CHECK(pending_slot < 0, "sample: row {} has more than one pending output token", r);
+          pending_slot = -1 - *t;
+          continue;
+        }
         KS_CHECK(*t >= 0 && *t < vocab, "{} token id {} is outside the vocab [0, {})", l->name, *t,
                  vocab);
         if (rep != 1.0f) entry(*t).flags |= sampling_kernels::kPenaltyRepetition;
       }
     }
     if (presence_or_frequency) {
-      for (const int* t = output.begin(r); t != output.end(r); ++t) ++entry(*t).output_count;
+      for (const int* t = output.begin(r); t != output.end(r); ++t) {
+        if (*t >= 0) ++entry(*t).output_count;
+      }
     }
   }
   for (const int* t = masked.begin(r); t != masked.end(r); ++t) {
@@ -208,6 +218,7 @@ void CudaSampler::build_penalties(const SamplingBatch& b, int r, int vocab,
     }
   }
   for (size_t e = first; e < entries_.size(); ++e) entry_of_[entries_[e].id] = -1;
+  return pending_slot;
 }
 
 void CudaSampler::stage(CudaBackend& be, const SamplingBatch& batch, int vocab) {
@@ -259,6 +270,9 @@ void CudaSampler::stage(CudaBackend& be, const SamplingBatch& batch, int vocab) 
   }
 
   rows_.assign(num_rows, RowParams{});
+  // Token feedback on: an output id pending_token(slot) names one of its slots.
+  const int feedback_rows =
+      be.token_feedback().defined() ? static_cast<int>(be.token_feedback().numel()) : 0;
   entries_.clear();
   processed_rows_.clear();
   int top_stride = 0;
@@ -277,12 +291,12 @@ void CudaSampler::stage(CudaBackend& be, const SamplingBatch& batch, int vocab) 
     p.position = batch.position[r];
     if (p.num_logprobs > 0) top_stride = std::max(top_stride, std::min(p.num_logprobs, vocab));
     p.penalty_begin = static_cast<int32_t>(entries_.size());
-    build_penalties(batch, r, vocab, prompt, output, masked);
+    p.pending_slot = build_penalties(batch, r, vocab, feedback_rows, prompt, output, masked);
     p.penalty_end = static_cast<int32_t>(entries_.size());
     p.mask_row = batch.allowed_row.empty() ? -1 : batch.allowed_row[r];
     KS_CHECK(p.mask_row >= -1 && p.mask_row < num_masks,
              "sample: row {}: allowed_row {} outside the {} masks", r, p.mask_row, num_masks);
-    if (p.penalty_end > p.penalty_begin || p.mask_row >= 0) {
+    if (p.penalty_end > p.penalty_begin || p.mask_row >= 0 || p.pending_slot >= 0) {
       p.processed_row = static_cast<int32_t>(processed_rows_.size());
       processed_rows_.push_back(r);
     }
