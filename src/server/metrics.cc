@@ -140,6 +140,10 @@ std::string ServerMetrics::render(const LLMStats& s, const std::string& model_na
           s.prefix_cache_hit_rate);
   w.counter("kestrel:num_preemptions_total", "Sequences preempted (recomputed later).",
             double(s.num_preemptions));
+  w.counter("kestrel:engine_steps_total", "Engine steps (forward passes) run.", double(s.num_steps));
+  w.counter("kestrel:engine_overlapped_steps_total",
+            "Steps launched while the step before was still on the device (async scheduling).",
+            double(s.num_overlapped_steps));
   w.counter("kestrel:prompt_tokens_total", "Prompt tokens of the requests added.",
             double(s.prompt_tokens));
   w.counter("kestrel:generation_tokens_total", "Tokens generated.",

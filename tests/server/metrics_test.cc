@@ -39,6 +39,8 @@ TEST(ServerMetrics, RendersEngineCountersAndHistograms) {
   s.prefix_cache_hit_rate = 0.25;
   s.prompt_tokens = 1234;
   s.generation_tokens = 567;
+  s.num_steps = 40;
+  s.num_overlapped_steps = 31;
   const std::string text = m.render(s, "my-model");
   const std::string l = "{model_name=\"my-model\"";
   EXPECT_TRUE(has_line(text, "kestrel:num_requests_running" + l + "} 3")) << text;
@@ -51,6 +53,8 @@ TEST(ServerMetrics, RendersEngineCountersAndHistograms) {
   EXPECT_TRUE(has_line(text, "kestrel:prefix_cache_hit_rate" + l + "} 0.25"));
   EXPECT_TRUE(has_line(text, "kestrel:prompt_tokens_total" + l + "} 1234"));
   EXPECT_TRUE(has_line(text, "kestrel:generation_tokens_total" + l + "} 567"));
+  EXPECT_TRUE(has_line(text, "kestrel:engine_steps_total" + l + "} 40"));
+  EXPECT_TRUE(has_line(text, "kestrel:engine_overlapped_steps_total" + l + "} 31"));
   EXPECT_TRUE(
       has_line(text, "kestrel:request_success_total" + l + ",finished_reason=\"length\"} 2"));
   EXPECT_TRUE(
