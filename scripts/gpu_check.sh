@@ -38,7 +38,8 @@
 #                   names (single, nano, single_short, single_topk and nano_topk (Qwen3's
 #                   top_k 20 / top_p 0.95; *_topk1 with the first pass in one block, nano_topk_all split at
 #                   every batch size; single_topp, nano_topp and *_topp1: Llama 3's top_p 0.9; single_pen,
-#                   nano_pen: repetition, presence and frequency penalties), decode256, prefill, prefill_lt,
+#                   nano_pen: repetition, presence and frequency penalties; *_pen_settle: each such
+#                   step settled before the next launches), decode256, prefill, prefill_lt,
 #                   prefill_ws_all, prefill_ws_rope, nano_sep, decode256_sep, nano_fp8_sep
 #                   (the RoPE/store kernel not fused into the tensor-core decode kernel), single_eager,
 #                   single_sync, nano_sync: the first and second without overlap;
@@ -59,7 +60,7 @@
 #                   --python); only what they need is built
 #   --force-carry   use .devcarry even where system packages exist (to test that path)
 #   --profile       ncu kernel-time summaries (tools/ncu_summary.py) of two decode steps of the
-#                   single, nano, nano_fp8 and decode256 workloads and of the first step of the prefill one
+#                   single, nano, nano_fp8, nano_pen and decode256 workloads and of the first step of the prefill one
 #   --sanitize      also run compute-sanitizer (memcheck, and racecheck on attention) over
 #                   the kernel tests, each bounded to a few minutes
 #
@@ -464,6 +465,9 @@ BENCHES=(
   # processed row, its prompt and output ids merged on the host each step.
   "single_pen:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --repetition-penalty 1.05 --presence-penalty 0.5 --frequency-penalty 0.3"
   "nano_pen:--num-seqs 256 --repetition-penalty 1.05 --presence-penalty 0.5 --frequency-penalty 0.3"
+  # The same, each penalised step settled before the next launches (KESTREL_PENDING_PENALTIES=0).
+  "single_pen_settle:KESTREL_PENDING_PENALTIES=0 --num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --repetition-penalty 1.05 --presence-penalty 0.5 --frequency-penalty 0.3"
+  "nano_pen_settle:KESTREL_PENDING_PENALTIES=0 --num-seqs 256 --repetition-penalty 1.05 --presence-penalty 0.5 --frequency-penalty 0.3"
   "decode256:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   "prefill:--num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
   # The prompt steps' products on cuBLASLt alone, with every plain product on the
@@ -531,6 +535,7 @@ if ((RUN_BENCH)); then
     for entry in "single:decode:2:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 16" \
                  "nano:decode:2:--num-seqs 256" \
                  "nano_fp8:decode:2:--num-seqs 256 --kv-cache-dtype fp8" \
+                 "nano_pen:decode:2:--num-seqs 256 --repetition-penalty 1.05 --presence-penalty 0.5 --frequency-penalty 0.3" \
                  "decode256:decode:2:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 8" \
                  "prefill:prompt:1:--num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"; do
       IFS=: read -r name kind steps flags <<<"$entry"

@@ -25,7 +25,10 @@ constexpr int kVocab = 5000;
 void fill_feedback(Backend& be, const std::vector<int>& tokens) {
   std::vector<float> logits(tokens.size() * kVocab, 0.0f);
   std::vector<Row> rows(tokens.size());
-  for (size_t r = 0; r < tokens.size(); ++r) logits[r * kVocab + tokens[r]] = 5.0f;
+  for (size_t r = 0; r < tokens.size(); ++r) {
+    logits[r * kVocab + tokens[r]] = 5.0f;
+    rows[r].params.temperature = 0.0f;
+  }
   const Tensor dev = be.upload([&] {
     Tensor host = Tensor::host(DType::kF32, Shape{static_cast<int64_t>(tokens.size()), kVocab});
     std::copy(logits.begin(), logits.end(), host.data_as<float>());

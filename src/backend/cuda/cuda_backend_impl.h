@@ -92,6 +92,7 @@ class CudaBackend final : public Backend {
   std::vector<TokenLogprobs> token_logprobs(const Tensor& logits, std::span<const int> tokens,
                                             int num_top) override;  // sampling/token_logprobs.cc
   bool enable_token_feedback(int max_rows) override;
+  bool samples_pending_tokens() const override;  // sampling/sampling_backend.cc
   // The token feedback buffer, i32 [max_rows]; undefined while feedback is off.
   const Tensor& token_feedback() const { return feedback_; }
   Tensor token_feedback_buffer() override { return feedback_; }

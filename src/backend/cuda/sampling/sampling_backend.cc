@@ -11,6 +11,7 @@
 #include <cstring>
 #include <deque>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "backend/cuda/cuda_backend_impl.h"
@@ -540,6 +541,17 @@ bool CudaBackend::enable_token_feedback(int max_rows) {
   feedback_ = empty(DType::kI32, Shape{max_rows});
   KS_CUDA_CHECK(cudaMemsetAsync(feedback_.data(), 0, feedback_.nbytes(), stream()));
   return true;
+}
+
+// The penalties kernel counts a pending output id from its feedback slot (build_penalties'
+// pending_slot). KESTREL_PENDING_PENALTIES=0 makes the engine settle penalised steps first
+// instead, to measure what the overlap gives.
+bool CudaBackend::samples_pending_tokens() const {
+  static const bool on = [] {
+    const char* env = std::getenv("KESTREL_PENDING_PENALTIES");
+    return env == nullptr || std::string_view(env) != "0";
+  }();
+  return on;
 }
 
 }  // namespace kestrel
