@@ -1,5 +1,6 @@
 #include "backend/cuda/pinned_host.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "backend/cuda/cuda_check.h"
@@ -15,9 +16,10 @@ uint8_t* PinnedBuffer::get(size_t bytes) {
   if (bytes > capacity_) {
     if (data_ != nullptr) KS_CUDA_CHECK(cudaFreeHost(data_));
     data_ = nullptr;
+    const size_t grown = std::max(bytes, 2 * capacity_);
     capacity_ = 0;
-    KS_CUDA_CHECK(cudaHostAlloc(&data_, bytes, mapped_ ? cudaHostAllocMapped : cudaHostAllocDefault));
-    capacity_ = bytes;
+    KS_CUDA_CHECK(cudaHostAlloc(&data_, grown, mapped_ ? cudaHostAllocMapped : cudaHostAllocDefault));
+    capacity_ = grown;
   }
   return static_cast<uint8_t*>(data_);
 }

@@ -12,8 +12,11 @@
 namespace kestrel {
 
 // Page-locked host memory that grows, so the copies are asynchronous and fast. Growing
-// frees the old buffer: only when no copy or kernel still uses it. Mapped: kernels can
-// write it directly, through device_ptr() (no copy back).
+// frees the old buffer: only when no copy or kernel still uses it. It grows at least
+// twofold, because cudaFreeHost waits for the whole device and cudaHostAlloc takes
+// milliseconds: a buffer resized to each step's exact size (a penalised batch's entries grow
+// every step) stalled every step behind the one in flight. Mapped: kernels can write it
+// directly, through device_ptr() (no copy back).
 class PinnedBuffer {
  public:
   explicit PinnedBuffer(bool mapped = false) : mapped_(mapped) {}

@@ -127,10 +127,13 @@ class CudaSampler {
   // slot (the penalties kernel counts the token there), else -1.
   int build_penalties(const SamplingBatch& b, int r, int vocab, int feedback_rows,
                       const TokenLists& prompt, const TokenLists& output, const TokenLists& masked);
-  uint8_t* device_bytes(CudaBackend& be, Tensor& t, size_t bytes) {
+  // `doubling`: grow at least twofold, for a buffer that grows a little every step (a
+  // penalised batch's entries); the others are sized by rows and vocab, and stay tight.
+  uint8_t* device_bytes(CudaBackend& be, Tensor& t, size_t bytes, bool doubling = false) {
     if (!t.defined() || t.nbytes() < bytes) {
+      const size_t grown = doubling && t.defined() ? std::max(bytes, 2 * t.nbytes()) : bytes;
       t = Tensor();
-      t = be.empty(DType::kU8, Shape{static_cast<int64_t>(bytes)});
+      t = be.empty(DType::kU8, Shape{static_cast<int64_t>(grown)});
     }
     return t.data_as<uint8_t>();
   }
@@ -313,7 +316,7 @@ void CudaSampler::stage(CudaBackend& be, const SamplingBatch& batch, int vocab) 
   const size_t result_bytes = align_up(sizeof(RowResult) * num_rows);
   const size_t top_bytes = sizeof(TopLogprob) * static_cast<size_t>(num_rows) * top_stride;
   const size_t out_bytes = result_bytes + top_bytes;
-  uint8_t* dev = device_bytes(be, io_dev_, in_bytes);
+  uint8_t* dev = device_bytes(be, io_dev_, in_bytes, true);
   // The launch two before used this slot: its copy from the pinned buffer must be done (a
   // collected launch's is; a vocab-parallel rank's other than 0 collects nothing).
   done_[l.slot].wait();
