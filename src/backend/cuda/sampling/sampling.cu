@@ -143,42 +143,60 @@ __device__ void copy_segment_lists(const int32_t* ids, const float* values, int 
   __syncthreads();
 }
 
+constexpr int kSegmentsPerThread = kTopKMaxSegments / kThreads;
+
+// The union of a row's segment lists, in segment order, copied into the shared list. This
+// thread holds segments [threadIdx.x * kSegmentsPerThread, +kSegmentsPerThread): counts[i]
+// (0 past the row's segments or for a segment that overflowed) and sources[i] (its list's
+// first element in ids / values); `over` counts its overflowed segments. Returns the list's
+// size, or -1 when a segment overflowed or the union is over kListCap (the one-block passes
+// then run). Every thread calls it.
+__device__ int copy_row_segments(const uint32_t (&counts)[kSegmentsPerThread],
+                                 const uint32_t (&sources)[kSegmentsPerThread], uint32_t over,
+                                 int segs, const int32_t* ids, const float* values, Smem& s) {
+  uint32_t held = 0;
+#pragma unroll
+  for (int i = 0; i < kSegmentsPerThread; ++i) held += counts[i];
+  over = block_sum(over, s);
+  uint32_t total;
+  uint32_t at = block_exclusive_scan(held, &total, s);
+  if (over != 0 || total > static_cast<uint32_t>(kListCap)) return -1;
+  const int first = threadIdx.x * kSegmentsPerThread;
+#pragma unroll
+  for (int i = 0; i < kSegmentsPerThread; ++i) {
+    if (first + i < segs) {
+      s.work.segments.first[first + i] = at;
+      s.work.segments.source[first + i] = sources[i];
+      at += counts[i];
+    }
+  }
+  const int n = static_cast<int>(total);
+  copy_segment_lists(ids, values, segs, n, s);
+  return n;
+}
+
 // A top_k row's candidate list from its segments' lists (sampling_topk.h): the row max, the
 // union of the lists in id order, then only the ids whose key bin is at or above the bin of
 // the k-th largest key: the list compact_row makes in sample_random. Returns its size, or -1
 // when a segment kept too many or the union does not fit (the one-block passes then run).
 __device__ int gather_topk_candidates(const TopKScratch& sc, int row, uint32_t k, float* row_max,
                                       Smem& s) {
-  constexpr int kPer = kTopKMaxSegments / kThreads;
   const int segs = sc.num_segments;
   const TopKSegment* rec = sc.segments + static_cast<size_t>(row) * segs;
-  const int first = threadIdx.x * kPer;
+  const int first = threadIdx.x * kSegmentsPerThread;
   float m = kNegInf;
-  uint32_t counts[kPer], held = 0, over = 0;
+  uint32_t counts[kSegmentsPerThread], sources[kSegmentsPerThread], over = 0;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
+  for (int i = 0; i < kSegmentsPerThread; ++i) {
     const TopKSegment r = first + i < segs ? rec[first + i] : TopKSegment{kNegInf, 0};
     m = fmaxf(m, r.max);
     over += r.count < 0 ? 1u : 0u;
     counts[i] = r.count < 0 ? 0u : static_cast<uint32_t>(r.count);
-    held += counts[i];
+    sources[i] = static_cast<uint32_t>((static_cast<size_t>(row) * segs + first + i) * kTopKSegmentCap);
   }
   *row_max = block_max(m, s);
-  over = block_sum(over, s);
-  uint32_t total;
-  uint32_t at = block_exclusive_scan(held, &total, s);
-  if (over != 0 || total > static_cast<uint32_t>(kListCap)) return -1;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    if (first + i < segs) {
-      s.work.segments.first[first + i] = at;
-      s.work.segments.source[first + i] =
-          static_cast<uint32_t>((static_cast<size_t>(row) * segs + first + i) * kTopKSegmentCap);
-      at += counts[i];
-    }
-  }
-  const int n = static_cast<int>(total);
-  copy_segment_lists(sc.ids, sc.values, segs, n, s);
+  const int n = copy_row_segments(counts, sources, over, segs, sc.ids, sc.values, s);
+  if (n < 0) return -1;
   for (int b = threadIdx.x; b < kBins; b += kThreads) s.work.hist.count[b] = 0;
   __syncthreads();
   for (int j = threadIdx.x; j < n; j += kThreads) {
@@ -201,15 +219,14 @@ __device__ int gather_topk_candidates(const TopKScratch& sc, int row, uint32_t k
 // size, or -1 when a segment overflowed or the row has too many candidates.
 __device__ int gather_nucleus_candidates(const NucleusScratch& sc, int row, float* row_max,
                                          double* row_mass, Smem& s) {
-  constexpr int kPer = kTopKMaxSegments / kThreads;
   const int segs = sc.num_segments;
   const size_t at_row = static_cast<size_t>(row) * segs;
-  const int first = threadIdx.x * kPer;
+  const int first = threadIdx.x * kSegmentsPerThread;
   float m = kNegInf;
   double mass = 0.0;
-  uint32_t counts[kPer], sources[kPer], held = 0, over = 0;
+  uint32_t counts[kSegmentsPerThread], sources[kSegmentsPerThread], over = 0;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
+  for (int i = 0; i < kSegmentsPerThread; ++i) {
     counts[i] = sources[i] = 0;
     if (first + i >= segs) continue;
     const NucleusSegment r = sc.segments[at_row + first + i];
@@ -217,27 +234,11 @@ __device__ int gather_nucleus_candidates(const NucleusScratch& sc, int row, floa
     mass += r.mass;
     over += r.count < 0 ? 1u : 0u;
     counts[i] = r.count < 0 ? 0u : static_cast<uint32_t>(r.count);
-    sources[i] = static_cast<uint32_t>(r.first);
-    held += counts[i];
+    sources[i] = static_cast<uint32_t>(static_cast<size_t>(row) * kNucleusListCap + r.first);
   }
   *row_max = block_max(m, s);
   *row_mass = block_sum(mass, s);
-  over = block_sum(over, s);
-  uint32_t total;
-  uint32_t at = block_exclusive_scan(held, &total, s);
-  if (over != 0 || total > static_cast<uint32_t>(kListCap)) return -1;
-#pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    if (first + i < segs) {
-      s.work.segments.first[first + i] = at;
-      s.work.segments.source[first + i] =
-          static_cast<uint32_t>(static_cast<size_t>(row) * kNucleusListCap + sources[i]);
-      at += counts[i];
-    }
-  }
-  const int n = static_cast<int>(total);
-  copy_segment_lists(sc.ids, sc.weights, segs, n, s);
-  return n;
+  return copy_row_segments(counts, sources, over, segs, sc.ids, sc.weights, s);
 }
 
 __device__ int sample_random(const float* x, int vocab, const RowParams& p, float row_max, Smem& s) {
