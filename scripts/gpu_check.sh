@@ -62,7 +62,9 @@
 #   --profile       ncu kernel-time summaries (tools/ncu_summary.py) of two decode steps of the
 #                   single, nano, nano_fp8, nano_pen and decode256 workloads and of the first step of the prefill one
 #   --sanitize      also run compute-sanitizer (memcheck, and racecheck on attention) over
-#                   the kernel tests, each bounded to a few minutes
+#                   the kernel tests, each bounded to a few minutes; with --filter, both
+#                   tools over the filtered tests only (KESTREL_SAMPLING_QUICK set)
+#   --sanitize-timeout S  bound each sanitizer run to S seconds (default 120)
 #
 # Logs, JSON results and the summary go to <build dir>/logs; when $OUT is set (the device
 # tool, which returns few files) the summary and a gpu_check_logs.tar.gz of the logs are
@@ -84,6 +86,7 @@ FORCE_CARRY=0
 DEADLINE=0
 FILTER=""
 TEST_TIMEOUT=600
+SANITIZE_TIMEOUT=120
 ONLY=""
 
 prepare_carry() {
@@ -149,6 +152,7 @@ while (($#)); do
     --deadline) DEADLINE=$2; shift ;;
     --filter) FILTER=$2; shift ;;
     --test-timeout) TEST_TIMEOUT=$2; shift ;;
+    --sanitize-timeout) SANITIZE_TIMEOUT=$2; shift ;;
     --only) ONLY=$2; shift ;;
     --arch) ARCH=$2; shift ;;
     --build-dir) BUILD=$(realpath -m "$2"); shift ;;
@@ -607,9 +611,11 @@ if ((RUN_SANITIZE)) && built backend_cuda_tests && in_time "sanitize"; then
     # CudaCheck.* fails CUDA calls on purpose, which the sanitizer would report.
     filter='-CudaCheck.*:CudaLinear.*:CudaGemmRunner.*:CudaAttention.LongRows'
     [[ $tool == racecheck ]] && filter='CudaAttention.DecodeBatch:CudaAttention.MixedPrefillAndDecode'
+    # --filter: both tools over those tests alone (the sampler's sweeps made smaller).
+    [[ -n $FILTER ]] && filter=$FILTER
     t0=$SECONDS
-    timeout 120 "$SAN" --tool "$tool" --error-exitcode 3 "$BUILD/tests/backend_cuda_tests" \
-      "--gtest_filter=$filter" >"$LOGS/sanitize_$tool.log" 2>&1
+    KESTREL_SAMPLING_QUICK=1 timeout "$SANITIZE_TIMEOUT" "$SAN" --tool "$tool" --error-exitcode 3 \
+      "$BUILD/tests/backend_cuda_tests" "--gtest_filter=$filter" >"$LOGS/sanitize_$tool.log" 2>&1
     rc=$?
     say "sanitize $tool: exit $rc in $((SECONDS - t0)) s; $(grep -E -m 1 "(ERROR|RACECHECK) SUMMARY" "$LOGS/sanitize_$tool.log" || echo 'no summary')"
     ((rc != 0)) && { status=1; grep -E -m 20 'Invalid|Race|hazard|Error' "$LOGS/sanitize_$tool.log" | tee -a "$SUMMARY"; }
