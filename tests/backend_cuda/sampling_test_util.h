@@ -8,6 +8,7 @@
 // are such near-ties (docs/gpu_sampling.md).
 #pragma once
 
+#include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -182,6 +183,26 @@ inline void fill_row(float* out, int vocab, int kind, std::mt19937& rng) {
   }
 }
 
+
+// Device time of launch() on `stream` in microseconds: one warm-up, then the mean of 20
+// back to back.
+template <typename Launch>
+double launches_us(cudaStream_t stream, Launch launch) {
+  launch();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  constexpr int kIters = 20;
+  cudaEventRecord(start, stream);
+  for (int i = 0; i < kIters; ++i) launch();
+  cudaEventRecord(stop, stream);
+  cudaEventSynchronize(stop);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms * 1e3 / kIters;
+}
 
 inline Row row_with(float t, int k = -1, float p = 1.0f, float m = 0.0f) {
   Row row;

@@ -23,25 +23,6 @@ namespace {
 using namespace cuda_test;
 using namespace sampling_test;
 
-// Device time of launch() in microseconds: one warm-up, then the mean of 20 back to back.
-template <typename Launch>
-double launches_us(CudaBackend& be, Launch launch) {
-  launch();
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  constexpr int kIters = 20;
-  cudaEventRecord(start, be.stream());
-  for (int i = 0; i < kIters; ++i) launch();
-  cudaEventRecord(stop, be.stream());
-  cudaEventSynchronize(stop);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms * 1e3 / kIters;
-}
-
 // Time of the sampling kernels alone (the production launcher, no host packing or copies)
 // for rows without penalties, in microseconds per call. Split: whether top_k, top_p and
 // min_p rows make their first passes split over blocks as CudaBackend::sample does (in
@@ -99,7 +80,7 @@ double kernel_us(CudaBackend& be, const Tensor& logits, const std::vector<Row>& 
         be.empty(DType::kU8, Shape{static_cast<int64_t>(sk::nucleus_scratch_bytes(n, vocab))});
     args.nucleus_scratch = nucleus_scratch.data();
   }
-  return launches_us(be, [&] { sk::sample_rows(args, be.stream()); });
+  return launches_us(be.stream(), [&] { sk::sample_rows(args, be.stream()); });
 }
 
 // S = 256 rows of V = 151936: time per call against the time to read the logits once at the
@@ -236,7 +217,7 @@ TEST(CudaSampling, TimingOfTheSplitPassesOverBatchSizes) {
       args.num_rows = n;
       args.vocab = vocab;
       (k > 0 ? args.topk_scratch : args.nucleus_scratch) = scratch.data();
-      const double alone = launches_us(be, [&] {
+      const double alone = launches_us(be.stream(), [&] {
         if (k > 0) {
           sk::launch_topk_segments(args, be.stream());
         } else {

@@ -19,7 +19,7 @@
 //  4. logprobs from the raw row: one pass for log-sum-exp, rank and a histogram of the raw
 //     keys, then the top N by the same select-and-compact scheme.
 // Penalised or masked rows (min_tokens, or a structured-output mask of allowed tokens) are
-// first copied into a scratch buffer and edited there (one block per such row), so the
+// first copied into a scratch buffer and edited there (sampling_penalties.cu), so the
 // sampling kernel always reads one processed row.
 //
 // Launch: grid = rows, 512 threads, sizeof(Smem) (~88 KiB) of dynamic shared memory, two
@@ -38,64 +38,6 @@
 
 namespace kestrel::sampling_kernels {
 namespace {
-
-__device__ __forceinline__ bool allowed(const uint32_t* mask, int id) {
-  return mask == nullptr || ((mask[id >> 5] >> (id & 31)) & 1u);
-}
-
-// A logit as the penalties leave it: repetition (divide a positive logit, multiply a
-// negative one), then frequency (times the output count) and presence, rounded as the CPU's.
-__device__ __forceinline__ float penalised(float l, const RowParams& p, bool repeated, int output_count) {
-  const float rep = p.repetition_penalty;
-  if (repeated && rep != 1.0f) l = l > 0.0f ? __fdiv_rn(l, rep) : __fmul_rn(l, rep);
-  if (output_count > 0 && (p.frequency_penalty != 0.0f || p.presence_penalty != 0.0f)) {
-    l = __fsub_rn(l, __fmul_rn(p.frequency_penalty, static_cast<float>(output_count)));
-    l = __fsub_rn(l, p.presence_penalty);
-  }
-  return l;
-}
-
-// feedback: the token-feedback buffer, read for rows with a pending_slot before this launch's
-// sampler writes it.
-__global__ void __launch_bounds__(kThreads)
-    penalties_kernel(const float* __restrict__ logits, int vocab, const RowParams* __restrict__ rows,
-                     const int32_t* __restrict__ processed_rows,
-                     const PenaltyEntry* __restrict__ entries, const uint32_t* __restrict__ masks,
-                     int mask_words, const int32_t* feedback, float* __restrict__ processed) {
-  __shared__ int pending_seen;
-  const int row = processed_rows[blockIdx.x];
-  const RowParams p = rows[row];
-  // The pending output token, counted as one more output id (at most one a row).
-  const int pending = p.pending_slot >= 0 && feedback != nullptr ? feedback[p.pending_slot] : -1;
-  if (threadIdx.x == 0) pending_seen = 0;
-  const float* src = logits + static_cast<int64_t>(row) * vocab;
-  float* dst = processed + static_cast<int64_t>(p.processed_row) * vocab;
-  const uint32_t* mask =
-      p.mask_row >= 0 ? masks + static_cast<int64_t>(p.mask_row) * mask_words : nullptr;
-  for (int j = threadIdx.x; j < vocab; j += kThreads) dst[j] = allowed(mask, j) ? src[j] : kNegInf;
-  __syncthreads();
-  // Each id appears once per row (the host merged duplicates), so writes never collide.
-  for (int e = p.penalty_begin + threadIdx.x; e < p.penalty_end; e += kThreads) {
-    const PenaltyEntry pe = entries[e];
-    const bool is_pending = pe.id == pending;
-    if (is_pending) pending_seen = 1;
-    if (!allowed(mask, pe.id)) continue;  // stays -inf
-    float l = src[pe.id];
-    if (pe.flags & kPenaltyMasked) {
-      l = kNegInf;
-    } else {
-      if (pe.bias != 0.0f) l = __fadd_rn(l, pe.bias);  // logit_bias, before the penalties
-      l = penalised(l, p, (pe.flags & kPenaltyRepetition) || is_pending,
-                    pe.output_count + (is_pending ? 1 : 0));
-    }
-    dst[pe.id] = l;
-  }
-  __syncthreads();
-  // A pending token no entry names: an output id seen once.
-  if (threadIdx.x == 0 && pending_seen == 0 && pending >= 0 && pending < vocab && allowed(mask, pending)) {
-    dst[pending] = penalised(src[pending], p, true, 1);
-  }
-}
 
 // Filters (top_p, min_p) and the draw over a weight source.
 template <typename Src>
@@ -503,12 +445,7 @@ void token_logprobs(const TokenLogprobsArgs& args, cudaStream_t stream) {
 
 void sample_rows(const SampleArgs& args, cudaStream_t stream) {
   if (args.num_rows == 0) return;
-  if (args.num_processed > 0) {
-    penalties_kernel<<<args.num_processed, kThreads, 0, stream>>>(
-        args.logits, args.vocab, args.rows, args.processed_rows, args.penalties, args.masks,
-        args.mask_words, args.feedback, args.processed);
-    KS_CUDA_CHECK_LAUNCH("penalties_kernel");
-  }
+  launch_penalties(args, stream);
   const bool plain = args.num_plain != 0 && args.plain_scratch != nullptr;
   if (plain) launch_plain(args, stream);
   if (args.num_topk_split != 0 && args.topk_scratch != nullptr) launch_topk_segments(args, stream);

@@ -141,9 +141,12 @@ size_t plain_scratch_bytes(int num_rows, int vocab);
 // Copies each processed row from the raw logits, -inf where its allowed-token mask (if any)
 // has a clear bit, and applies its PenaltyEntry list (masks, logit bias, repetition,
 // frequency and presence penalties, skipping disallowed ids; float arithmetic as the CPU
-// sampler's),
-// then samples every row: plain rows (is_plain) on the split path, the others with one block
-// per row.
+// sampler's) and its pending output token (sampling_penalties.cu). Nothing when
+// args.num_processed is 0; at most 65,535 processed rows.
+void launch_penalties(const SampleArgs& args, cudaStream_t stream);
+
+// launch_penalties, then samples every row: plain rows (is_plain) on the split path, the
+// others with one block per row.
 void sample_rows(const SampleArgs& args, cudaStream_t stream);
 
 }  // namespace kestrel::sampling_kernels
