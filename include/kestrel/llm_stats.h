@@ -32,7 +32,8 @@ struct LLMStats {
   std::string kv_cache_dtype;
   int kv_cache_element_bytes = 0;  // bytes of one stored K or V element: 1, 2 or 4
   // fp8 cache: values stored as +-448 x scale because they exceeded it, since start-up
-  // (docs/kv_cache.md; rank 0's KV heads under tensor parallelism), as of the engine's last
+  // (docs/kv_cache.md; under tensor parallelism every rank's KV heads, a replicated head
+  // once), as of the engine's last
   // read of its device counters: every 1,024 steps, whenever the engine goes idle, and at
   // LLM::kv_cache_clamped(). Reading them waits for the device, so stats() does not. 0 for
   // another cache.

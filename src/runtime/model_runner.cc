@@ -349,7 +349,20 @@ void ModelRunner::set_up_kv_scales(const std::string& model_dir) {
 }
 
 int64_t ModelRunner::kv_cache_clamped() {
-  return kv_fp8_ ? kv_clamped_total(*backend_, kv_cache_) : 0;
+  if (broadcast_ != nullptr) broadcast_->kv_clamped();
+  const int world = host_comm_ ? host_comm_->world_size() : 1;
+  const int rank = host_comm_ ? host_comm_->rank() : 0;
+  // Ranks beyond the KV heads hold replicas (ShardPlan): the first of each head's ranks counts.
+  const int kv_heads = model_->config().num_key_value_heads;
+  const int replicas = world > kv_heads ? world / kv_heads : 1;
+  const int64_t mine = kv_fp8_ && rank % replicas == 0 ? kv_clamped_total(*backend_, kv_cache_) : 0;
+  int64_t total = 0;
+  for (int r = 0; r < world; ++r) {
+    int64_t v = mine;
+    if (world > 1) host_comm_->broadcast_host(&v, sizeof(v), r);
+    total += v;
+  }
+  return total;
 }
 
 // The first step of a size nobody ran before paid ~10 ms of host time on the H100 (a

@@ -77,6 +77,7 @@ class StepBroadcast {
   virtual ~StepBroadcast() = default;
   virtual void forward(const HostBatch& batch) = 0;
   virtual void time_decode(int batch, int context_len, int iters) = 0;
+  virtual void kv_clamped() = 0;  // kv_cache_clamped()'s count, which every rank joins
 };
 
 class ModelRunner : public ModelExecutor {
@@ -144,8 +145,10 @@ class ModelRunner : public ModelExecutor {
   DType kv_cache_dtype() const { return kv_fp8_ ? DType::kF8E4M3 : backend_->compute_dtype(); }
   // The cache, one entry per layer (tests and tools read an fp8 cache's scales from it).
   const std::vector<LayerKvCache>& kv_cache() const { return kv_cache_; }
-  // Values this rank's fp8 cache clamped since its scales were set (0 for another cache).
-  // Reads the device's counters: waits for every step launched so far.
+  // Values the fp8 cache clamped since its scales were set (0 for another cache), of every
+  // rank's KV heads, each head counted once where ranks replicate it. Reads the device's
+  // counters: waits for every step launched so far. In a group, rank 0's call has the other
+  // ranks join (StepBroadcast::kv_clamped), whose loops call it too.
   int64_t kv_cache_clamped();
   size_t weight_bytes() const;
   // EOS ids: generation_config.json's, else config.json's.

@@ -162,6 +162,12 @@ void TensorParallelExecutor::time_decode(int batch, int context_len, int iters) 
   send_header(*group_, h);
 }
 
+void TensorParallelExecutor::kv_clamped() {
+  StepHeader h;
+  h.kind = StepKind::kKvClamped;
+  send_header(*group_, h);
+}
+
 void TensorParallelExecutor::watch_workers() {
   std::unique_lock<std::mutex> lock(mutex_);
   while (!stop_) {

@@ -63,6 +63,7 @@ class TensorParallelExecutor final : public ModelExecutor, private StepBroadcast
  private:
   void forward(const HostBatch& batch) override;
   void time_decode(int batch, int context_len, int iters) override;
+  void kv_clamped() override;
   // Runs `f`; an Error from it (or a dead worker) breaks the group for good.
   template <typename F>
   auto guarded(F&& f);

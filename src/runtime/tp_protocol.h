@@ -25,6 +25,7 @@ enum class StepKind : int32_t {
   kForward = 1,     // run the forward over the HostBatch that follows
   kTimeDecode = 2,  // ModelRunner::time_decode_forward(args[0], args[1], args[2])
   kShutdown = 3,    // leave the loop and exit 0
+  kKvClamped = 4,   // ModelRunner::kv_cache_clamped: every rank adds its fp8 clamp count
 };
 
 struct StepHeader {

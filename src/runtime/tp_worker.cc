@@ -31,6 +31,9 @@ int run_tensor_parallel_worker(const RankInfo& role) {
         case StepKind::kTimeDecode:
           runner.time_decode_forward(h.args[0], h.args[1], h.args[2]);
           break;
+        case StepKind::kKvClamped:
+          runner.kv_cache_clamped();
+          break;
         case StepKind::kShutdown:
           runner.backend().synchronize();
           return 0;
