@@ -194,21 +194,29 @@ std::vector<RequestOutput> LLMEngine::step_overlapped() {
   std::vector<RequestOutput> outputs = std::move(drained_);
   drained_.clear();
   try {
-    if (!in_flight_.empty() && must_settle_before_scheduling()) settle_oldest(outputs);
+    const Settle need = settle_needed();
+    if (need == Settle::kBeforeScheduling) settle_oldest(outputs);
     ScheduledBatch batch = scheduler_.schedule();
     if (batch.empty() && in_flight_.empty()) {
       KS_ASSERT(!scheduler_.has_unfinished(), "work is queued but nothing could be scheduled");
       return outputs;
     }
     const bool launched = !batch.empty();
+    const bool defer_sampling = launched && need == Settle::kBeforeSampling;
     if (launched) {
-      executor_.launch(batch);
+      if (defer_sampling) {
+        executor_.launch_forward(batch);
+      } else {
+        executor_.launch(batch);
+      }
       scheduler_.on_launched(batch);
       in_flight_.push_back(std::move(batch));
       if (in_flight_.size() == 2) ++num_overlapped_steps_;
     }
     // The step before, done by now or soon: the device goes on with this one meanwhile.
     if (in_flight_.size() == 2) settle_oldest(outputs);
+    // Its tokens are in the sequences now (constraints advanced): this step's sampling.
+    if (defer_sampling) executor_.launch_sampling(in_flight_.back());
     // Nothing left to schedule: settle now, so that has_unfinished() false means idle.
     if (!launched || requests_.empty()) {
       while (!in_flight_.empty()) settle_oldest(outputs);
@@ -221,16 +229,20 @@ std::vector<RequestOutput> LLMEngine::step_overlapped() {
   return outputs;
 }
 
-bool LLMEngine::must_settle_before_scheduling() const {
-  if (!scheduler_.can_schedule_ahead()) return true;
+LLMEngine::Settle LLMEngine::settle_needed() const {
+  if (in_flight_.empty()) return Settle::kNone;
+  if (!scheduler_.can_schedule_ahead()) return Settle::kBeforeScheduling;
   for (const ScheduledSeq& s : in_flight_.front().seqs) {
-    // Penalties count the pending token, which not every executor can; a constraint's mask
-    // follows from it.
+    // A constraint's next mask follows from the pending token; penalties count it, which
+    // not every executor's sampler can.
     if (!s.sample) continue;
-    if (s.seq->constraint) return true;
-    if (s.seq->params->has_penalties() && !executor_.samples_pending_tokens()) return true;
+    if (s.seq->constraint ||
+        (s.seq->params->has_penalties() && !executor_.samples_pending_tokens())) {
+      return executor_.supports_deferred_sampling() ? Settle::kBeforeSampling
+                                                    : Settle::kBeforeScheduling;
+    }
   }
-  return false;
+  return Settle::kNone;
 }
 
 void LLMEngine::settle_oldest(std::vector<RequestOutput>& outputs) {

@@ -133,7 +133,12 @@ class LLMEngine {
   void report(const std::vector<Sequence*>& changed, std::vector<RequestOutput>& outputs);
   // The overlapped step() and its parts.
   std::vector<RequestOutput> step_overlapped();
-  bool must_settle_before_scheduling() const;
+  // What the step in flight (if any) must have settled before the next step: nothing; its
+  // sampling (a row's sampling needs the token in flight: the next step's forward launches
+  // first, ModelExecutor::launch_sampling); or its scheduling (the scheduler may have to
+  // preempt, or the executor cannot defer sampling).
+  enum class Settle { kNone, kBeforeSampling, kBeforeScheduling };
+  Settle settle_needed() const;
   void settle_oldest(std::vector<RequestOutput>& outputs);  // REQUIRES: !in_flight_.empty()
   void undo_in_flight();
   // With overlap: collects and settles the step in flight, its outputs kept for the next

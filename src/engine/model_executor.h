@@ -58,6 +58,17 @@ class ModelExecutor {
   // schedules the next one for a sequence with penalties.
   virtual bool samples_pending_tokens() const { return false; }
   virtual void launch(const ScheduledBatch& batch) { launched_.push_back(execute(batch)); }
+  // launch() in two parts, used only when supports_deferred_sampling(): launch_forward()
+  // starts the step's model work, and launch_sampling(), called once the step before it is
+  // collected and settled, its sampling. What the sampler reads of a sequence (its
+  // constraint's mask, its output ids) is then taken as of the step's launch, without the
+  // placeholder Scheduler::on_launched gave it (sampled_row.h in the runtime). The engine
+  // does this where a row's sampling needs the token of the step before (structured
+  // outputs), so that the forward still overlaps the host's work. No other launch comes
+  // between the two.
+  virtual bool supports_deferred_sampling() const { return false; }
+  virtual void launch_forward(const ScheduledBatch& batch) { launch(batch); }
+  virtual void launch_sampling(const ScheduledBatch& batch) {}
   virtual std::vector<SampledToken> collect() {
     std::vector<SampledToken> tokens = std::move(launched_.front());
     launched_.erase(launched_.begin());

@@ -7,11 +7,11 @@
 namespace kestrel {
 
 void append_allowed_mask(const Sequence& seq, std::span<const int> eos_token_ids, int vocab,
-                         std::vector<uint32_t>& out) {
+                         std::vector<uint32_t>& out, int own_pending) {
   KS_ASSERT(seq.constraint != nullptr, "sequence {} has no constraint", seq.seq_id);
-  KS_ASSERT(seq.num_pending_tokens == 0,
-            "sequence {}: a constrained row launched with {} pending tokens", seq.seq_id,
-            seq.num_pending_tokens);
+  KS_ASSERT(seq.num_pending_tokens == own_pending,
+            "sequence {}: a constrained row sampled with {} pending tokens", seq.seq_id,
+            seq.num_pending_tokens - own_pending);
   const size_t words = static_cast<size_t>(mask_words(vocab));
   const size_t at = out.size();
   out.resize(at + words, 0);

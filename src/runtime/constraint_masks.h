@@ -15,9 +15,10 @@ inline int mask_words(int vocab) { return (vocab + 31) / 32; }
 
 // Appends mask_words(vocab) words to `out`: the tokens seq.constraint allows next, plus
 // `eos_token_ids` when it may end (every token when that leaves none: a model without EOS
-// ids). REQUIRES: seq.constraint, and no pending token (the
-// engine settles a step with constrained rows before it schedules the next, llm_engine.h).
+// ids). REQUIRES: seq.constraint, and no pending token but the row's own `own_pending`
+// (sampled_row.h): the engine settles the step before, or defers this step's sampling until
+// it is settled (llm_engine.h).
 void append_allowed_mask(const Sequence& seq, std::span<const int> eos_token_ids, int vocab,
-                         std::vector<uint32_t>& out);
+                         std::vector<uint32_t>& out, int own_pending = 0);
 
 }  // namespace kestrel

@@ -9,7 +9,7 @@
 namespace kestrel {
 
 SamplingBatch make_sampling_batch(const ScheduledBatch& batch, const std::vector<int>& sample_seqs,
-                                  std::span<const int> eos_token_ids, int vocab_size) {
+                                  std::span<const int> eos_token_ids, int vocab_size, RowView view) {
   SamplingBatch b;
   const size_t n = sample_seqs.size();
   b.num_rows = static_cast<int>(n);
@@ -43,22 +43,23 @@ SamplingBatch make_sampling_batch(const ScheduledBatch& batch, const std::vector
     const Sequence& seq = *batch.seqs[seq_index].seq;
     KS_ASSERT(seq.params != nullptr, "sequence {} has no sampling params", seq.seq_id);
     const SamplingParams& p = *seq.params;
-    b.add_row_params(p, seq.seed, seq.num_tokens());
+    const RowTokens tokens = row_tokens(seq, view);
+    b.add_row_params(p, seq.seed, tokens.position);
 
     if (p.repetition_penalty != 1.0f) append(b.prompt_tokens, seq.prompt_token_ids());
-    if (has_penalties(p)) append(b.output_tokens, seq.output_token_ids());
+    if (has_penalties(p)) append(b.output_tokens, tokens.output);
     for (const auto& [id, bias] : p.logit_bias) {
       b.bias_tokens.push_back(id);
       b.bias_values.push_back(bias);
     }
-    if (seq.num_output_tokens() < std::max(p.min_tokens, 0)) {
+    if (static_cast<int>(tokens.output.size()) < std::max(p.min_tokens, 0)) {
       mask(p.stop_token_ids);
       if (!p.ignore_eos) mask(eos_token_ids);
     }
-    if (seq.constraint) {
+    if (tokens.constrained) {
       if (b.allowed_row.empty()) b.allowed_row.assign(b.num_rows, -1);  // rows before: none
       b.allowed_row[row] = static_cast<int>(b.allowed_masks.size() / mask_words(vocab_size));
-      append_allowed_mask(seq, eos_token_ids, vocab_size, b.allowed_masks);
+      append_allowed_mask(seq, eos_token_ids, vocab_size, b.allowed_masks, tokens.own_pending);
     }
     ++row;
     b.prompt_offsets.push_back(static_cast<int>(b.prompt_tokens.size()));

@@ -17,11 +17,14 @@
 
 #include "backend/sampling_batch.h"
 #include "engine/model_executor.h"
+#include "runtime/sampled_row.h"
 
 namespace kestrel {
 
+// `view`: as of the step's launch, or after it (deferred sampling; sampled_row.h).
 // REQUIRES: every sample_seqs entry indexes batch.seqs and its sequence has params.
 SamplingBatch make_sampling_batch(const ScheduledBatch& batch, const std::vector<int>& sample_seqs,
-                                  std::span<const int> eos_token_ids, int vocab_size);
+                                  std::span<const int> eos_token_ids, int vocab_size,
+                                  RowView view = RowView::kAtLaunch);
 
 }  // namespace kestrel

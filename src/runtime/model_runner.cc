@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <optional>
+#include <string_view>
 
 #include "core/error.h"
 #include "core/logging.h"
@@ -144,6 +145,11 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
 
   // Before any graph is captured: the graphs' embedding reads the feedback buffer.
   token_feedback_ = backend_->supports_sampling() && backend_->enable_token_feedback(max_num_seqs_);
+  if (const char* env = std::getenv("KESTREL_DEFER_SAMPLING"); env != nullptr && *env != '\0') {
+    defer_sampling_ = std::string_view(env) != "0";
+  } else {
+    defer_sampling_ = !backend_->supports_sampling();
+  }
   set_up_vocab_sampling();
 
   // What the profile adds is measured from here (the pool's idle memory handed back first).
@@ -449,9 +455,31 @@ int ModelRunner::settled_token(int id) const {
   return last_tokens_[pending_row(id)];
 }
 
-void ModelRunner::launch(const ScheduledBatch& batch) {
+void ModelRunner::launch(const ScheduledBatch& batch) { start_step(batch, false); }
+
+void ModelRunner::launch_forward(const ScheduledBatch& batch) { start_step(batch, true); }
+
+void ModelRunner::launch_sampling(const ScheduledBatch& batch) {
+  KS_ASSERT(deferred_.has_value(), "launch_sampling() without a launch_forward() before it");
+  Deferred d = std::move(*deferred_);
+  deferred_.reset();
+  const int vocab = model_->config().vocab_size;
+  SamplingBatch sampling;
+  const bool device_sampling = !d.hb.sample_rows.empty() && backend_->supports_sampling();
+  if (device_sampling) {
+    const auto t0 = Clock::now();
+    sampling = make_sampling_batch(batch, d.hb.sample_seqs, eos_token_ids_, vocab, RowView::kLaunched);
+    backend_->stage_sample(sampling, vocab);
+    stats_.prepare_seconds += seconds_since(t0);
+  }
+  finish_step(batch, d.hb, d.logits, sampling, false, RowView::kLaunched);
+}
+
+void ModelRunner::start_step(const ScheduledBatch& batch, bool defer_sampling) {
   KS_ASSERT(launched_.size() < 2, "a third step launched before the first was collected");
+  KS_ASSERT(!deferred_.has_value(), "a step launched before the last one's sampling");
   if (batch.empty()) {
+    KS_ASSERT(!defer_sampling, "launch_forward() of an empty batch");
     launched_.emplace_back();
     return;
   }
@@ -462,11 +490,12 @@ void ModelRunner::launch(const ScheduledBatch& batch) {
   }
   const int num_rows = static_cast<int>(hb.sample_rows.size());
   // The device sampler's parameters go up before the forward, hidden behind it.
-  const bool device_sampling = num_rows > 0 && backend_->supports_sampling();
+  const bool device_sampling = num_rows > 0 && backend_->supports_sampling() && !defer_sampling;
   const int vocab = model_->config().vocab_size;
   SamplingBatch sampling;
   // Every rank samples its own vocab shard when every row allows it (the workers learn the
-  // rows from the step message); otherwise rank 0 samples the gathered logits.
+  // rows from the step message); otherwise rank 0 samples the gathered logits. A deferred
+  // step's rows are not known yet: it gathers.
   bool vocab_parallel = false;
   if (device_sampling) {
     sampling = make_sampling_batch(batch, hb.sample_seqs, eos_token_ids_, vocab);
@@ -479,8 +508,22 @@ void ModelRunner::launch(const ScheduledBatch& batch) {
     backend_->stage_sample(sampling, vocab);
   }
   stats_.prepare_seconds += seconds_since(t0);
-  const Tensor logits = run_forward(hb);
-  t0 = Clock::now();
+  Tensor logits = run_forward(hb);
+  // Gathered right after the forward, where the other ranks gather (join_sampling).
+  if (vocab_sampling_ && !vocab_parallel && num_rows > 0) logits = model_->gather_logits(logits);
+  if (defer_sampling) {
+    deferred_ = Deferred{std::move(hb), logits};
+    return;
+  }
+  finish_step(batch, hb, logits, sampling, vocab_parallel, RowView::kAtLaunch);
+}
+
+void ModelRunner::finish_step(const ScheduledBatch& batch, const HostBatch& hb, const Tensor& logits,
+                              const SamplingBatch& sampling, bool vocab_parallel, RowView view) {
+  auto t0 = Clock::now();
+  const int num_rows = static_cast<int>(hb.sample_rows.size());
+  const bool device_sampling = num_rows > 0 && backend_->supports_sampling();
+  const int vocab = model_->config().vocab_size;
   Launched l;
   // Only prompt chunks (no rows): the layers ran for their K/V writes; nothing to sample.
   if (vocab_parallel) {
@@ -488,14 +531,14 @@ void ModelRunner::launch(const ScheduledBatch& batch) {
     ++stats_.vocab_parallel_steps;
     l.on_device = true;
   } else if (device_sampling) {
-    backend_->launch_sample(vocab_sampling_ ? model_->gather_logits(logits) : logits, sampling);
+    backend_->launch_sample(logits, sampling);
     share_sampled_tokens();
     l.on_device = true;
   }
   stats_.launch_seconds += seconds_since(t0);
   if (num_rows > 0 && !l.on_device) {
     t0 = Clock::now();
-    l.tokens = sample_on_host(logits, batch, hb);
+    l.tokens = sample_on_host(logits, batch, hb, view);
     stats_.sample_seconds += seconds_since(t0);
   }
   if (!token_feedback_) {
@@ -632,6 +675,7 @@ std::vector<SampledToken> ModelRunner::collect() {
 
 void ModelRunner::discard() {
   launched_.clear();
+  deferred_.reset();
   last_tokens_.clear();
   backend_->discard_samples();
   backend_->synchronize();
@@ -694,7 +738,7 @@ const float* ModelRunner::logits_on_host(const Tensor& logits) {
 
 std::vector<SampledToken> ModelRunner::sample_on_host(const Tensor& logits,
                                                       const ScheduledBatch& batch,
-                                                      const HostBatch& hb) {
+                                                      const HostBatch& hb, RowView view) {
   const int vocab = model_->config().vocab_size;
   const int num_rows = static_cast<int>(hb.sample_rows.size());
   const float* host = logits_on_host(logits);
@@ -703,9 +747,10 @@ std::vector<SampledToken> ModelRunner::sample_on_host(const Tensor& logits,
   std::vector<int> mask_of(num_rows, -1);
   for (int r = 0; r < num_rows; ++r) {
     const Sequence& seq = *batch.seqs[hb.sample_seqs[r]].seq;
-    if (!seq.constraint) continue;
+    const RowTokens tokens = row_tokens(seq, view);
+    if (!tokens.constrained) continue;
     mask_of[r] = static_cast<int>(masks.size());
-    append_allowed_mask(seq, eos_token_ids_, vocab, masks);
+    append_allowed_mask(seq, eos_token_ids_, vocab, masks, tokens.own_pending);
   }
   std::vector<SamplingRow> rows;
   rows.reserve(num_rows);
@@ -713,13 +758,14 @@ std::vector<SampledToken> ModelRunner::sample_on_host(const Tensor& logits,
   std::vector<std::vector<int>> settled_outputs(num_rows);
   for (int seq_index : hb.sample_seqs) {
     const Sequence& seq = *batch.seqs[seq_index].seq;
+    const RowTokens tokens = row_tokens(seq, view);
     SamplingRow row;
     row.params = seq.params.get();
     row.seed = seq.seed;
-    row.position = seq.num_tokens();
+    row.position = tokens.position;
     row.prompt_token_ids = seq.prompt_token_ids();
-    row.output_token_ids = seq.output_token_ids();
-    if (seq.num_pending_tokens > 0) {
+    row.output_token_ids = tokens.output;
+    if (seq.num_pending_tokens > tokens.own_pending) {
       std::vector<int>& ids = settled_outputs[rows.size()];
       ids.assign(row.output_token_ids.begin(), row.output_token_ids.end());
       for (int& id : ids) id = settled_token(id);

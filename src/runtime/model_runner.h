@@ -26,6 +26,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@
 #include "io/model_config.h"
 #include "kestrel/engine_config.h"
 #include "runtime/batch_builder.h"
+#include "runtime/sampled_row.h"
 
 namespace kestrel {
 
@@ -103,6 +105,11 @@ class ModelRunner : public ModelExecutor {
     return !token_feedback_ || backend_->samples_pending_tokens();
   }
   void launch(const ScheduledBatch& batch) override;
+  // Host sampling always; a device sampler only with KESTREL_DEFER_SAMPLING=1 until
+  // EngineGpu.ConstrainedOverlapMatchesSynchronousSteps has run on a GPU (docs/engine.md).
+  bool supports_deferred_sampling() const override { return defer_sampling_; }
+  void launch_forward(const ScheduledBatch& batch) override;
+  void launch_sampling(const ScheduledBatch& batch) override;
   std::vector<SampledToken> collect() override;
   void discard() override;
 
@@ -188,7 +195,13 @@ class ModelRunner : public ModelExecutor {
   const float* logits_on_host(const Tensor& logits);
   // Host sampling (no device sampler), at once.
   std::vector<SampledToken> sample_on_host(const Tensor& logits, const ScheduledBatch& batch,
-                                           const HostBatch& host_batch);
+                                           const HostBatch& host_batch, RowView view);
+  // launch() and launch_forward(): the batch's forward, then (unless `defer_sampling`) its
+  // sampling through finish_step(); deferred, the forward's logits wait in deferred_.
+  void start_step(const ScheduledBatch& batch, bool defer_sampling);
+  // The sampler's launch (or host sampling), the prompt logprobs and the Launched entry.
+  void finish_step(const ScheduledBatch& batch, const HostBatch& hb, const Tensor& logits,
+                   const SamplingBatch& sampling, bool vocab_parallel, RowView view);
 
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<Communicator> host_comm_;  // the group's host side (gloo, or local)
@@ -218,6 +231,14 @@ class ModelRunner : public ModelExecutor {
     std::vector<SampledToken> tokens;  // otherwise, these (empty: nothing sampled)
   };
   std::deque<Launched> launched_;
+  // A step whose forward launch_forward() started and whose sampling waits (logits gathered
+  // where the model's are vocab-parallel).
+  struct Deferred {
+    HostBatch hb;
+    Tensor logits;
+  };
+  std::optional<Deferred> deferred_;
+  bool defer_sampling_ = false;  // supports_deferred_sampling()
   bool token_feedback_ = false;   // the backend feeds pending tokens itself
   bool vocab_sampling_ = false;   // set_up_vocab_sampling()
   std::vector<int> last_tokens_;  // otherwise: the last launch's tokens, by sampled row

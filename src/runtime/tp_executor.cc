@@ -142,6 +142,14 @@ void TensorParallelExecutor::launch(const ScheduledBatch& batch) {
   guarded([&] { runner_->launch(batch); });
 }
 
+void TensorParallelExecutor::launch_forward(const ScheduledBatch& batch) {
+  guarded([&] { runner_->launch_forward(batch); });
+}
+
+void TensorParallelExecutor::launch_sampling(const ScheduledBatch& batch) {
+  guarded([&] { runner_->launch_sampling(batch); });
+}
+
 std::vector<SampledToken> TensorParallelExecutor::collect() {
   return guarded([&] { return runner_->collect(); });
 }

@@ -53,6 +53,9 @@ class TensorParallelExecutor final : public ModelExecutor, private StepBroadcast
   bool supports_overlap() const override { return runner_->supports_overlap(); }
   bool samples_pending_tokens() const override { return runner_->samples_pending_tokens(); }
   void launch(const ScheduledBatch& batch) override;
+  bool supports_deferred_sampling() const override { return runner_->supports_deferred_sampling(); }
+  void launch_forward(const ScheduledBatch& batch) override;
+  void launch_sampling(const ScheduledBatch& batch) override;
   std::vector<SampledToken> collect() override;
   void discard() override;
   ModelRunner& runner() { return *runner_; }

@@ -65,6 +65,32 @@ TEST(Constraint, OverlapSettlesConstrainedStepsFirst) {
   EXPECT_TRUE(plain_pending);
 }
 
+// With an executor that defers sampling (ModelExecutor::launch_sampling), a constrained
+// step no longer waits for the one before: its forward overlaps, its sampling follows the
+// settle. Tokens as the reference generator's, each told once and in order.
+TEST(Constraint, DeferredSamplingKeepsConstrainedStepsOverlapped) {
+  const EngineLimits l = overlapped();
+  Harness h(l);
+  h.executor.deferred_sampling = true;
+  std::vector<std::shared_ptr<RecordingFactory>> factories;
+  for (int i = 0; i < 3; ++i) {
+    factories.push_back(std::make_shared<RecordingFactory>());
+    SamplingParams p = seeded(30 + i, 10 + 3 * i);
+    p.constraint = factories.back();
+    if (i == 1) p.n = 2;
+    h.add("json" + std::to_string(i), make_prompt(6 + i, 20 + i, l.vocab_size), p);
+  }
+  h.add("plain", make_prompt(5, 2, l.vocab_size), seeded(6, 12));
+  h.run_and_check();
+  for (int i = 0; i < 3; ++i) expect_each_token_told_once(h, "json" + std::to_string(i), *factories[i]);
+  bool json_pending = false;
+  for (const auto& [step, e] : h.entries_of("json0")) json_pending = json_pending || e.pending_input;
+  EXPECT_TRUE(json_pending) << "no constrained step overlapped";
+  EXPECT_GT(h.executor.deferred_samplings, 5);
+  EXPECT_GE(h.engine.stats().num_overlapped_steps, h.engine.stats().num_steps / 2)
+      << h.engine.stats().num_steps << " steps";
+}
+
 TEST(Constraint, EverySampleHasItsOwnConstraint) {
   const EngineLimits l = overlapped();
   Harness h(l);

@@ -149,9 +149,48 @@ class PagedFakeExecutor : public ModelExecutor {
     return out;
   }
 
-  // Runs each step at launch, as the base class does; pending tokens are fed from the
-  // previous step's samples, as a device executor does.
+  // Runs each step at launch; pending tokens are fed from the previous step's samples, as a
+  // device executor does.
   bool supports_overlap() const override { return true; }
+  void launch(const ScheduledBatch& batch) override { queue_.push_back(execute(batch)); }
+  std::vector<SampledToken> collect() override {
+    if (queue_.empty()) {
+      ADD_FAILURE() << "collect() with nothing launched";
+      return {};
+    }
+    std::vector<SampledToken> tokens = std::move(queue_.front());
+    queue_.erase(queue_.begin());
+    return tokens;
+  }
+  void discard() override {
+    queue_.clear();
+    held_.reset();
+  }
+  // Deferred sampling (when deferred_sampling): the step runs at launch_forward(), as at
+  // launch(); launch_sampling() checks that every running row it samples has no pending
+  // token but its own (the step before settled: its constraint was told its token), then
+  // releases the step's tokens.
+  bool supports_deferred_sampling() const override { return deferred_sampling; }
+  void launch_forward(const ScheduledBatch& batch) override {
+    if (held_) error_at_step("a second launch_forward() before launch_sampling()");
+    held_ = execute(batch);
+  }
+  void launch_sampling(const ScheduledBatch& batch) override {
+    if (!held_) {
+      error_at_step("launch_sampling() without launch_forward()");
+      return;
+    }
+    for (const ScheduledSeq& s : batch.seqs) {
+      if (s.sample && s.seq->status == SequenceStatus::kRunning && s.seq->num_pending_tokens != 1) {
+        error("sampled with a pending token of the step before", *s.seq);
+      }
+    }
+    ++deferred_samplings;
+    queue_.push_back(std::move(*held_));
+    held_.reset();
+  }
+  bool deferred_sampling = false;
+  int deferred_samplings = 0;
   // Whether it claims to feed pending tokens to its sampler's output ids (the engine then
   // overlaps steps of sequences with penalties).
   bool samples_pending_tokens() const override { return pending_samples; }
@@ -176,6 +215,12 @@ class PagedFakeExecutor : public ModelExecutor {
   void error(const std::string& what, const Sequence& seq) {
     errors.push_back(what + " (seq " + std::to_string(seq.seq_id) + ")");
   }
+  void error_at_step(const std::string& what) {
+    errors.push_back(what + " (step " + std::to_string(steps.size()) + ")");
+  }
+
+  std::vector<std::vector<SampledToken>> queue_;  // launched, not collected
+  std::optional<std::vector<SampledToken>> held_;  // launch_forward()'s, until launch_sampling()
 
   const int block_size_;
   const int vocab_size_;

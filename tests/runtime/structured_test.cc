@@ -1,7 +1,8 @@
 // Structured outputs through the offline LLM on the CPU backend: a regex constraint on a
 // random-weight model with the real Qwen3 tokenizer. Every sample fullmatches in Python's
 // re, ends by EOS where the pattern is complete, and the tokens are the same with async
-// scheduling on and off (the engine settles constrained steps first).
+// scheduling on and off (the runner's sampling of a constrained step waits for the step
+// before to settle while its forward overlaps: ModelExecutor::launch_sampling).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -18,7 +19,7 @@ namespace {
 
 constexpr const char* kPattern = "(red|green|blue)-[0-9]{2,4}( [a-z]{1,5}){0,3}";
 
-std::vector<RequestOutput> run(bool async_scheduling) {
+std::vector<RequestOutput> run(bool async_scheduling, LLMStats* stats) {
   EngineConfig c = config();
   c.async_scheduling = async_scheduling;
   LLM llm(tiny_model_dir(), c);
@@ -45,7 +46,9 @@ std::vector<RequestOutput> run(bool async_scheduling) {
   plain.ignore_eos = true;
   params.push_back(plain);
   prompts.push_back(llm.tokenizer()->encode("Free text", false));
-  return llm.generate(prompts, params, false);
+  std::vector<RequestOutput> out = llm.generate(prompts, params, false);
+  *stats = llm.stats();
+  return out;
 }
 
 std::vector<bool> python_fullmatch(const std::vector<std::string>& texts) {
@@ -65,8 +68,13 @@ std::vector<bool> python_fullmatch(const std::vector<std::string>& texts) {
 }
 
 TEST(StructuredLLM, RegexSamplesMatchAndOverlapChangesNothing) {
-  const std::vector<RequestOutput> overlapped = run(true);
-  const std::vector<RequestOutput> sync = run(false);
+  LLMStats overlapped_stats, sync_stats;
+  const std::vector<RequestOutput> overlapped = run(true, &overlapped_stats);
+  const std::vector<RequestOutput> sync = run(false, &sync_stats);
+  EXPECT_EQ(sync_stats.num_overlapped_steps, 0);
+  // Constrained steps overlap too (all but the first and the last few).
+  EXPECT_GE(overlapped_stats.num_overlapped_steps, overlapped_stats.num_steps / 2)
+      << overlapped_stats.num_steps << " steps";
   ASSERT_EQ(overlapped.size(), 7u);
   std::vector<std::string> texts;
   for (size_t i = 0; i + 1 < overlapped.size(); ++i) {

@@ -7,8 +7,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <memory>
+#include <span>
+#include <vector>
 
 #include "core/error.h"
+#include "kestrel/token_constraint.h"
 #include "gpu_test_util.h"
 
 namespace kestrel::test {
@@ -188,6 +193,25 @@ TEST(EngineGpu, OverlapMatchesSynchronousSteps) {
   expect_overlap_gives_sync_outputs(f, prompts, params);
 }
 
+// The fixture's prompts twice, row i (0..) greedy in the first copy and at temperature
+// `temperature` in the second, seeded `seed + i`, ignore_eos; `edit(i, params)` adds the rest.
+template <typename Edit>
+void twice_each_prompt(const HfFixture& f, float temperature, int seed, Edit edit,
+                       std::vector<std::vector<int>>& prompts, std::vector<SamplingParams>& params) {
+  for (int copy = 0; copy < 2; ++copy) {
+    for (size_t p = 0; p < f.prompts.size(); ++p) {
+      const size_t i = copy * f.prompts.size() + p;
+      prompts.push_back(f.prompts[p]);
+      SamplingParams s;
+      s.temperature = copy == 0 ? 0.0f : temperature;
+      s.seed = seed + static_cast<int>(i);
+      s.ignore_eos = true;
+      edit(i, s);
+      params.push_back(s);
+    }
+  }
+}
+
 // Penalised rows overlap too where the CUDA sampler counts the token in flight from its
 // feedback slot (Backend::samples_pending_tokens): the same outputs as settling each step
 // first, with most steps launched while the one before ran. (That the kernel counts the
@@ -197,25 +221,67 @@ TEST(EngineGpu, PenalisedOverlapMatchesSynchronousSteps) {
   const HfFixture& f = fixture_oracles().front().fixture;
   std::vector<std::vector<int>> prompts;
   std::vector<SamplingParams> params;
-  for (int copy = 0; copy < 2; ++copy) {
-    for (size_t p = 0; p < f.prompts.size(); ++p) {
-      const size_t i = copy * f.prompts.size() + p;
-      prompts.push_back(f.prompts[p]);
-      SamplingParams s;
-      s.temperature = copy == 0 ? 0.0f : 0.8f;
-      s.top_k = i % 4 == 3 ? 20 : -1;
-      s.seed = 300 + static_cast<int>(i);
-      s.ignore_eos = true;
-      s.max_tokens = 8 + static_cast<int>((i * 5) % 13);
-      s.repetition_penalty = i % 3 == 0 ? 1.3f : 1.0f;
-      s.presence_penalty = i % 3 == 1 ? 0.8f : 0.0f;
-      s.frequency_penalty = i % 3 == 2 ? 0.6f : 0.2f;
-      if (i % 2 == 0) s.logprobs = 2;
-      params.push_back(s);
-    }
-  }
+  twice_each_prompt(f, 0.8f, 300, [](size_t i, SamplingParams& s) {
+    s.top_k = i % 4 == 3 ? 20 : -1;
+    s.max_tokens = 8 + static_cast<int>((i * 5) % 13);
+    s.repetition_penalty = i % 3 == 0 ? 1.3f : 1.0f;
+    s.presence_penalty = i % 3 == 1 ? 0.8f : 0.0f;
+    s.frequency_penalty = i % 3 == 2 ? 0.6f : 0.2f;
+    if (i % 2 == 0) s.logprobs = 2;
+  }, prompts, params);
   const double fraction = expect_overlap_gives_sync_outputs(f, prompts, params);
   EXPECT_GE(fraction, 0.5) << "penalised steps still settle first";
+}
+
+// Allows the ids t with (t + its tokens so far summed) % 3 == 0: each mask follows from the
+// tokens before, so a row sampled before its previous token settled picks other tokens.
+class ModThreeConstraint : public TokenConstraint {
+ public:
+  explicit ModThreeConstraint(int vocab) : vocab_(vocab), words_((vocab + 31) / 32) {}
+  std::span<const uint32_t> allowed_tokens() override {
+    std::fill(words_.begin(), words_.end(), 0u);
+    for (int t = 0; t < vocab_; ++t) {
+      if ((t + sum_) % 3 == 0) words_[t / 32] |= 1u << (t % 32);
+    }
+    return words_;
+  }
+  bool can_end() const override { return false; }
+  void accept(int token_id) override { sum_ = (sum_ + token_id) % 3; }
+
+ private:
+  const int vocab_;
+  std::vector<uint32_t> words_;
+  int sum_ = 0;
+};
+
+class ModThreeFactory : public TokenConstraintFactory {
+ public:
+  explicit ModThreeFactory(int vocab) : vocab_(vocab) {}
+  std::unique_ptr<TokenConstraint> start() const override { return std::make_unique<ModThreeConstraint>(vocab_); }
+
+ private:
+  const int vocab_;
+};
+
+// Constrained rows overlap their forwards (the sampling waits for the step before to settle:
+// ModelExecutor::launch_sampling) and give the synchronous engine's tokens, graphs and eager.
+// The CUDA runner defers sampling only with KESTREL_DEFER_SAMPLING=1 until this has passed.
+TEST(EngineGpu, ConstrainedOverlapMatchesSynchronousSteps) {
+  KS_SKIP_WITHOUT_GPU();
+  const HfFixture& f = fixture_oracles().front().fixture;
+  ASSERT_EQ(setenv("KESTREL_DEFER_SAMPLING", "1", 1), 0);
+  const int vocab = TestEngine(f.dir, gpu_config()).runner().model_config().vocab_size;
+  auto factory = std::make_shared<ModThreeFactory>(vocab);
+  std::vector<std::vector<int>> prompts;
+  std::vector<SamplingParams> params;
+  twice_each_prompt(f, 0.9f, 500, [&](size_t i, SamplingParams& s) {
+    s.max_tokens = 6 + static_cast<int>((i * 7) % 11);
+    if (i % 3 != 2) s.constraint = factory;  // some rows free, in the same steps
+    if (i % 4 == 0) s.logprobs = 1;
+  }, prompts, params);
+  const double fraction = expect_overlap_gives_sync_outputs(f, prompts, params);
+  unsetenv("KESTREL_DEFER_SAMPLING");
+  EXPECT_GE(fraction, 0.5) << "constrained steps still settle first";
 }
 
 // Without num_kv_blocks the cache comes from a profile of the largest step: some blocks,
