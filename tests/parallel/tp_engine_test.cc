@@ -12,6 +12,8 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <memory>
+#include <span>
 #include <sstream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -21,6 +23,7 @@
 #include "core/error.h"
 #include "io/safetensors.h"
 #include "kestrel/llm.h"
+#include "../engine/mod_three_constraint.h"
 #include "runtime/tp_worker.h"
 #include "child_processes.h"
 #include "worker_registry.h"
@@ -116,6 +119,40 @@ TEST_F(TensorParallel, GreedyTokensAndLogprobsMatchOneRank) {
       EXPECT_EQ(tokens_of(got), f.greedy) << what;
       expect_same_logprobs(got, want, what);
     }
+  }
+}
+
+// Constrained requests at 2 ranks, their steps overlapped by deferred sampling (rank 0 runs
+// each forward with the workers, then samples once the step before has settled), beside a
+// free request and one with prompt logprobs: the one-rank engine's tokens and logprobs.
+TEST_F(TensorParallel, ConstrainedRequestsOverlapAndMatchOneRank) {
+  const Fixture f = load_fixture("qwen3_tiny");
+  std::vector<SamplingParams> params;
+  std::shared_ptr<testing::ModThreeFactory> factory;
+  auto run = [&](int tp, LLMStats* stats) {
+    LLM llm(f.dir, cpu_config(tp));
+    if (!factory) factory = std::make_shared<testing::ModThreeFactory>(llm.vocab_size());
+    params.clear();
+    for (size_t i = 0; i < f.prompts.size(); ++i) {
+      SamplingParams p = greedy_params(12 + static_cast<int>(i), 2);
+      if (i % 3 != 1) p.constraint = factory;
+      if (i == 1) p.prompt_logprobs = 1;
+      params.push_back(p);
+    }
+    auto out = llm.generate(f.prompts, params, false);
+    *stats = llm.stats();
+    return out;
+  };
+  LLMStats one_stats, two_stats;
+  const auto want = run(1, &one_stats);
+  const auto got = run(2, &two_stats);
+  EXPECT_EQ(tokens_of(got), tokens_of(want));
+  expect_same_logprobs(got, want, "constrained at tensor_parallel_size 2");
+  ASSERT_EQ(got.size(), want.size());
+  EXPECT_EQ(got[1].prompt_logprobs.size(), want[1].prompt_logprobs.size());
+  for (int tp = 0; tp < 2; ++tp) {
+    const LLMStats& s = tp == 0 ? one_stats : two_stats;
+    EXPECT_GE(s.num_overlapped_steps, s.num_steps / 2) << s.num_steps << " steps, " << tp + 1 << " ranks";
   }
 }
 

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
-#include "kestrel/token_constraint.h"
+#include "../engine/mod_three_constraint.h"
 #include "gpu_test_util.h"
 
 namespace kestrel::test {
@@ -233,36 +233,6 @@ TEST(EngineGpu, PenalisedOverlapMatchesSynchronousSteps) {
   EXPECT_GE(fraction, 0.5) << "penalised steps still settle first";
 }
 
-// Allows the ids t with (t + its tokens so far summed) % 3 == 0: each mask follows from the
-// tokens before, so a row sampled before its previous token settled picks other tokens.
-class ModThreeConstraint : public TokenConstraint {
- public:
-  explicit ModThreeConstraint(int vocab) : vocab_(vocab), words_((vocab + 31) / 32) {}
-  std::span<const uint32_t> allowed_tokens() override {
-    std::fill(words_.begin(), words_.end(), 0u);
-    for (int t = 0; t < vocab_; ++t) {
-      if ((t + sum_) % 3 == 0) words_[t / 32] |= 1u << (t % 32);
-    }
-    return words_;
-  }
-  bool can_end() const override { return false; }
-  void accept(int token_id) override { sum_ = (sum_ + token_id) % 3; }
-
- private:
-  const int vocab_;
-  std::vector<uint32_t> words_;
-  int sum_ = 0;
-};
-
-class ModThreeFactory : public TokenConstraintFactory {
- public:
-  explicit ModThreeFactory(int vocab) : vocab_(vocab) {}
-  std::unique_ptr<TokenConstraint> start() const override { return std::make_unique<ModThreeConstraint>(vocab_); }
-
- private:
-  const int vocab_;
-};
-
 // Constrained rows overlap their forwards (the sampling waits for the step before to settle:
 // ModelExecutor::launch_sampling) and give the synchronous engine's tokens, graphs and eager.
 // The CUDA runner defers sampling only with KESTREL_DEFER_SAMPLING=1 until this has passed.
@@ -271,7 +241,7 @@ TEST(EngineGpu, ConstrainedOverlapMatchesSynchronousSteps) {
   const HfFixture& f = fixture_oracles().front().fixture;
   ASSERT_EQ(setenv("KESTREL_DEFER_SAMPLING", "1", 1), 0);
   const int vocab = TestEngine(f.dir, gpu_config()).runner().model_config().vocab_size;
-  auto factory = std::make_shared<ModThreeFactory>(vocab);
+  auto factory = std::make_shared<testing::ModThreeFactory>(vocab);
   std::vector<std::vector<int>> prompts;
   std::vector<SamplingParams> params;
   twice_each_prompt(f, 0.9f, 500, [&](size_t i, SamplingParams& s) {
