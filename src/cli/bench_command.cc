@@ -28,6 +28,7 @@
 #include "io/model_config.h"
 #include "kestrel/llm.h"
 #include "runtime/device_ceilings.h"
+#include "structured/grammar_compiler.h"
 #include "runtime/perf_model.h"
 
 namespace kestrel::cli {
@@ -47,6 +48,7 @@ struct Options {
   float repetition_penalty = 1.0f;
   float presence_penalty = 0.0f;
   float frequency_penalty = 0.0f;
+  std::string regex;  // every output constrained to it (structured outputs)
   uint64_t seed = 0;
   std::string json_path;
   bool measure_ceilings = true;
@@ -155,6 +157,9 @@ Runner add_bench_command(CLI::App& app) {
   cmd->add_option("--frequency-penalty", o->frequency_penalty,
                   "subtract this times the count from the logits of output ids (0 = off)")
       ->capture_default_str();
+  cmd->add_option("--regex", o->regex,
+                  "constrain every output to this regular expression (structured outputs, over "
+                  "the model's tokenizer): what constrained steps cost");
   cmd->add_option("--seed", o->seed, "Python random seed of the workload")->check(seed_value())->capture_default_str();
   cmd->add_option("--json", o->json_path, "also write the results to this JSON file");
   cmd->add_flag("!--no-ceilings", o->measure_ceilings, "skip measuring the device's copy bandwidth and GEMM rate");
@@ -222,6 +227,16 @@ Runner add_bench_command(CLI::App& app) {
       SamplingParams warm;  // warm-up, as nano-vLLM's bench does
       warm.max_tokens = 4;
       llm.generate(std::vector<std::vector<int>>{{1, 2, 3, 4}}, warm, false);
+      if (!o->regex.empty()) {
+        KS_CHECK(llm.tokenizer() != nullptr, "--regex: the model at {} has no tokenizer", o->model);
+        structured::GrammarCompiler compiler(std::make_shared<const structured::VocabTrie>(
+            structured::VocabTrie::from_tokenizer(*llm.tokenizer(), llm.vocab_size())));
+        structured::StructuredOutputSpec spec;
+        spec.kind = structured::StructuredOutputSpec::Kind::kRegex;
+        spec.regex = o->regex;
+        const auto grammar = compiler.compile(spec);
+        for (SamplingParams& p : params) p.constraint = grammar;
+      }
       const ProfileSteps profile = o->profile_steps == "prompt"   ? ProfileSteps::kPrompt
                                    : o->profile_steps == "decode" ? ProfileSteps::kDecode
                                                                   : ProfileSteps::kNone;
@@ -285,6 +300,7 @@ Runner add_bench_command(CLI::App& app) {
     if (o->repetition_penalty != 1.0f) std::printf(", repetition_penalty %.2f", o->repetition_penalty);
     if (o->presence_penalty != 0.0f) std::printf(", presence_penalty %.2f", o->presence_penalty);
     if (o->frequency_penalty != 0.0f) std::printf(", frequency_penalty %.2f", o->frequency_penalty);
+    if (!o->regex.empty()) std::printf(", regex %s", o->regex.c_str());
     std::printf("\n");
     if (have_ceilings) {
       std::printf("ceilings:          copy %.0f GB/s (1 GiB device copy, read + written; %.0f before the run, %.0f after), bf16 GEMM %.0f TFLOP/s (%d^3)\n",
@@ -341,7 +357,7 @@ Runner add_bench_command(CLI::App& app) {
           {"enforce_eager", o->engine.enforce_eager}, {"temperature", o->temperature},
           {"top_k", o->top_k}, {"top_p", o->top_p},
           {"repetition_penalty", o->repetition_penalty}, {"presence_penalty", o->presence_penalty},
-          {"frequency_penalty", o->frequency_penalty},
+          {"frequency_penalty", o->frequency_penalty}, {"regex", o->regex},
           {"prompt_tokens", cost.prompt_tokens}, {"output_tokens", t.generated},
           {"vocab_parallel_steps", m.vocab_parallel_steps},
           {"overlapped_steps", m.num_overlapped_steps}, {"steps", m.num_steps},

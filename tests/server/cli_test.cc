@@ -255,6 +255,25 @@ TEST(Cli, BenchRunsModelsOfSmallVocabulariesAndSaysHowTpSampled) {
   fs::remove_all(dir);
 }
 
+// --regex constrains every output (structured outputs over the model's tokenizer), and on
+// the host sampler the constrained steps still overlap (deferred sampling).
+TEST(Cli, BenchConstrainsOutputsToARegexAndOverlapsTheirSteps) {
+  const CliRun bench = kestrel_run({"bench", "--model", model_dir(), "--device", "cpu", "--threads",
+                                    "2", "--no-ceilings", "--num-seqs", "3", "--fixed-input-len",
+                                    "12", "--fixed-output-len", "8", "--regex", "[a-z ]+"});
+  EXPECT_EQ(bench.code, 0) << bench.output;
+  EXPECT_NE(bench.output.find("temperature 0.60, regex [a-z ]+"), std::string::npos) << bench.output;
+  const size_t overlapped = bench.output.find(" steps launched while the one before ran");
+  ASSERT_NE(overlapped, std::string::npos) << bench.output;
+  const size_t from = bench.output.rfind("; ", overlapped);
+  ASSERT_NE(from, std::string::npos);
+  EXPECT_GT(std::stoi(bench.output.substr(from + 2)), 0) << bench.output;
+  const CliRun bad = kestrel_run({"bench", "--model", model_dir(), "--device", "cpu", "--no-ceilings",
+                                  "--num-seqs", "1", "--fixed-input-len", "4", "--fixed-output-len",
+                                  "2", "--regex", "(unclosed"});
+  EXPECT_EQ(bad.code, 1) << bad.output;
+}
+
 // Sizes the disk or memory cannot hold are refused before a byte is written (--layers
 // 100000 of the 32B preset wrote gigabytes a second until the disk was full).
 TEST(Cli, MakeModelRefusesModelsTooLargeForTheDiskOrMemory) {
