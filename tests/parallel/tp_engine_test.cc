@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/model_config.h"
 #include "io/safetensors.h"
 #include "kestrel/llm.h"
 #include "../engine/mod_three_constraint.h"
@@ -127,18 +128,16 @@ TEST_F(TensorParallel, GreedyTokensAndLogprobsMatchOneRank) {
 // free request and one with prompt logprobs: the one-rank engine's tokens and logprobs.
 TEST_F(TensorParallel, ConstrainedRequestsOverlapAndMatchOneRank) {
   const Fixture f = load_fixture("qwen3_tiny");
+  const auto factory = std::make_shared<testing::ModThreeFactory>(load_model_config(f.dir).vocab_size);
   std::vector<SamplingParams> params;
-  std::shared_ptr<testing::ModThreeFactory> factory;
+  for (size_t i = 0; i < f.prompts.size(); ++i) {
+    SamplingParams p = greedy_params(12 + static_cast<int>(i), 2);
+    if (i % 3 != 1) p.constraint = factory;
+    if (i == 1) p.prompt_logprobs = 1;
+    params.push_back(p);
+  }
   auto run = [&](int tp, LLMStats* stats) {
     LLM llm(f.dir, cpu_config(tp));
-    if (!factory) factory = std::make_shared<testing::ModThreeFactory>(llm.vocab_size());
-    params.clear();
-    for (size_t i = 0; i < f.prompts.size(); ++i) {
-      SamplingParams p = greedy_params(12 + static_cast<int>(i), 2);
-      if (i % 3 != 1) p.constraint = factory;
-      if (i == 1) p.prompt_logprobs = 1;
-      params.push_back(p);
-    }
     auto out = llm.generate(f.prompts, params, false);
     *stats = llm.stats();
     return out;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "io/model_config.h"
 #include "../engine/mod_three_constraint.h"
 #include "gpu_test_util.h"
 
@@ -240,8 +241,7 @@ TEST(EngineGpu, ConstrainedOverlapMatchesSynchronousSteps) {
   KS_SKIP_WITHOUT_GPU();
   const HfFixture& f = fixture_oracles().front().fixture;
   ASSERT_EQ(setenv("KESTREL_DEFER_SAMPLING", "1", 1), 0);
-  const int vocab = TestEngine(f.dir, gpu_config()).runner().model_config().vocab_size;
-  auto factory = std::make_shared<testing::ModThreeFactory>(vocab);
+  auto factory = std::make_shared<testing::ModThreeFactory>(load_model_config(f.dir).vocab_size);
   std::vector<std::vector<int>> prompts;
   std::vector<SamplingParams> params;
   twice_each_prompt(f, 0.9f, 500, [&](size_t i, SamplingParams& s) {
