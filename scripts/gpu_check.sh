@@ -40,8 +40,8 @@
 #                   every batch size; single_topp, nano_topp and *_topp1: Llama 3's top_p 0.9; single_pen,
 #                   nano_pen: repetition, presence and frequency penalties; *_pen_settle: each such
 #                   step settled before the next launches; nano_regex, single_regex and
-#                   *_regex_defer: every output constrained to a regex, settled first or with
-#                   deferred sampling), decode256, prefill, prefill_lt,
+#                   *_regex_settle: every output constrained to a regex, with deferred
+#                   sampling or settled first), decode256, prefill, prefill_lt,
 #                   prefill_ws_all, prefill_ws_rope, nano_sep, decode256_sep, nano_fp8_sep
 #                   (the RoPE/store kernel not fused into the tensor-core decode kernel), single_eager,
 #                   single_sync, nano_sync: the first and second without overlap;
@@ -494,13 +494,13 @@ BENCHES=(
   # The same, each penalised step settled before the next launches (KESTREL_PENDING_PENALTIES=0).
   "single_pen_settle:KESTREL_PENDING_PENALTIES=0 --num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --repetition-penalty 1.05 --presence-penalty 0.5 --frequency-penalty 0.3"
   "nano_pen_settle:KESTREL_PENDING_PENALTIES=0 --num-seqs 256 --repetition-penalty 1.05 --presence-penalty 0.5 --frequency-penalty 0.3"
-  # Structured outputs: every row constrained to a regex (a mask a row each step); each step
-  # settled before the next, and with deferred sampling (the forward overlapped, the sampling
-  # after the settle; docs/engine.md).
+  # Structured outputs: every row constrained to a regex (a mask a row each step); with
+  # deferred sampling (the forward overlapped, the sampling after the settle; docs/engine.md)
+  # and each step settled before the next (KESTREL_DEFER_SAMPLING=0).
   "nano_regex:--num-seqs 256 --regex [a-z]+"
-  "nano_regex_defer:KESTREL_DEFER_SAMPLING=1 --num-seqs 256 --regex [a-z]+"
+  "nano_regex_settle:KESTREL_DEFER_SAMPLING=0 --num-seqs 256 --regex [a-z]+"
   "single_regex:--num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --regex [a-z]+"
-  "single_regex_defer:KESTREL_DEFER_SAMPLING=1 --num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --regex [a-z]+"
+  "single_regex_settle:KESTREL_DEFER_SAMPLING=0 --num-seqs 1 --fixed-input-len 512 --fixed-output-len 256 --regex [a-z]+"
   "decode256:--num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   "prefill:--num-seqs 32 --fixed-input-len 1024 --fixed-output-len 1"
   # The prompt steps' products on cuBLASLt alone, with every plain product on the

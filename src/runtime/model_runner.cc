@@ -147,8 +147,6 @@ ModelRunner::ModelRunner(const std::string& model_dir, const EngineConfig& confi
   token_feedback_ = backend_->supports_sampling() && backend_->enable_token_feedback(max_num_seqs_);
   if (const char* env = std::getenv("KESTREL_DEFER_SAMPLING"); env != nullptr && *env != '\0') {
     defer_sampling_ = std::string_view(env) != "0";
-  } else {
-    defer_sampling_ = !backend_->supports_sampling();
   }
   set_up_vocab_sampling();
 

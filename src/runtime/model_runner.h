@@ -105,8 +105,8 @@ class ModelRunner : public ModelExecutor {
     return !token_feedback_ || backend_->samples_pending_tokens();
   }
   void launch(const ScheduledBatch& batch) override;
-  // Host sampling always; a device sampler only with KESTREL_DEFER_SAMPLING=1 until
-  // EngineGpu.ConstrainedOverlapMatchesSynchronousSteps has run on a GPU (docs/engine.md).
+  // On by default, host and device samplers alike; KESTREL_DEFER_SAMPLING=0 turns it off
+  // (docs/engine.md).
   bool supports_deferred_sampling() const override { return defer_sampling_; }
   void launch_forward(const ScheduledBatch& batch) override;
   void launch_sampling(const ScheduledBatch& batch) override;
@@ -238,7 +238,7 @@ class ModelRunner : public ModelExecutor {
     Tensor logits;
   };
   std::optional<Deferred> deferred_;
-  bool defer_sampling_ = false;  // supports_deferred_sampling()
+  bool defer_sampling_ = true;  // supports_deferred_sampling()
   bool token_feedback_ = false;   // the backend feeds pending tokens itself
   bool vocab_sampling_ = false;   // set_up_vocab_sampling()
   std::vector<int> last_tokens_;  // otherwise: the last launch's tokens, by sampled row
