@@ -135,7 +135,12 @@ TEST(WgmmaGemm, DeepPlanKeepsToHalfTheSms) {
   EXPECT_EQ(plan(33, 1024, 3072), std::make_pair(64, 4));
   EXPECT_EQ(plan(16, 4096, 1024), std::make_pair(32, 1));   // 64 tiles already
   EXPECT_EQ(plan(20, 2048, 2048), std::make_pair(32, 2));   // 32 tiles: 64 CTAs
-  EXPECT_EQ(plan(100, 1024, 2048), std::make_pair(128, 4));
+  // Past 64 rows, 64-token tiles while they fit one wave (session 30's H100 sweep at T = 128).
+  EXPECT_EQ(plan(100, 1024, 2048), std::make_pair(64, 2));   // 32 tiles: 64 CTAs
+  EXPECT_EQ(plan(128, 4096, 1024), std::make_pair(64, 1));   // 128 tiles
+  EXPECT_EQ(plan(128, 1024, 3072), std::make_pair(64, 2));
+  EXPECT_EQ(plan(128, 6144, 1024), std::make_pair(128, 1));  // 192 tiles of 64: 96 of 128
+  EXPECT_EQ(plan(256, 1024, 2048), std::make_pair(64, 1));   // 64 tiles
   EXPECT_EQ(plan(8, 64, 64 * 3), std::make_pair(32, 1));    // 3 K steps: no split divides
   EXPECT_EQ(plan(8, 64, 64 * 2), std::make_pair(32, 1));    // a split keeps >= 2 steps
   // At T <= 32, K slices of 1,536-6,144 split on up to a whole wave (132 CTAs).
@@ -151,6 +156,11 @@ TEST(WgmmaGemm, DeepPlanKeepsToHalfTheSms) {
   EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(64, 1024, 3072, 132));
   EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(16, 6144, 1024, 132));  // 96 tiles
   EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(65, 1024, 2048, 132));
+  // KESTREL_GEMM_DEEP_MAX_ROWS's experiment: up to max_rows, any plan of one wave.
+  EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(128, 1024, 2048, 132, 128));   // 64 CTAs
+  EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(128, 6144, 1024, 132, 256));   // 96
+  EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(129, 1024, 2048, 132, 128));  // past max
+  EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(256, 6144, 1024, 132, 256));  // 192 CTAs
   EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(16, 4096, 2048, 132));  // 384 KB a CTA
   EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(64, 4096, 1024, 132));   // 256 KiB
   // Or split on up to a whole wave.

@@ -52,9 +52,10 @@ struct WgmmaGemmPlan {
 };
 // The 128-row plan the launcher uses for this shape on a device of num_sms multiprocessors.
 WgmmaGemmPlan wgmma_gemm_plan(int64_t t, int64_t n, int64_t k, int num_sms);
-// The 64-row plan: the smallest token tile that holds t, K split (up to four ways) while the
-// CTAs stay within half the SMs, or, at t <= 32, within one wave where each CTA's K slice
-// stays 1,536-6,144 deep (Qwen3-8B's products: session 25).
+// The 64-row plan: the smallest token tile that holds t (past 64 rows, 64-token tiles while
+// they fit one wave), K split (up to four ways) while the CTAs stay within half the SMs, or,
+// at t <= 32, within one wave where each CTA's K slice stays 1,536-6,144 deep (Qwen3-8B's
+// products: session 25).
 WgmmaGemmPlan wgmma_gemm_deep_plan(int64_t t, int64_t n, int64_t k, int num_sms);
 // Where GemmRunner takes the 64-row plans (its default): products of at most 64 rows whose
 // plan splits K on up to a wave as above, or keeps within half the SMs with at most 256 KiB
@@ -62,7 +63,9 @@ WgmmaGemmPlan wgmma_gemm_deep_plan(int64_t t, int64_t n, int64_t k, int num_sms)
 // each CTA's whole slice in flight or nearly, as far as measured (H200, Qwen3-0.6B at T 16-32: qkv
 // 4.16 against cuBLASLt's 5.35 us, o_proj 4.03 / 5.52, down 4.75 / 6.93; gate_up's 96
 // tiles stay on cuBLASLt, at par there; docs/cuda_backend.md, "Decode-step GEMM on wgmma").
-bool wgmma_gemm_deep_preferred(int64_t t, int64_t n, int64_t k, int num_sms);
+// max_rows above 64 (an experiment, GemmRunner's KESTREL_GEMM_DEEP_MAX_ROWS) also takes
+// products of 65..max_rows rows whose plan runs in one wave.
+bool wgmma_gemm_deep_preferred(int64_t t, int64_t n, int64_t k, int num_sms, int max_rows = 64);
 
 // How many CTAs of this shape the current device holds at once
 // (cudaOccupancyMaxActiveClusters x split): clusters must fit in one GPC.

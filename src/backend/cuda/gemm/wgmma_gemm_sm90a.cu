@@ -339,10 +339,14 @@ WgmmaGemmPlan wgmma_gemm_deep_plan(int64_t t, int64_t n, int64_t k, int num_sms)
   // the fastest plan at T <= 64 use 64-66 CTAs, each with its whole K slice in flight, and
   // splits of 8 or CTAs past one per two SMs slower (qkv at T = 16: 4.16 us on 64 CTAs, 5.60
   // split in two on 128; o_proj: 4.03 split in four on 64, 7.83 in eight). At T <= 32, K
-  // slices of 1,536-6,144 split on up to a whole wave (wave_split_fits).
+  // slices of 1,536-6,144 split on up to a whole wave (wave_split_fits). Past 64 rows, tiles
+  // of 64 tokens while they fit one wave: session 30's H100 sweep at T = 128 had them ahead
+  // of 128-token tiles on every Qwen3-0.6B product that fits (qkv 6.91 against 7.37 us,
+  // o_proj 6.04 / 6.70, down 7.75 / 7.94).
   WgmmaGemmPlan p;
   p.rows = 64;
-  p.tile_tokens = t <= 32 ? 32 : t <= 64 ? 64 : 128;
+  const int64_t tiles64 = (n / p.rows) * ((t + 63) / 64);
+  p.tile_tokens = t <= 32 ? 32 : t <= 64 || tiles64 <= num_sms ? 64 : 128;
   const int64_t tiles = (n / p.rows) * ((t + p.tile_tokens - 1) / p.tile_tokens);
   const int64_t steps = k / kStepK;
   p.split = 1;
@@ -354,14 +358,15 @@ WgmmaGemmPlan wgmma_gemm_deep_plan(int64_t t, int64_t n, int64_t k, int num_sms)
   return p;
 }
 
-bool wgmma_gemm_deep_preferred(int64_t t, int64_t n, int64_t k, int num_sms) {
+bool wgmma_gemm_deep_preferred(int64_t t, int64_t n, int64_t k, int num_sms, int max_rows) {
   // The K slice a CTA streams (w's and x's rows): at most the largest that session 24's
   // sweep measured at par or ahead of cuBLASLt (qkv at T = 64: 256 KiB, a ring and a third);
   // or a plan split on up to a whole wave (wave_split_fits).
   constexpr int64_t kMaxSliceBytes = int64_t{256} << 10;
-  if (t > 64) return false;
+  if (t > std::max<int64_t>(64, max_rows)) return false;
   const WgmmaGemmPlan p = wgmma_gemm_deep_plan(t, n, k, num_sms);
   const int64_t tiles = (n / p.rows) * ((t + p.tile_tokens - 1) / p.tile_tokens);
+  if (t > 64) return tiles * p.split <= num_sms;  // the experiment: any plan of one wave
   const int64_t slice_bytes = k / p.split * 2 * (p.rows + p.tile_tokens);
   return (tiles * p.split <= num_sms / 2 && slice_bytes <= kMaxSliceBytes) ||
          wave_split_fits(t, tiles, k, p.split, num_sms);
