@@ -53,9 +53,7 @@
 #                   rope: the fused RoPE/store decode kernel against the store kernel first),
 #                   ops_wgmma (cuda_ops_bench wgmma: the decode-step GEMM against cuBLASLt;
 #                   nano_wgmma and decode256_wgmma run the engine with its 128-row plans,
-#                   nano_lt with cuBLASLt for every decode product, nano_deep128,
-#                   nano_deep256 and decode256_deep256 with the 64-row plans up to 128 or 256
-#                   rows (KESTREL_GEMM_DEEP_MAX_ROWS); nano_tune,
+#                   nano_lt with cuBLASLt for every decode product; nano_tune,
 #                   decode256_tune, nano_fp8_tune: cuBLASLt's candidates timed per shape,
 #                   KESTREL_GEMM_TUNE=1; nano_ring3, decode256_ring3: the tensor-core decode
 #                   kernel's bf16 rings of three tiles forced), gemm_ws (gemm_ws_bench:
@@ -517,11 +515,6 @@ BENCHES=(
   "nano_wgmma:KESTREL_GEMM_SM90=1 --num-seqs 256"
   # Every decode-step product on cuBLASLt (not the wgmma kernel's 64-row plans at 9-64 rows).
   "nano_lt:KESTREL_GEMM_SM90=0 --num-seqs 256"
-  # The 64-row plans also for products of 65-128 (65-256) rows that fit one wave
-  # (KESTREL_GEMM_DEEP_MAX_ROWS, an experiment; gemm.h).
-  "nano_deep128:KESTREL_GEMM_DEEP_MAX_ROWS=128 --num-seqs 256"
-  "nano_deep256:KESTREL_GEMM_DEEP_MAX_ROWS=256 --num-seqs 256"
-  "decode256_deep256:KESTREL_GEMM_DEEP_MAX_ROWS=256 --num-seqs 256 --fixed-input-len 512 --fixed-output-len 128"
   # cuBLASLt's candidates (and their K splits) timed per shape before the graphs are captured
   # (KESTREL_GEMM_TUNE=1, gemm.h) against the heuristic's first answer above.
   "nano_tune:KESTREL_GEMM_TUNE=1 --num-seqs 256"

@@ -156,11 +156,6 @@ TEST(WgmmaGemm, DeepPlanKeepsToHalfTheSms) {
   EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(64, 1024, 3072, 132));
   EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(16, 6144, 1024, 132));  // 96 tiles
   EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(65, 1024, 2048, 132));
-  // KESTREL_GEMM_DEEP_MAX_ROWS's experiment: up to max_rows, any plan of one wave.
-  EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(128, 1024, 2048, 132, 128));   // 64 CTAs
-  EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(128, 6144, 1024, 132, 256));   // 96
-  EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(129, 1024, 2048, 132, 128));  // past max
-  EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(256, 6144, 1024, 132, 256));  // 192 CTAs
   EXPECT_FALSE(kernels::wgmma_gemm_deep_preferred(16, 4096, 2048, 132));  // 384 KB a CTA
   EXPECT_TRUE(kernels::wgmma_gemm_deep_preferred(64, 4096, 1024, 132));   // 256 KiB
   // Or split on up to a whole wave.

@@ -62,9 +62,6 @@ GemmRunner::GemmRunner(cudaStream_t stream) : stream_(stream) {
   const int wgmma_mode = wgmma_env != nullptr ? std::atoi(wgmma_env) : 2;
   wgmma_ = sm90_ && wgmma_mode != 0;
   wgmma_deep_ = wgmma_mode != 1;
-  if (const char* env = std::getenv("KESTREL_GEMM_DEEP_MAX_ROWS")) {
-    deep_max_rows_ = std::clamp(std::atoi(env), 64, kernels::kWgmmaGemmMaxTokens);
-  }
   set_prompt_kernel(kDefaultPromptKernel);
   if (const char* env = std::getenv("KESTREL_GEMM_WS")) {
     set_prompt_kernel(static_cast<PromptKernel>(std::clamp(std::atoi(env), 0, 3)));
@@ -272,7 +269,7 @@ void GemmRunner::run(const void* x, const void* w, const void* bias, void* out,
     return;
   }
   if (wgmma_ && out_type == CUDA_R_16BF && bias == nullptr &&
-      (wgmma_deep_ ? kernels::wgmma_gemm_deep_preferred(t, n, k, num_sms_, deep_max_rows_)
+      (wgmma_deep_ ? kernels::wgmma_gemm_deep_preferred(t, n, k, num_sms_)
                    : kernels::wgmma_gemm_preferred(t, n, k)) &&
       kernels::wgmma_gemm_supported(t, n, k, x, w, out)) {
     kernels::WgmmaGemmPlan plan;

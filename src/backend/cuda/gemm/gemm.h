@@ -65,9 +65,7 @@ class GemmRunner {
   // decode steps of 16 and 32 sequences 10-12% shorter than on cuBLASLt, 8 and 64 at par).
   // The environment variable KESTREL_GEMM_SM90 chooses: 0 off (cuBLASLt), 1 the 128-row plans
   // where wgmma_gemm_preferred says (session 16's rule, for measurements), 2 the default.
-  // Ignored on devices other than compute capability 9.0. KESTREL_GEMM_DEEP_MAX_ROWS=N (65 to
-  // kWgmmaGemmMaxTokens; an experiment, default 64) also sends products of 65..N rows whose
-  // 64-row plan runs in one wave to the kernel (wgmma_gemm_deep_preferred's max_rows).
+  // Ignored on devices other than compute capability 9.0.
   void set_wgmma_gemm(bool on);
   bool wgmma_gemm() const { return wgmma_; }
 
@@ -142,7 +140,6 @@ class GemmRunner {
   bool sm90_ = false;  // compute capability 9.0: the wgmma kernel can run
   bool wgmma_ = false;
   bool wgmma_deep_ = true;  // the 64-row plans (else KESTREL_GEMM_SM90=1's 128-row rule)
-  int deep_max_rows_ = 64;  // KESTREL_GEMM_DEEP_MAX_ROWS
   PromptKernel prompt_kernel_ = PromptKernel::kOff;
   bool buckets_ = true;
   size_t num_tuned_ = 0;

@@ -63,9 +63,9 @@ WgmmaGemmPlan wgmma_gemm_deep_plan(int64_t t, int64_t n, int64_t k, int num_sms)
 // each CTA's whole slice in flight or nearly, as far as measured (H200, Qwen3-0.6B at T 16-32: qkv
 // 4.16 against cuBLASLt's 5.35 us, o_proj 4.03 / 5.52, down 4.75 / 6.93; gate_up's 96
 // tiles stay on cuBLASLt, at par there; docs/cuda_backend.md, "Decode-step GEMM on wgmma").
-// max_rows above 64 (an experiment, GemmRunner's KESTREL_GEMM_DEEP_MAX_ROWS) also takes
-// products of 65..max_rows rows whose plan runs in one wave.
-bool wgmma_gemm_deep_preferred(int64_t t, int64_t n, int64_t k, int num_sms, int max_rows = 64);
+// Past 64 rows it says no: taking the one-wave 64-row plans up to 128 or 256 rows made
+// nano-vLLM's bench and decode256 0.4-0.8% slower (H100, session 31).
+bool wgmma_gemm_deep_preferred(int64_t t, int64_t n, int64_t k, int num_sms);
 
 // How many CTAs of this shape the current device holds at once
 // (cudaOccupancyMaxActiveClusters x split): clusters must fit in one GPC.

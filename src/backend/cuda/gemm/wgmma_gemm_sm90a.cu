@@ -358,15 +358,14 @@ WgmmaGemmPlan wgmma_gemm_deep_plan(int64_t t, int64_t n, int64_t k, int num_sms)
   return p;
 }
 
-bool wgmma_gemm_deep_preferred(int64_t t, int64_t n, int64_t k, int num_sms, int max_rows) {
+bool wgmma_gemm_deep_preferred(int64_t t, int64_t n, int64_t k, int num_sms) {
   // The K slice a CTA streams (w's and x's rows): at most the largest that session 24's
   // sweep measured at par or ahead of cuBLASLt (qkv at T = 64: 256 KiB, a ring and a third);
   // or a plan split on up to a whole wave (wave_split_fits).
   constexpr int64_t kMaxSliceBytes = int64_t{256} << 10;
-  if (t > std::max<int64_t>(64, max_rows)) return false;
+  if (t > 64) return false;
   const WgmmaGemmPlan p = wgmma_gemm_deep_plan(t, n, k, num_sms);
   const int64_t tiles = (n / p.rows) * ((t + p.tile_tokens - 1) / p.tile_tokens);
-  if (t > 64) return tiles * p.split <= num_sms;  // the experiment: any plan of one wave
   const int64_t slice_bytes = k / p.split * 2 * (p.rows + p.tile_tokens);
   return (tiles * p.split <= num_sms / 2 && slice_bytes <= kMaxSliceBytes) ||
          wave_split_fits(t, tiles, k, p.split, num_sms);
