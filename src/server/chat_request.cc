@@ -2,6 +2,8 @@
 // documents and chat_template_kwargs passed to it, as vLLM does), then tokenized.
 #include <algorithm>
 #include <cctype>
+#include <string>
+#include <string_view>
 
 #include "chat/template_error.h"
 #include "core/error.h"
@@ -52,7 +54,18 @@ ojson prepare_messages(const FieldReader& f) {
   } catch (const Error& e) {
     throw_bad_request("messages", "{} (only text content parts are supported)", e.what());
   }
-  for (ojson& m : out) {
+  for (size_t i = 0; i < out.size(); ++i) {
+    ojson& m = out[i];
+    // An assistant turn that only calls tools comes with content null or absent (what the
+    // OpenAI SDKs send back); templates test and print content as a string.
+    auto content = m.find("content");
+    if (content == m.end() || content->is_null()) {
+      if (m["role"] != "assistant") {
+        throw_bad_request("messages", "messages[{}] (role '{}') needs 'content'", i,
+                          m["role"].get<std::string>());
+      }
+      m["content"] = "";
+    }
     auto calls = m.find("tool_calls");
     if (calls == m.end() || !calls->is_array()) continue;
     for (ojson& call : *calls) {
@@ -66,6 +79,35 @@ ojson prepare_messages(const FieldReader& f) {
     }
   }
   return out;
+}
+
+// Roles every chat template is written for; "developer" is OpenAI's newer name for system.
+bool common_role(const std::string& role) {
+  return role == "system" || role == "user" || role == "assistant" || role == "tool";
+}
+
+// A template skips a role it does not know (Qwen3's renders nothing for it), so a message
+// of any other role would silently not reach the model: it is refused unless the template
+// names the role in a string literal (Llama 3.1's "ipython", say). "developer" becomes
+// "system" where the template does not name it.
+void check_roles(ojson& messages, std::string_view template_source) {
+  auto named = [&](const std::string& role) {
+    return template_source.find("'" + role + "'") != std::string_view::npos ||
+           template_source.find("\"" + role + "\"") != std::string_view::npos;
+  };
+  for (size_t i = 0; i < messages.size(); ++i) {
+    ojson& role = messages[i]["role"];
+    const std::string r = role.get<std::string>();
+    if (common_role(r) || (!r.empty() && named(r))) continue;
+    if (r == "developer") {
+      role = "system";
+      continue;
+    }
+    throw_bad_request("messages",
+                      "messages[{}]: role '{}' is not one this model's chat template renders "
+                      "(system, developer, user, assistant, tool)",
+                      i, r);
+  }
 }
 
 }  // namespace
@@ -158,12 +200,14 @@ GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const Ser
   std::string prompt;
   try {
     if (auto source = f.string("chat_template")) {
+      check_roles(messages, *source);
       prompt = ChatTemplate::parse(*source).render(
           make_chat_context(messages, add_generation_prompt, extra));
     } else {
       if (ctx.chat_template == nullptr) {
         throw_bad_request("messages", "this model has no chat template; use /v1/completions");
       }
+      check_roles(messages, ctx.chat_template->source());
       prompt = ctx.chat_template->render(make_chat_context(messages, add_generation_prompt, extra));
     }
   } catch (const TemplateError& e) {

@@ -10,6 +10,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
+#include <limits>
 #include <utility>
 #include <vector>
 
@@ -48,6 +50,15 @@ std::vector<int> read_int_list(const FieldReader& f, std::string_view key) {
   for (const auto& x : *v) {
     if (!x.is_number_integer())
       throw_bad_request(f.name(key), "'{}' must be a list of integers", f.name(key));
+    // Read wide, so that 2^32 + id is refused instead of becoming id.
+    const bool fits = x.is_number_unsigned()
+                          ? x.get<uint64_t>() <= uint64_t{std::numeric_limits<int>::max()}
+                          : x.get<int64_t>() >= std::numeric_limits<int>::min() &&
+                                x.get<int64_t>() <= std::numeric_limits<int>::max();
+    if (!fits) {
+      throw_bad_request(f.name(key), "'{}' has {} outside the range of a token id", f.name(key),
+                        x.dump());
+    }
     out.push_back(x.get<int>());
   }
   return out;
@@ -213,12 +224,13 @@ void finish_request(const ServingContext& ctx, std::optional<int> max_tokens,
                         "has {} input tokens. Please reduce the length of the input.",
                         ctx.max_model_len, len);
     }
-    if (max_tokens && len + *max_tokens > ctx.max_model_len) {
+    // In 64 bits: max_tokens near INT_MAX would overflow the sum and pass.
+    if (max_tokens && int64_t{len} + *max_tokens > ctx.max_model_len) {
       throw_bad_request("max_tokens",
                         "This model's maximum context length is {} tokens. However, you requested "
                         "{} tokens ({} in the input, {} in the completion). Please reduce the "
                         "length of the input or completion.",
-                        ctx.max_model_len, len + *max_tokens, len, *max_tokens);
+                        ctx.max_model_len, int64_t{len} + *max_tokens, len, *max_tokens);
     }
     const int to_context_end = ctx.max_model_len - len;
     const int budget = max_tokens ? *max_tokens

@@ -45,11 +45,21 @@ RegexNode tool_call_pattern(const ToolCallMarkup& markup, const nlohmann::ordere
     nlohmann::ordered_json params = fn.contains("parameters") ? fn.at("parameters")
                                                               : nlohmann::ordered_json::object();
     if (params.empty()) params = {{"type", "object"}};
+    // The parameters' definitions go to the root of the call's schema, where their
+    // "#/$defs/..." references (Pydantic's, for every enum and nested model) now resolve.
+    nlohmann::ordered_json defs;
+    for (const char* key : {"$defs", "definitions"}) {
+      if (params.is_object() && params.contains(key)) {
+        defs[key] = params.at(key);
+        params.erase(key);
+      }
+    }
     nlohmann::ordered_json object = {
         {"type", "object"},
         {"properties", {{"name", {{"enum", {fn.at("name")}}}}, {markup.args_key, params}}},
         {"required", {"name", markup.args_key}},
         {"additionalProperties", false}};
+    if (!defs.is_null()) object.update(defs);
     calls.push_back(concat({literal(markup.prefix), json_schema_pattern(object),
                             literal(markup.suffix)}));
     nodes += node_count(calls.back());

@@ -121,6 +121,11 @@ std::vector<Case> cases() {
        "min_tokens", ""},
       {"stop_token_ids outside vocabulary", kC, R"({"prompt": "hi", "stop_token_ids": [99999999]})",
        400, "stop_token_ids", ""},
+      // 2^32 once became token 0, and 2^32 + an id that id (session 31's fuzzing).
+      {"stop_token_ids 2^32", kC, R"({"prompt": "hi", "stop_token_ids": [4294967296]})", 400,
+       "stop_token_ids", "4294967296"},
+      {"stop_token_ids -2^32", kC, R"({"prompt": "hi", "stop_token_ids": [-4294967296]})", 400,
+       "stop_token_ids", "-4294967296"},
       {"empty stop string", kC, R"({"prompt": "hi", "stop": [""]})", 400, "stop", "empty"},
       {"stream_options without stream", kC,
        R"({"prompt": "hi", "stream_options": {"include_usage": true}})", 400, "stream_options", ""},
@@ -138,6 +143,16 @@ std::vector<Case> cases() {
       {"chat logprobs not a boolean", kChat, "{" + kMsgs + R"(, "logprobs": 3})", 400, "logprobs",
        "boolean"},
       {"empty messages", kChat, R"({"messages": []})", 400, "messages", "empty"},
+      // Qwen3's template renders nothing for a role it does not know: the text never reached
+      // the model, and the request answered 200 (session 31's fuzzing).
+      {"unknown role", kChat, R"({"messages": [{"role": "wizard", "content": "hi"}]})", 400,
+       "messages", "role 'wizard'"},
+      {"empty role", kChat, R"({"messages": [{"role": "", "content": "hi"}]})", 400, "messages",
+       "role ''"},
+      {"user content null", kChat, R"({"messages": [{"role": "user", "content": null}]})", 400,
+       "messages", "needs 'content'"},
+      {"user content missing", kChat, R"({"messages": [{"role": "user"}]})", 400, "messages",
+       "needs 'content'"},
       {"messages not a list", kChat, R"({"messages": "hi"})", 400, "messages", "list"},
       {"message without role", kChat, R"({"messages": [{"content": "hi"}]})", 400, "messages",
        "role"},
@@ -171,6 +186,9 @@ std::vector<Case> cases() {
       {"prompt longer than the context", kC, R"({"prompt": )" + long_prompt(4096) + "}", 400,
        "prompt", "maximum context length is 4096"},
       {"prompt + max_tokens beyond the context", kC, R"({"prompt": "hi", "max_tokens": 5000})", 400,
+       "max_tokens", "maximum context length"},
+      // INT_MAX: the sum with the prompt's length overflowed int and the request passed.
+      {"max_tokens 2^31 - 1", kC, R"({"prompt": "hi", "max_tokens": 2147483647})", 400,
        "max_tokens", "maximum context length"},
       {"unknown model", kC, R"({"prompt": "hi", "model": "gpt-4"})", 404, "model",
        "does not exist"},

@@ -101,6 +101,40 @@ TEST(Prompt, ChatWithToolsAndKwargsIsWhatJinja2Renders) {
   EXPECT_EQ(out["choices"][0]["message"]["content"], expected);
 }
 
+// The shapes clients send that the template must see as its usual ones (session 31's
+// fuzzing: the first two were template errors, 400): an assistant turn that only calls a tool
+// with content null or absent renders as with content "" (the form the test above checks
+// against jinja2), and a "developer" message as a system one.
+TEST(Prompt, ClientMessageShapesRenderAsTheirUsualForms) {
+  ServerProcess server;
+  auto tokens = [&](const ojson& messages) {
+    const ojson body = {{"model", kModelName}, {"messages", messages}};
+    auto res = client(server.port()).Post("/tokenize", body.dump(), "application/json");
+    EXPECT_TRUE(res);
+    if (!res) return json();
+    EXPECT_EQ(res->status, 200) << res->body;
+    return json::parse(res->body)["tokens"];
+  };
+  const ojson turn = ojson::parse(R"([{"role": "user", "content": "Weather in Paris?"},
+      {"role": "assistant", "content": "", "tool_calls": [{"id": "call_1", "type": "function",
+        "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+      {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}])");
+  const json expected = tokens(turn);
+  ASSERT_TRUE(expected.is_array() && !expected.empty());
+  ojson null_content = turn;
+  null_content[1]["content"] = nullptr;
+  EXPECT_EQ(tokens(null_content), expected);
+  ojson no_content = turn;
+  no_content[1].erase("content");
+  EXPECT_EQ(tokens(no_content), expected);
+
+  const json system = tokens(ojson::parse(R"([{"role": "system", "content": "Be brief."},
+                                             {"role": "user", "content": "Hi"}])"));
+  EXPECT_EQ(tokens(ojson::parse(R"([{"role": "developer", "content": "Be brief."},
+                                   {"role": "user", "content": "Hi"}])")),
+            system);
+}
+
 // --chat-template (vLLM's flag): a file used instead of the model's template, rendered as
 // Python's jinja2 renders it.
 TEST(Prompt, ChatTemplateFlagReplacesTheModels) {

@@ -147,6 +147,32 @@ TEST(Grammar, ManyFreeFormToolsCompile) {
       g->dfa(), "<tool_call>\n{\"name\":\"f0\",\"arguments\":{\"a\":[[[[1]]]]}}\n</tool_call>"));
 }
 
+// Parameter schemas with "$defs" or "definitions" (Pydantic makes one for every enum and
+// nested model) compile under forced calls: the call's schema nests the parameters under
+// "arguments", so their "#/$defs/..." references must still find the definitions (session 31's
+// server fuzzing: a 400 saying the reference named no schema).
+TEST(Grammar, ToolParametersKeepTheirDefinitions) {
+  for (const char* key : {"$defs", "definitions"}) {
+    StructuredOutputSpec spec;
+    spec.kind = StructuredOutputSpec::Kind::kToolCalls;
+    spec.markup = {"<tool_call>\n", "\n</tool_call>", "", "arguments", "", ""};  // hermes
+    nlohmann::ordered_json params = nlohmann::ordered_json::parse(R"({"type": "object",
+        "properties": {"city": {"type": "string", "maxLength": 8}, "unit": {"$ref": "#/KEY/Unit"}},
+        "required": ["city", "unit"], "additionalProperties": false})");
+    params["properties"]["unit"]["$ref"] = fmt::format("#/{}/Unit", key);
+    params[key] = {{"Unit", {{"enum", {"c", "f"}}}}};
+    spec.tools = nlohmann::ordered_json::array(
+        {{{"type", "function"}, {"function", {{"name", "weather"}, {"parameters", params}}}}});
+    const auto g = testing::qwen3_compiler().compile(spec);
+    EXPECT_TRUE(testing::dfa_accepts(
+        g->dfa(), "<tool_call>\n{\"name\":\"weather\",\"arguments\":{\"city\":\"Oslo\",\"unit\":\"c\"}}\n</tool_call>"))
+        << key;
+    EXPECT_FALSE(testing::dfa_accepts(
+        g->dfa(), "<tool_call>\n{\"name\":\"weather\",\"arguments\":{\"city\":\"Oslo\",\"unit\":\"k\"}}\n</tool_call>"))
+        << key;
+  }
+}
+
 // Forced tool calls (a chat's tool_choice "required"): one call or more, at most max_calls.
 // Under max_calls 1 (parallel_tool_calls false) a finished call leaves nothing to sample
 // but EOS, so no tokens go to a second call that the response would drop.
