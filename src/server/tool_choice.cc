@@ -32,6 +32,10 @@ std::string checked_tool_name(const ojson& tool, size_t i) {
 
 }  // namespace
 
+void check_tools(const ojson& tools) {
+  for (size_t i = 0; i < tools.size(); ++i) checked_tool_name(tools[i], i);
+}
+
 void force_tool_calls(const ojson& tool_choice, const ojson* tools, const ServingContext& ctx,
                       GenerateRequest& req) {
   if (tool_choice == "none" || tool_choice == "auto") return;
@@ -43,6 +47,8 @@ void force_tool_calls(const ojson& tool_choice, const ojson* tools, const Servin
       throw_bad_request("tool_choice", "'tool_choice' must be {}", kForms);
     }
     named = (*fn)["name"].get<std::string>();
+    // Empty would read as "required" below.
+    if (named.empty()) throw_bad_request("tool_choice", "'tool_choice' names no function (\"\")");
   } else if (tool_choice != "required") {
     throw_bad_request("tool_choice", "'tool_choice' must be {}, got {}", kForms,
                       tool_choice.dump());

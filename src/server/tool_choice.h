@@ -12,6 +12,11 @@
 
 namespace kestrel::server {
 
+// Throws a 400 ApiError naming the first entry of `tools` (a JSON array) that is not
+// {"type": "function", "function": {"name": string, "parameters": object (optional)}}:
+// every chat request's tools, whatever its tool_choice, reach the template as given.
+void check_tools(const nlohmann::ordered_json& tools);
+
 // Applies a "required" or named tool_choice to req (params.constraint, tools); with
 // req.parallel_tool_calls false, "required" allows one call only. Throws a 400
 // ApiError for a malformed tool_choice or tools list, a named function not in `tools`,

@@ -153,6 +153,25 @@ std::vector<Case> cases() {
        "messages", "needs 'content'"},
       {"user content missing", kChat, R"({"messages": [{"role": "user"}]})", 400, "messages",
        "needs 'content'"},
+      // Malformed tools reached the template when tool_choice did not force a call.
+      {"tool without function", kChat, "{" + kMsgs + R"(, "tools": [{"type": "function"}]})", 400,
+       "tools", "tools[0]"},
+      {"tool name not a string", kChat,
+       "{" + kMsgs + R"(, "tools": [{"type": "function", "function": {"name": 5}}], "tool_choice": "auto"})",
+       400, "tools", "tools[0]"},
+      {"tool_choice naming no function", kChat,
+       "{" + kMsgs + R"(, "tools": [{"type": "function", "function": {"name": "a"}}], "tool_choice": {"type": "function", "function": {"name": ""}}})",
+       400, "tool_choice", "names no function"},
+      {"too many messages", kChat,
+       [] {
+         std::string body = R"({"messages": [)";
+         for (int i = 0; i < 10001; ++i) {
+           if (i > 0) body += ",";
+           body += R"({"role": "user", "content": "a"})";
+         }
+         return body + "]}";
+       }(),
+       400, "messages", "at most 10000"},
       {"messages not a list", kChat, R"({"messages": "hi"})", 400, "messages", "list"},
       {"message without role", kChat, R"({"messages": [{"content": "hi"}]})", 400, "messages",
        "role"},
