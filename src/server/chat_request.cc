@@ -89,7 +89,7 @@ ojson prepare_messages(const FieldReader& f) {
   return out;
 }
 
-// Roles every chat template is written for; "developer" is OpenAI's newer name for system.
+// Roles every chat template is written for (check_roles takes "developer" as "system").
 bool common_role(const std::string& role) {
   return role == "system" || role == "user" || role == "assistant" || role == "tool";
 }

@@ -64,7 +64,8 @@ WgmmaGemmPlan wgmma_gemm_deep_plan(int64_t t, int64_t n, int64_t k, int num_sms)
 // 4.16 against cuBLASLt's 5.35 us, o_proj 4.03 / 5.52, down 4.75 / 6.93; gate_up's 96
 // tiles stay on cuBLASLt, at par there; docs/cuda_backend.md, "Decode-step GEMM on wgmma").
 // Past 64 rows it says no: taking the one-wave 64-row plans up to 128 or 256 rows made
-// nano-vLLM's bench and decode256 0.4-0.8% slower (H100, session 31).
+// nano-vLLM's bench and decode256 0.3-1.3% slower (H100, session 31: nano 20,899 -> 20,844
+// and 20,634 output tok/s, decode256 34,620 -> 34,290 decode tok/s).
 bool wgmma_gemm_deep_preferred(int64_t t, int64_t n, int64_t k, int num_sms);
 
 // How many CTAs of this shape the current device holds at once
