@@ -584,14 +584,19 @@ void bench_prefill_attention(CudaBackend& be, const Ceilings& c) {
   struct Row {
     const char* name;
     int num_seqs, ctx, q_len;
+    bool scatter_pages = true;
   };
+  // Scattered pages take the ws kernel's cp.async path; pages in order (a fresh cache, as in
+  // the prefill workload) its TMA boxes.
   const Row rows[] = {
       {"prefill 1 seq x 512 new", 1, 512, 512},
       {"prefill 1 seq x 8192 new", 1, 8192, 8192},
       {"prefill 4 seqs x 1024 new", 4, 1024, 1024},
-      {"prefill 8 seqs x 1024 new", 8, 1024, 1024},  // one step of the prefill workload
+      {"prefill 8 seqs x 1024 new", 8, 1024, 1024},
       {"prefill 32 seqs x 1024 new", 32, 1024, 1024},
       {"prefill 32 seqs x 512 new after 512 cached", 32, 1024, 512},
+      {"prefill 1 seq x 8192 new, pages in order", 1, 8192, 8192, false},
+      {"prefill 8 seqs x 1024 new, pages in order", 8, 1024, 1024, false},  // a workload step
   };
   const struct {
     const char* env;
@@ -603,7 +608,9 @@ void bench_prefill_attention(CudaBackend& be, const Ceilings& c) {
   for (const auto& kernel : kernels) {
     setenv("KESTREL_PREFILL_SM90", kernel.env, 1);
     std::printf("  %s\n", kernel.title);
-    for (const Row& r : rows) bench_attention(be, c, r.name, r.num_seqs, r.ctx, r.q_len);
+    for (const Row& r : rows) {
+      bench_attention(be, c, r.name, r.num_seqs, r.ctx, r.q_len, r.scatter_pages);
+    }
   }
   unsetenv("KESTREL_PREFILL_SM90");
 }
