@@ -397,10 +397,13 @@ run_gtest() {  # name binary timeout [gtest filter]
   in_time "$name" || return
   timeout "$limit" "$bin" ${filter:+"--gtest_filter=$filter"} >"$LOGS/$name.log" 2>&1
   rc=$?
-  passed=$(grep -E -o '^\[  PASSED  \] [0-9]+' "$LOGS/$name.log" | grep -E -o '[0-9]+$' || echo 0)
+  # Counted per test, so that a binary cut off by its timeout still says what passed.
+  passed=$(grep -c -E '^\[       OK \] .* \([0-9]+ ms\)$' "$LOGS/$name.log")
   skipped=$(grep -E -o '^\[  SKIPPED \] [0-9]+ tests?,' "$LOGS/$name.log" | grep -E -o '[0-9]+' || echo 0)
   failed=$(grep -c -E '^\[  FAILED  \] .* \([0-9]+ ms\)$' "$LOGS/$name.log")
-  say "$name: exit $rc in $((SECONDS - t0)) s; passed ${passed:-0}, skipped ${skipped:-0}, failed ${failed:-0}"
+  local cut=""
+  ((rc == 124)) && cut=" (cut off by the ${limit} s limit; running: $(grep -E '^\[ RUN      \]' "$LOGS/$name.log" | tail -n 1 | sed 's/^\[ RUN      \] //'))"
+  say "$name: exit $rc in $((SECONDS - t0)) s; passed ${passed:-0}, skipped ${skipped:-0}, failed ${failed:-0}$cut"
   if ((rc != 0)); then
     status=1
     grep -E '^\[  FAILED  \]|Failure|error' "$LOGS/$name.log" | head -n 40 | tee -a "$SUMMARY"
