@@ -41,6 +41,9 @@ struct GenerateRequest {
   // value, or what is left of the context). Stop strings and skip_special_tokens included.
   SamplingParams params;
   std::vector<int> max_tokens;
+  // The field that gave max_tokens, as the client named it (max_completion_tokens or
+  // max_tokens), for the errors about it.
+  std::string max_tokens_field = "max_tokens";
   bool stream = false;
   bool include_usage = false;  // stream_options.include_usage
   // stream_options.continuous_usage_stats (vLLM's), only with include_usage: every chunk

@@ -158,11 +158,14 @@ std::optional<int> read_sampling_fields(const FieldReader& f, const ServingConte
 
   std::optional<int> max_tokens;
   for (const char* key : {"max_completion_tokens", "max_tokens"}) {
-    if (auto v = f.int32(key); v && !max_tokens) max_tokens = *v;
+    if (auto v = f.int32(key); v && !max_tokens) {
+      max_tokens = *v;
+      req.max_tokens_field = key;
+    }
   }
   if (max_tokens && *max_tokens < 1) {
-    throw_bad_request(f.find("max_completion_tokens") ? "max_completion_tokens" : "max_tokens",
-                      "max_tokens must be >= 1, got {}", *max_tokens);
+    throw_bad_request(req.max_tokens_field, "'{}' must be >= 1, got {}", req.max_tokens_field,
+                      *max_tokens);
   }
   // Last: compiling is the costly part, and every cheaper mistake is reported first.
   p.constraint = read_structured_output(f, ctx);
@@ -191,6 +194,11 @@ void finish_request(const ServingContext& ctx, std::optional<int> max_tokens,
                     std::optional<int> unset_max_tokens) {
   SamplingParams& p = req.params;
   p.max_tokens = max_tokens;
+  // Before validate(), whose message would name max_tokens whatever the client sent.
+  if (max_tokens && p.min_tokens > *max_tokens) {
+    throw_bad_request("min_tokens", "min_tokens must be <= {} ({}), got {}", req.max_tokens_field,
+                      *max_tokens, p.min_tokens);
+  }
   try {
     p.validate(ctx.vocab_size);
   } catch (const Error& e) {
@@ -226,7 +234,7 @@ void finish_request(const ServingContext& ctx, std::optional<int> max_tokens,
     }
     // In 64 bits: max_tokens near INT_MAX would overflow the sum and pass.
     if (max_tokens && int64_t{len} + *max_tokens > ctx.max_model_len) {
-      throw_bad_request("max_tokens",
+      throw_bad_request(req.max_tokens_field,
                         "This model's maximum context length is {} tokens. However, you requested "
                         "{} tokens ({} in the input, {} in the completion). Please reduce the "
                         "length of the input or completion.",
@@ -236,8 +244,8 @@ void finish_request(const ServingContext& ctx, std::optional<int> max_tokens,
     const int budget = max_tokens ? *max_tokens
                                   : std::min(unset_max_tokens.value_or(to_context_end), to_context_end);
     if (p.min_tokens > budget) {
-      throw_bad_request("min_tokens", "min_tokens must be <= max_tokens ({}), got {}", budget,
-                        p.min_tokens);
+      throw_bad_request("min_tokens", "min_tokens must be <= {} ({}), got {}",
+                        req.max_tokens_field, budget, p.min_tokens);
     }
     req.max_tokens.push_back(budget);
   }

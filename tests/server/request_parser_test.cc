@@ -294,6 +294,28 @@ TEST(RequestParser, ChatRendersTheTemplateAndReadsChatFields) {
   }
 }
 
+// Errors about the completion's budget name the field the client sent: OpenAI's SDKs send
+// max_completion_tokens for chat, and a 400 naming max_tokens points at nothing they sent.
+TEST(RequestParser, BudgetErrorsNameTheFieldTheClientSent) {
+  const ChatContext chat;
+  const auto parse = [&](const std::string& fields) {
+    return [&chat, body = R"({"messages": [{"role": "user", "content": "Hi"}], )" + fields + "}"] {
+      parse_chat_request(ojson::parse(body), chat.ctx);
+    };
+  };
+  expect_400(parse(R"("max_completion_tokens": 0)"), "max_completion_tokens",
+             "'max_completion_tokens' must be >= 1, got 0");
+  expect_400(parse(R"("max_tokens": 0)"), "max_tokens", "'max_tokens' must be >= 1, got 0");
+  // Past the context (4,096 tokens here).
+  expect_400(parse(R"("max_completion_tokens": 5000)"), "max_completion_tokens",
+             "maximum context length is 4096 tokens");
+  expect_400(parse(R"("max_tokens": 5000)"), "max_tokens", "maximum context length is 4096 tokens");
+  expect_400(parse(R"("max_completion_tokens": 5, "min_tokens": 6)"), "min_tokens",
+             "min_tokens must be <= max_completion_tokens (5), got 6");
+  expect_400(parse(R"("max_tokens": 5, "min_tokens": 6)"), "min_tokens",
+             "min_tokens must be <= max_tokens (5), got 6");
+}
+
 // echo with logprobs asks the engine for the prompt's logprobs (as many alternatives as the
 // generated tokens get); vLLM's prompt_logprobs asks for them on its own, and the larger of
 // the two is computed.
