@@ -30,10 +30,12 @@ std::vector<int> token_ids(const nlohmann::ordered_json& list) {
       throw_bad_request("prompt", "'prompt' token lists must hold integers, got {}",
                         json_type_name(x));
     }
-    const int64_t id = x.get<int64_t>();
-    if (id < 0 || id > INT32_MAX)
-      throw_bad_request("prompt", "'prompt' has token id {} outside the vocabulary", id);
-    ids.push_back(static_cast<int>(id));
+    // The JSON text, not get<int64_t>(): ids past INT64_MAX (2^64 - 1) would read as negative.
+    if (x.is_number_unsigned() ? x.get<uint64_t>() > INT32_MAX
+                               : x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX) {
+      throw_bad_request("prompt", "'prompt' has token id {} outside the vocabulary", x.dump());
+    }
+    ids.push_back(x.get<int>());
   }
   return ids;
 }

@@ -294,6 +294,14 @@ TEST(RequestParser, ChatRendersTheTemplateAndReadsChatFields) {
   }
 }
 
+// A token id past the vocabulary is quoted as sent, not as the int64 it wraps to.
+TEST(RequestParser, TokenIdsPastTheVocabularyAreQuotedAsSent) {
+  for (const std::string id : {"18446744073709551615", "4294967296", "-1"}) {
+    expect_400([&] { parse_completion_request(ojson::parse(R"({"prompt": [1, )" + id + "]}"), context()); },
+               "prompt", "token id " + id + " outside the vocabulary");
+  }
+}
+
 // Errors about the completion's budget name the field the client sent: OpenAI's SDKs send
 // max_completion_tokens for chat, and a 400 naming max_tokens points at nothing they sent.
 TEST(RequestParser, BudgetErrorsNameTheFieldTheClientSent) {
