@@ -76,6 +76,16 @@ std::optional<double> FieldReader::number(std::string_view key) const {
   return d;
 }
 
+std::optional<float> FieldReader::float32(std::string_view key) const {
+  const std::optional<double> d = number(key);
+  if (!d) return std::nullopt;
+  // A double past FLT_MAX would become inf, and a later check would quote that, not the value.
+  if (std::fabs(*d) > double(std::numeric_limits<float>::max())) {
+    throw_bad_request(name(key), "'{}' is out of range: {}", name(key), *d);
+  }
+  return static_cast<float>(*d);
+}
+
 std::optional<int64_t> FieldReader::integer(std::string_view key) const {
   const nlohmann::ordered_json* v = find(key);
   if (!v) return std::nullopt;

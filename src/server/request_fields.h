@@ -35,6 +35,7 @@ class FieldReader {
   // The field, or nullptr when absent or null.
   const nlohmann::ordered_json* find(std::string_view key) const;
   std::optional<double> number(std::string_view key) const;    // finite
+  std::optional<float> float32(std::string_view key) const;    // finite as a float too
   std::optional<int64_t> integer(std::string_view key) const;  // integral (5.0 is accepted)
   std::optional<int> int32(std::string_view key) const;
   std::optional<bool> boolean(std::string_view key) const;

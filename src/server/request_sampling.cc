@@ -128,19 +128,19 @@ std::optional<int> read_sampling_fields(const FieldReader& f, const ServingConte
                                         GenerateRequest& req) {
   SamplingParams& p = req.params;
   p = ctx.defaults;
-  if (auto v = f.number("temperature")) p.temperature = float(*v);
-  if (auto v = f.number("top_p")) p.top_p = float(*v);
+  if (auto v = f.float32("temperature")) p.temperature = *v;
+  if (auto v = f.float32("top_p")) p.top_p = *v;
   if (auto v = f.int32("top_k")) p.top_k = *v;
-  if (auto v = f.number("min_p")) p.min_p = float(*v);
+  if (auto v = f.float32("min_p")) p.min_p = *v;
   if (auto v = f.integer("seed")) p.seed = static_cast<uint64_t>(*v);
   if (auto v = f.int32("n")) p.n = *v;
   // vLLM takes best_of on both endpoints; null or n is what sampling does anyway.
   if (auto best_of = f.int32("best_of"); best_of && *best_of != p.n) {
     throw_bad_request("best_of", "'best_of' other than n is not supported");
   }
-  if (auto v = f.number("presence_penalty")) p.presence_penalty = float(*v);
-  if (auto v = f.number("frequency_penalty")) p.frequency_penalty = float(*v);
-  if (auto v = f.number("repetition_penalty")) p.repetition_penalty = float(*v);
+  if (auto v = f.float32("presence_penalty")) p.presence_penalty = *v;
+  if (auto v = f.float32("frequency_penalty")) p.frequency_penalty = *v;
+  if (auto v = f.float32("repetition_penalty")) p.repetition_penalty = *v;
   if (auto v = f.int32("min_tokens")) p.min_tokens = *v;
   p.ignore_eos = f.boolean("ignore_eos").value_or(false);
   p.stop_token_ids = read_int_list(f, "stop_token_ids");

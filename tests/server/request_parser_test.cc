@@ -302,6 +302,15 @@ TEST(RequestParser, TokenIdsPastTheVocabularyAreQuotedAsSent) {
   }
 }
 
+// A float field past a float's range is quoted as sent, not as the inf it would become.
+TEST(RequestParser, FloatFieldsPastAFloatsRangeAreQuotedAsSent) {
+  for (const char* key : {"temperature", "top_p", "min_p", "presence_penalty",
+                          "frequency_penalty", "repetition_penalty"}) {
+    const ojson body = {{"prompt", {1, 2}}, {key, 1e308}};
+    expect_400([&] { parse_completion_request(body, context()); }, key, "out of range: 1e+308");
+  }
+}
+
 // Errors about the completion's budget name the field the client sent: OpenAI's SDKs send
 // max_completion_tokens for chat, and a 400 naming max_tokens points at nothing they sent.
 TEST(RequestParser, BudgetErrorsNameTheFieldTheClientSent) {
