@@ -77,6 +77,18 @@ const char* allowed_methods(const std::string& path) {
   return nullptr;
 }
 
+// True when `method` on `path` is one of the routes (allowed_methods).
+bool routes(const std::string& method, const std::string& path) {
+  const char* allowed = allowed_methods(path);
+  if (allowed == nullptr) return false;
+  for (std::string_view list = allowed; !list.empty();) {
+    const size_t comma = list.find(", ");
+    if (list.substr(0, comma) == method) return true;
+    list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 2);
+  }
+  return false;
+}
+
 bool origin_allowed(const std::vector<std::string>& allowed, const std::string& origin) {
   for (const std::string& a : allowed) {
     if (a == "*" || a == origin) return true;
@@ -112,10 +124,12 @@ httplib::Server::Handler guarded(F f) {
 // Content-Length: a chunked one (Transfer-Encoding: chunked) is read whole, however long. So
 // the POST routes read their bodies through this: past `max` bytes it stops reading and
 // answers 413 (the error handler words it) on a connection it closes; a body that cannot be
-// read (cut short, malformed chunks) is a 400, an empty one a 400, and a multipart form a 415.
-httplib::Server::HandlerWithContentReader capped_body(size_t max,
-                                                      httplib::Server::Handler handler) {
-  return [max, handler = std::move(handler)](const httplib::Request& req,
+// read (cut short, malformed chunks) is a 400, an empty one a 400 (unless `optional`: a
+// route that takes no body, such as a cancel, where a POST with none must not wait for one),
+// and a multipart form a 415.
+httplib::Server::HandlerWithContentReader capped_body(size_t max, httplib::Server::Handler handler,
+                                                      bool optional = false) {
+  return [max, optional, handler = std::move(handler)](const httplib::Request& req,
                                              httplib::Response& res,
                                              const httplib::ContentReader& read) {
     if (req.is_multipart_form_data()) {  // httplib reads those only part by part
@@ -153,7 +167,7 @@ httplib::Server::HandlerWithContentReader capped_body(size_t max,
       }
       return;
     }
-    if (body.empty()) {
+    if (body.empty() && !optional) {
       send_error(req, res, 400,
                  error_body("The request body is empty; send a JSON object with "
                             "'Content-Type: application/json'.",
@@ -273,6 +287,16 @@ void HttpServer::Impl::install_routes() {
     if (s.draining && req.path != "/metrics") {
       res.set_header("Connection", "close");
       send_error(req, res, 503, error_body("The server is shutting down.", "server_error"));
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    // httplib reads a POST's (PUT's, PATCH's, DELETE's) body before it finds no route for it,
+    // and one with no framing headers until the client closes or 5 s pass. So such a request
+    // to no route is answered here: 404, or 405 where the path is another method's route
+    // (the error handler words both).
+    const bool reads_body = req.method == "POST" || req.method == "PUT" ||
+                            req.method == "PATCH" || req.method == "DELETE";
+    if (reads_body && !declares_body(req) && !routes(req.method, req.path)) {
+      res.status = 404;
       return httplib::Server::HandlerResponse::Handled;
     }
     return httplib::Server::HandlerResponse::Unhandled;
@@ -398,9 +422,12 @@ void HttpServer::Impl::install_routes() {
              list_stored_input_items(s, req.matches[1], req, res);
            }));
   http.Post(R"(/v1/responses/([^/]+)/cancel)",
-            guarded([&s](const httplib::Request& req, httplib::Response& res) {
-              cancel_response(s, req.matches[1], res);
-            }));
+            capped_body(
+                max_body,
+                guarded([&s](const httplib::Request& req, httplib::Response& res) {
+                  cancel_response(s, req.matches[1], res);
+                }),
+                /*optional=*/true));
   http.Delete(R"(/v1/responses/([^/]+))",
               guarded([&s](const httplib::Request& req, httplib::Response& res) {
                 delete_stored_response(s, req.matches[1], res);

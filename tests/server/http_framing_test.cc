@@ -50,6 +50,30 @@ TEST(HttpFraming, PostWithoutABodyIsAnEmptyBody400) {
   }
 }
 
+// The same without a body to read: a POST to no route is a 404 and one to the cancel route
+// (which takes no body) is served, both at once, where httplib waited for its 5 s body
+// timeout first (the cancel then came back a 405 naming POST as allowed). These reads give
+// up after 3 s.
+TEST(HttpFraming, BodilessPostsAreAnsweredWithoutWaitingForABody) {
+  ServerProcess server;
+  const auto ask = [&](const std::string& path) {
+    const int fd = raw_connect(server.port(), 3);
+    const std::string answer =
+        fd >= 0 && raw_send(fd, "POST " + path + " HTTP/1.1\r\nHost: localhost\r\n"
+                                "Authorization: Bearer " + kApiKey + "\r\n\r\n")
+            ? raw_read_response(fd)
+            : "";
+    if (fd >= 0) ::close(fd);
+    return answer;
+  };
+  EXPECT_EQ(message_of(raw_error(ask("/v1/no/such/route"), 404, "no route")),
+            "Not found: POST /v1/no/such/route");
+  EXPECT_EQ(message_of(raw_error(ask("/v2/completions"), 404, "no route")),
+            "Not found: POST /v2/completions");
+  const json e = raw_error(ask("/v1/responses/resp_none/cancel"), 404, "cancel");
+  EXPECT_EQ(e["code"], "response_not_found") << e.dump();
+}
+
 // Heads over httplib's sizes are refused by size, in JSON, before they are read whole: a
 // 1 MB header line or 40 KiB of headers is a 431, a 10,000-byte URI a 414 (httplib alone
 // answered "HTTP error 400" for the first two after reading them whole).
