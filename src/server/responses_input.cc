@@ -102,7 +102,9 @@ void append_message(const ojson& item, const std::string& where, ojson& messages
   if (content == item.end()) bad_item(where, "'content' is required");
   ojson converted = message_content(*content, where);
   if (role != "assistant") {
-    messages.push_back({{"role", role == "developer" ? "system" : role}, {"content", converted}});
+    // "developer" stays: the chat path makes it "system" where the template does not render
+    // it (check_roles), as for a chat request.
+    messages.push_back({{"role", role}, {"content", converted}});
     return;
   }
   // Text after reasoning of the same turn joins it; text after calls starts a new turn.

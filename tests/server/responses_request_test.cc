@@ -74,7 +74,7 @@ TEST(ResponsesRequest, MessageItemsInEveryForm) {
        "content": [{"type": "output_text", "text": "A", "annotations": []}]},
       {"role": "user", "content": "c"}]})"),
             ojson::parse(R"([{"role": "system", "content": "S"},
-                             {"role": "system", "content": "D"},
+                             {"role": "developer", "content": "D"},
                              {"role": "user", "content": [{"type": "text", "text": "a"},
                                                           {"type": "text", "text": "b"}]},
                              {"role": "assistant", "content": [{"type": "text", "text": "A"}]},
@@ -174,6 +174,25 @@ TEST(ResponsesRequest, PromptEqualsTheEquivalentChatRequests) {
   EXPECT_EQ(r.settings["instructions"], "Be brief.");
   EXPECT_EQ(r.settings["tool_choice"], "auto");
   EXPECT_EQ(r.settings["text"], ojson::parse(R"({"format": {"type": "text"}})"));
+}
+
+// A developer message renders as the chat path renders it: as a system one under Qwen3's
+// template, which does not name "developer".
+TEST(ResponsesRequest, DeveloperMessagesRenderAsInAChatRequest) {
+  const Qwen3Context q;
+  const ResponsesRequest r = parse_responses_request(
+      ojson::parse(R"({"input": [{"role": "developer", "content": "Be brief."},
+                                 {"role": "user", "content": "Hi"}]})"),
+      q.ctx);
+  for (const char* role : {"developer", "system"}) {
+    const GenerateRequest chat = parse_chat_request(
+        ojson{{"messages", {{{"role", role}, {"content", "Be brief."}},
+                            {{"role", "user"}, {"content", "Hi"}}}}},
+        q.ctx);
+    EXPECT_EQ(r.generate.prompt_texts, chat.prompt_texts) << role;
+  }
+  EXPECT_NE(r.generate.prompt_texts.at(0).find("<|im_start|>system\nBe brief."), std::string::npos)
+      << r.generate.prompt_texts.at(0);
 }
 
 TEST(ResponsesRequest, LogprobsAreAskedByIncludeOrTopLogprobs) {
