@@ -109,7 +109,13 @@ std::vector<std::pair<int, float>> read_logit_bias(const FieldReader& f) {
     if (!value.is_number()) {
       throw_bad_request("logit_bias", "'logit_bias' of token {} must be a number", id);
     }
-    out.emplace_back(id, static_cast<float>(value.get<double>()));
+    // Checked as sent: a bias past a float's range would be quoted as the inf it becomes.
+    const double b = value.get<double>();
+    if (!(b >= -100.0 && b <= 100.0)) {
+      throw_bad_request("logit_bias", "'logit_bias' of token {} must be in [-100, 100], got {}",
+                        id, b);
+    }
+    out.emplace_back(id, static_cast<float>(b));
   }
   return out;
 }

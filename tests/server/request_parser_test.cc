@@ -160,6 +160,7 @@ TEST(RequestParser, LogitBiasMapsTokenIdsToBiases) {
   expect_400(parse(R"({"99999999999": 1})"), "logit_bias", "decimal integers");
   expect_400(parse(R"({"5": "up"})"), "logit_bias", "must be a number");
   expect_400(parse(R"({"5": 101})"), "logit_bias", "[-100, 100]");
+  expect_400(parse(R"({"5": 1e308})"), "logit_bias", "[-100, 100], got 1e+308");  // not inf
   expect_400(parse(R"({"1000": 1})"), "logit_bias", "outside the vocabulary");
   expect_400(parse(R"({"-1": 1})"), "logit_bias", "is negative");
   expect_400(parse(R"({"5": 1, "05": 2})"), "logit_bias", "more than once");
