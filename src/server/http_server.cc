@@ -130,8 +130,8 @@ httplib::Server::Handler guarded(F f) {
 httplib::Server::HandlerWithContentReader capped_body(size_t max, httplib::Server::Handler handler,
                                                       bool optional = false) {
   return [max, optional, handler = std::move(handler)](const httplib::Request& req,
-                                             httplib::Response& res,
-                                             const httplib::ContentReader& read) {
+                                                       httplib::Response& res,
+                                                       const httplib::ContentReader& read) {
     if (req.is_multipart_form_data()) {  // httplib reads those only part by part
       send_error(req, res, 415,
                  error_body("multipart/form-data request bodies are not accepted; send JSON "
