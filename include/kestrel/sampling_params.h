@@ -55,9 +55,11 @@ struct SamplingParams {
   float frequency_penalty = 0.0f;
   // OpenAI's logit_bias: each (token id, bias) adds bias to that token's logit before the
   // penalties (after min_tokens, as vLLM; logprobs stay those of the raw logits). Ids in the
-  // vocabulary, each at most once; biases finite, in [-100, 100]; at most kMaxLogitBias.
+  // vocabulary, each at most once; biases finite, in [-kMaxBias, kMaxBias]; at most
+  // kMaxLogitBias.
   std::vector<std::pair<int, float>> logit_bias;
   static constexpr size_t kMaxLogitBias = 1024;
+  static constexpr float kMaxBias = 100.0f;
   // Independent samples for the prompt; they share the prompt's KV blocks. >= 1.
   int n = 1;
   // Return the log-probabilities of this many most likely tokens (plus the sampled one)

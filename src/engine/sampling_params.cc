@@ -54,8 +54,9 @@ void SamplingParams::validate(int vocab_size) const {
     KS_CHECK(id >= 0, "logit_bias: token id {} is negative", id);
     KS_CHECK(id < vocab_size, "logit_bias: token id {} is outside the vocabulary [0, {})", id,
              vocab_size);
-    KS_CHECK(std::isfinite(bias) && bias >= -100.0f && bias <= 100.0f,
-             "logit_bias: the bias of token {} must be in [-100, 100], got {}", id, bias);
+    KS_CHECK(std::isfinite(bias) && bias >= -kMaxBias && bias <= kMaxBias,
+             "logit_bias: the bias of token {} must be in [-{}, {}], got {}", id, kMaxBias,
+             kMaxBias, bias);
     bias_ids.push_back(id);
   }
   std::sort(bias_ids.begin(), bias_ids.end());

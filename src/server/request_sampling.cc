@@ -87,8 +87,9 @@ std::string param_of(const std::string& message) {
   return message.substr(0, n);
 }
 
-// OpenAI's logit_bias: {"<token id>": bias, ...}. The ranges (ids in the vocabulary, biases
-// in [-100, 100], no id twice) are SamplingParams::validate's.
+// OpenAI's logit_bias: {"<token id>": bias, ...}. The ranges (ids in the vocabulary, no id
+// twice) are SamplingParams::validate's; the biases' is checked here too, on the value as
+// sent, since one past a float's range would reach validate as inf.
 std::vector<std::pair<int, float>> read_logit_bias(const FieldReader& f) {
   std::vector<std::pair<int, float>> out;
   const nlohmann::ordered_json* bias = f.find("logit_bias");
@@ -109,11 +110,11 @@ std::vector<std::pair<int, float>> read_logit_bias(const FieldReader& f) {
     if (!value.is_number()) {
       throw_bad_request("logit_bias", "'logit_bias' of token {} must be a number", id);
     }
-    // Checked as sent: a bias past a float's range would be quoted as the inf it becomes.
     const double b = value.get<double>();
-    if (!(b >= -100.0 && b <= 100.0)) {
-      throw_bad_request("logit_bias", "'logit_bias' of token {} must be in [-100, 100], got {}",
-                        id, b);
+    constexpr double kMax = SamplingParams::kMaxBias;
+    if (!(b >= -kMax && b <= kMax)) {
+      throw_bad_request("logit_bias", "'logit_bias' of token {} must be in [-{}, {}], got {}", id,
+                        kMax, kMax, b);
     }
     out.emplace_back(id, static_cast<float>(b));
   }
