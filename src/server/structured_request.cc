@@ -53,8 +53,8 @@ std::optional<StructuredOutputSpec> from_response_format(const FieldReader& f) {
 // vLLM's fields: guided_* at the top level, or the structured_outputs object.
 std::vector<NamedSpec> from_vllm_fields(const FieldReader& f) {
   std::vector<NamedSpec> out;
-  structured::read_spec_fields(f.object(), "", "guided_json", "guided_regex", "guided_choice", out);
-  if (f.find("guided_grammar")) throw_bad_request("guided_grammar", "'guided_grammar' (EBNF grammars) is not supported");
+  structured::read_spec_fields(f.object(), "", {"guided_json", "guided_regex", "guided_choice", "guided_grammar"},
+                               out);
   (void)f.string("guided_decoding_backend");  // one backend here: any name selects it
   if (f.find("guided_whitespace_pattern")) {
     throw_bad_request("guided_whitespace_pattern", "'guided_whitespace_pattern' is not supported");

@@ -21,8 +21,10 @@ struct Nfa {
   size_t limit = 0;
 
   int add() {
-    KS_CHECK(eps.size() < limit, "structured output: the pattern is too large (over {} automaton states)",
-             limit);
+    if (eps.size() >= limit) {
+      throw PatternTooLarge(fmt::format(
+          "structured output: the pattern is too large (over {} automaton states)", limit));
+    }
     eps.emplace_back();
     edges.emplace_back();
     return static_cast<int>(eps.size()) - 1;
@@ -165,10 +167,12 @@ ByteDfa ByteDfa::build(const RegexNode& pattern, int max_states) {
   auto intern = [&](std::vector<int> set) {
     auto [it, inserted] = ids.emplace(set, static_cast<int32_t>(sets.size()));
     if (inserted) {
-      KS_CHECK(sets.size() < construction_limit,
-               "structured output: the pattern needs more than {} automaton states before they "
-               "are merged ({} after); simplify it (fewer alternatives, smaller counts)",
-               construction_limit, max_states);
+      if (sets.size() >= construction_limit) {
+        throw PatternTooLarge(fmt::format(
+            "structured output: the pattern needs more than {} automaton states before they "
+            "are merged ({} after); simplify it (fewer alternatives, smaller counts)",
+            construction_limit, max_states));
+      }
       accepting.push_back(std::binary_search(set.begin(), set.end(), accept) ? 1 : 0);
       sets.push_back(std::move(set));
     }
@@ -245,9 +249,11 @@ ByteDfa ByteDfa::build(const RegexNode& pattern, int max_states) {
     }
   }
   DfaTable minimal = minimize(table);
-  KS_CHECK(minimal.num_states() <= max_states,
-           "structured output: the pattern needs {} automaton states, more than {}; simplify it "
-           "(fewer alternatives, smaller counts)", minimal.num_states(), max_states);
+  if (minimal.num_states() > max_states) {
+    throw PatternTooLarge(fmt::format(
+        "structured output: the pattern needs {} automaton states, more than {}; simplify it "
+        "(fewer alternatives, smaller counts)", minimal.num_states(), max_states));
+  }
   dfa.next_ = std::move(minimal.next);
   dfa.accepting_ = std::move(minimal.accepting);
   return dfa;

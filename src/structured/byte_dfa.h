@@ -9,15 +9,23 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/error.h"
 #include "structured/regex_ast.h"
 
 namespace kestrel::structured {
 
+// A pattern whose automaton would pass a size limit (a smaller pattern may fit: a grammar is
+// tried again with less nesting).
+class PatternTooLarge : public Error {
+ public:
+  using Error::Error;
+};
+
 class ByteDfa {
  public:
   static constexpr int32_t kDead = -1;
-  // Throws kestrel::Error when the pattern matches nothing, or when the DFA would need more
-  // than max_states states (the message gives the limit).
+  // Throws kestrel::Error when the pattern matches nothing, and PatternTooLarge when the DFA
+  // would need more than max_states states (the message gives the limit).
   static ByteDfa build(const RegexNode& pattern, int max_states = 50000);
 
   int32_t start() const { return 0; }

@@ -1,6 +1,7 @@
 #include "structured/grammar_compiler.h"
 
 #include "core/error.h"
+#include "structured/ebnf_grammar.h"
 #include "structured/json_schema.h"
 #include "structured/regex_parser.h"
 
@@ -8,7 +9,7 @@ namespace kestrel::structured {
 namespace {
 
 std::string cache_key(const StructuredOutputSpec& spec) {
-  std::string key(1, "osrct"[static_cast<int>(spec.kind)]);
+  std::string key(1, "osrctg"[static_cast<int>(spec.kind)]);
   switch (spec.kind) {
     case StructuredOutputSpec::Kind::kJsonObject:
       break;
@@ -17,6 +18,9 @@ std::string cache_key(const StructuredOutputSpec& spec) {
       break;
     case StructuredOutputSpec::Kind::kRegex:
       key += spec.regex;
+      break;
+    case StructuredOutputSpec::Kind::kGrammar:
+      key += spec.grammar;
       break;
     case StructuredOutputSpec::Kind::kChoice:
       key += nlohmann::json(spec.choices).dump();
@@ -71,6 +75,20 @@ RegexNode tool_call_pattern(const ToolCallMarkup& markup, const nlohmann::ordere
   return alt(std::move(calls));
 }
 
+// The automaton of `spec`; a recursive grammar's at the deepest nesting that fits.
+ByteDfa dfa_of(const StructuredOutputSpec& spec) {
+  if (spec.kind != StructuredOutputSpec::Kind::kGrammar) return ByteDfa::build(pattern_of(spec));
+  const EbnfGrammar grammar = EbnfGrammar::parse(spec.grammar);
+  const size_t tries = grammar.recursive() ? std::size(kGrammarNestings) : 1;
+  for (size_t i = 0;; ++i) {
+    try {
+      return ByteDfa::build(grammar.pattern(kGrammarNestings[i]));
+    } catch (const PatternTooLarge&) {
+      if (i + 1 == tries) throw;
+    }
+  }
+}
+
 }  // namespace
 
 RegexNode pattern_of(const StructuredOutputSpec& spec) {
@@ -81,6 +99,8 @@ RegexNode pattern_of(const StructuredOutputSpec& spec) {
       return json_schema_pattern(spec.schema);
     case StructuredOutputSpec::Kind::kRegex:
       return parse_regex(spec.regex);
+    case StructuredOutputSpec::Kind::kGrammar:
+      return EbnfGrammar::parse(spec.grammar).pattern(kGrammarNestings[0]);
     case StructuredOutputSpec::Kind::kChoice: {
       KS_CHECK(!spec.choices.empty(), "the choice list is empty");
       std::vector<RegexNode> options;
@@ -120,7 +140,7 @@ std::shared_ptr<const Grammar> GrammarCompiler::compile(const StructuredOutputSp
       return it->second.first;
     }
   }
-  std::shared_ptr<const Grammar> grammar = std::make_shared<Grammar>(ByteDfa::build(pattern_of(spec)), vocab_);
+  std::shared_ptr<const Grammar> grammar = std::make_shared<Grammar>(dfa_of(spec), vocab_);
   // The first step's mask, made here (the caller's thread) rather than in a batch's step.
   grammar->mask(grammar->dfa().start());
   std::lock_guard<std::mutex> lock(mu_);

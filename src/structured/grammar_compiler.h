@@ -27,11 +27,12 @@ struct ToolCallMarkup {
 };
 
 struct StructuredOutputSpec {
-  enum class Kind { kJsonObject, kJsonSchema, kRegex, kChoice, kToolCalls };
+  enum class Kind { kJsonObject, kJsonSchema, kRegex, kChoice, kToolCalls, kGrammar };
   Kind kind = Kind::kJsonObject;
   nlohmann::ordered_json schema;     // kJsonSchema
   std::string regex;                 // kRegex
   std::vector<std::string> choices;  // kChoice: the output is exactly one of them
+  std::string grammar;               // kGrammar: GBNF text (ebnf_grammar.h)
   // kToolCalls (a chat's tool_choice "required" or a named function): calls in `markup` to
   // the OpenAI-style `tools` ([{"type": "function", "function": {"name", "parameters"}}]),
   // their arguments valid under each tool's parameters schema; one call or more, at most
@@ -41,8 +42,9 @@ struct StructuredOutputSpec {
   int max_calls = 0;
 };
 
-// The pattern of the text to generate. Throws kestrel::Error naming what is unsupported or
-// malformed (json_schema.h, regex_parser.h; an empty choice list).
+// The pattern of the text to generate (a grammar's at its deepest nesting). Throws
+// kestrel::Error naming what is unsupported or malformed (json_schema.h, regex_parser.h,
+// ebnf_grammar.h; an empty choice list).
 RegexNode pattern_of(const StructuredOutputSpec& spec);
 
 class GrammarCompiler {
@@ -51,8 +53,9 @@ class GrammarCompiler {
   explicit GrammarCompiler(std::shared_ptr<const VocabTrie> vocab, size_t cache_size = 32);
 
   // The Grammar of `spec`, compiled or from the cache, with the start state's token mask
-  // made. Thread-safe; compiles outside the lock. Throws kestrel::Error as pattern_of, or
-  // when the automaton is too large.
+  // made. A recursive EBNF grammar is compiled at the deepest of kGrammarNestings whose
+  // automaton fits. Thread-safe; compiles outside the lock. Throws kestrel::Error as
+  // pattern_of, or when the automaton is too large.
   std::shared_ptr<const Grammar> compile(const StructuredOutputSpec& spec);
 
   const VocabTrie& vocab() const { return *vocab_; }

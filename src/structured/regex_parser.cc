@@ -4,6 +4,7 @@
 #include <string>
 
 #include "core/error.h"
+#include "structured/utf8_sequences.h"
 
 namespace kestrel::structured {
 namespace {
@@ -47,15 +48,9 @@ class Parser {
   // The next code point (UTF-8), consumed.
   uint32_t next_code_point() {
     if (pos_ >= p_.size()) fail("unexpected end");
-    const auto b = static_cast<unsigned char>(p_[pos_]);
-    const int len = b < 0x80 ? 1 : b >= 0xF0 ? 4 : b >= 0xE0 ? 3 : b >= 0xC0 ? 2 : 0;
-    if (len == 0 || pos_ + len > p_.size()) fail("invalid UTF-8");
-    uint32_t cp = len == 1 ? b : b & (0x7F >> len);
-    for (int k = 1; k < len; ++k) {
-      const auto c = static_cast<unsigned char>(p_[pos_ + k]);
-      if ((c & 0xC0) != 0x80) fail("invalid UTF-8");
-      cp = (cp << 6) | (c & 0x3F);
-    }
+    uint32_t cp = 0;
+    const int len = decode_utf8(p_, pos_, cp);
+    if (len == 0) fail("invalid UTF-8");
     pos_ += len;
     return cp;
   }

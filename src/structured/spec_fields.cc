@@ -44,25 +44,31 @@ nlohmann::ordered_json read_schema(const nlohmann::ordered_json& value, const st
 }
 
 void read_spec_fields(const nlohmann::ordered_json& object, const std::string& prefix,
-                      const char* json_key, const char* regex_key, const char* choice_key,
-                      std::vector<NamedSpec>& out) {
-  if (const auto* v = find(object, json_key)) {
-    NamedSpec s{prefix + json_key, {}};
+                      const SpecKeys& keys, std::vector<NamedSpec>& out) {
+  if (const auto* v = find(object, keys.json)) {
+    NamedSpec s{prefix + keys.json, {}};
     s.spec.kind = Kind::kJsonSchema;
     s.spec.schema = read_schema(*v, s.param);
     out.push_back(std::move(s));
   }
-  if (const auto* v = find(object, regex_key)) {
-    NamedSpec s{prefix + regex_key, {}};
+  if (const auto* v = find(object, keys.regex)) {
+    NamedSpec s{prefix + keys.regex, {}};
     if (!v->is_string()) fail(s.param, "'{}' must be a string", s.param);
     s.spec.kind = Kind::kRegex;
     s.spec.regex = v->get<std::string>();
     out.push_back(std::move(s));
   }
-  if (const auto* v = find(object, choice_key)) {
-    NamedSpec s{prefix + choice_key, {}};
+  if (const auto* v = find(object, keys.choice)) {
+    NamedSpec s{prefix + keys.choice, {}};
     s.spec.kind = Kind::kChoice;
     s.spec.choices = read_choices(*v, s.param);
+    out.push_back(std::move(s));
+  }
+  if (const auto* v = find(object, keys.grammar)) {
+    NamedSpec s{prefix + keys.grammar, {}};
+    if (!v->is_string()) fail(s.param, "'{}' must be a string (a GBNF grammar)", s.param);
+    s.spec.kind = Kind::kGrammar;
+    s.spec.grammar = v->get<std::string>();
     out.push_back(std::move(s));
   }
 }
@@ -79,15 +85,13 @@ std::vector<NamedSpec> read_structured_outputs(const nlohmann::ordered_json& val
     }
   }
   std::vector<NamedSpec> out;
-  read_spec_fields(value, prefix, "json", "regex", "choice", out);
+  read_spec_fields(value, prefix, {"json", "regex", "choice", "grammar"}, out);
   if (const auto* v = find(value, "json_object")) {
     if (!v->is_boolean())
       fail(prefix + "json_object", "'{}json_object' must be a boolean, got {}", prefix,
            v->type_name());
     if (v->get<bool>()) out.push_back({prefix + "json_object", StructuredOutputSpec{}});
   }
-  if (find(value, "grammar"))
-    fail(prefix + "grammar", "'{}grammar': EBNF grammars are not supported", prefix);
   return out;
 }
 

@@ -1,6 +1,6 @@
 // vLLM's request fields that ask for structured outputs, read into StructuredOutputSpecs:
-// guided_json / guided_regex / guided_choice and the structured_outputs object
-// ({"json" | "regex" | "choice" | "json_object": ...}). One reading for the HTTP server
+// guided_json / guided_regex / guided_choice / guided_grammar and the structured_outputs
+// object ({"json" | "regex" | "choice" | "grammar" | "json_object": ...}). One reading for the HTTP server
 // (server/structured_request.h) and the Python package (SamplingParams.structured_outputs),
 // so that both accept the same values and give the same messages.
 #pragma once
@@ -38,16 +38,23 @@ struct NamedSpec {
 // SpecError naming `param`.
 nlohmann::ordered_json read_schema(const nlohmann::ordered_json& value, const std::string& param);
 
-// Appends to `out` what the fields `json_key`, `regex_key` and `choice_key` of `object` (a
-// JSON object) ask for, each named prefix + key; a field that is absent or null asks for
-// nothing. Throws SpecError for a malformed value.
+// The names of the fields that ask for each form.
+struct SpecKeys {
+  const char* json;
+  const char* regex;
+  const char* choice;
+  const char* grammar;
+};
+
+// Appends to `out` what the fields `keys` of `object` (a JSON object) ask for, each named
+// prefix + key; a field that is absent or null asks for nothing. Throws SpecError for a
+// malformed value.
 void read_spec_fields(const nlohmann::ordered_json& object, const std::string& prefix,
-                      const char* json_key, const char* regex_key, const char* choice_key,
-                      std::vector<NamedSpec>& out);
+                      const SpecKeys& keys, std::vector<NamedSpec>& out);
 
 // What vLLM's structured_outputs object `value` asks for, its fields named `param` + "." +
-// key. Throws SpecError when it is not an object, has a field it does not know, asks for a
-// grammar (unsupported), or a field is malformed.
+// key. Throws SpecError when it is not an object, has a field it does not know, or a field
+// is malformed.
 std::vector<NamedSpec> read_structured_outputs(const nlohmann::ordered_json& value,
                                                const std::string& param);
 

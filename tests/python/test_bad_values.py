@@ -49,7 +49,7 @@ def cases():
         yield "logit_bias", v
     for v in ["json", {"json": {}}, 5, StructuredOutputsParams(),
               StructuredOutputsParams(json={"type": "object"}, regex="a"),
-              StructuredOutputsParams(grammar="root ::= x"), StructuredOutputsParams(choice="yes"),
+              StructuredOutputsParams(grammar=5), StructuredOutputsParams(choice="yes"),
               StructuredOutputsParams(choice=[]), StructuredOutputsParams(json=5),
               StructuredOutputsParams(regex=5), StructuredOutputsParams(json_object="yes"),
               StructuredOutputsParams(json="not json")]:

@@ -1,7 +1,7 @@
 """Structured outputs from Python (vLLM's StructuredOutputsParams and GuidedDecodingParams):
 sampled at temperature 1 on a tiny random model, every output is checked by an oracle that
 knows nothing of the engine: json.loads plus the small schema checker below, re.fullmatch,
-membership in the choices."""
+membership in the choices, a hand-written depth count for a recursive grammar."""
 
 import json
 import re
@@ -118,6 +118,34 @@ def test_regex_and_choice_outputs(text_llm):
     assert len(seen) > 1
 
 
+# Lists of digits nested in lists, at most two items a list: recursive, and bounded.
+GRAMMAR = """root ::= list
+list ::= "[" (item ("," item)?)? "]"   # one or two items, or none
+item ::= [0-9] | list"""
+
+
+def nesting(text):
+    """How deep the brackets of `text` nest (a digit inside one list is 2: the list and the item)."""
+    depth = deepest = 0
+    for c in text:
+        depth += (c == "[") - (c == "]")
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def test_grammar_outputs_are_nested_lists(text_llm):
+    params = [sampled(StructuredOutputsParams(grammar=GRAMMAR), seed) for seed in SEEDS]
+    params.append(SamplingParams(temperature=1.0, seed=99, max_tokens=1500,
+                                 guided_decoding=GuidedDecodingParams(grammar=GRAMMAR)))
+    for out in text_llm.generate(["Nested lists:"] * len(params), params, use_tqdm=False):
+        assert out.outputs[0].finish_reason == "stop", out["text"]
+        value = json.loads(out["text"])
+        assert isinstance(value, list), out["text"]
+        # list is at most 6 deep along a path (ebnf_grammar.h's first nesting, which fits).
+        assert nesting(out["text"]) <= 6, out["text"]
+        assert re.fullmatch(r"[\[\],0-9]+", out["text"]), out["text"]
+
+
 def test_json_object_outputs_that_end_are_objects(text_llm):
     params = [sampled(StructuredOutputsParams(json_object=True), seed, max_tokens=200) for seed in SEEDS]
     ended = 0
@@ -150,7 +178,7 @@ def test_stream_gives_the_text_of_generate(text_llm):
     (StructuredOutputsParams(), "asks for nothing"),
     (StructuredOutputsParams(choice=[]), "non-empty list"),
     (StructuredOutputsParams(json="{not json"), "structured_outputs.json"),
-    (StructuredOutputsParams(grammar='root ::= "a"'), "not supported"),
+    (StructuredOutputsParams(grammar=['root ::= "a"']), "must be a string"),
 ], ids=["two", "none", "empty-choice", "bad-json", "grammar"])
 def test_bad_forms_raise_value_error_when_made(structured, match):
     with pytest.raises(ValueError, match=match):
@@ -167,6 +195,8 @@ def test_what_the_compiler_refuses_raises_value_error_at_generate(text_llm, tiny
     refused = [
         (StructuredOutputsParams(json={"type": "string", "format": "ipv6"}), "format 'ipv6'"),
         (StructuredOutputsParams(regex="(?=a)b"), "structured_outputs.regex"),
+        (StructuredOutputsParams(grammar="root ::= item\nitem ::= x"),
+         "rule 'x' is used but not defined at line 2, column 10"),
     ]
     for structured, match in refused:
         with pytest.raises(ValueError, match=match):

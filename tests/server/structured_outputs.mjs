@@ -1,7 +1,8 @@
 // Structured outputs through the official openai client: 100 chat requests at temperature 1
 // with response_format json_schema must all parse and validate under the schema (ajv, an
 // independent validator); json_object, guided_json on completions, guided_regex (checked
-// with JavaScript's RegExp), guided_choice, structured_outputs, streaming, and the 400s.
+// with JavaScript's RegExp), guided_grammar, guided_choice, structured_outputs, streaming,
+// and the 400s.
 import { createRequire } from "node:module";
 import path from "node:path";
 import { MODEL, check, checkEqual, collect, finish, makeClient, OpenAI } from "./common.mjs";
@@ -100,6 +101,29 @@ for (let i = 0; i < 10; i++) {
   checkEqual(r.choices[0].finish_reason, "stop", "guided_regex finish_reason");
 }
 
+// --- vLLM's guided_grammar (completions) and structured_outputs.grammar (chat): a GBNF grammar
+// of a regular language checked with RegExp, and a recursive one (nested lists) with JSON.parse.
+const plan = `root ::= step ("; " step){0,2}
+step ::= verb " " [0-9]{1,3} unit   # verb, amount, unit
+verb ::= "add" | "mix" | "heat"
+unit ::= "g" | "ml" | " minutes"`;
+const planRe = /^(add|mix|heat) [0-9]{1,3}(g|ml| minutes)(; (add|mix|heat) [0-9]{1,3}(g|ml| minutes)){0,2}$/;
+const lists = `root ::= list
+list ::= "[" (item ("," item)?)? "]"
+item ::= [0-9] | list`;
+for (let i = 0; i < 6; i++) {
+  const r = await client.completions.create({ model: MODEL, prompt: "Recipe:", temperature: 1, seed: 50 + i, max_tokens: 60, guided_grammar: plan });
+  check(planRe.test(r.choices[0].text), "guided_grammar output matches", r.choices[0].text);
+  checkEqual(r.choices[0].finish_reason, "stop", "guided_grammar finish_reason");
+  const c = await client.chat.completions.create({ model: MODEL, messages, temperature: 1, seed: 60 + i, max_tokens: 1500, structured_outputs: { grammar: lists } });
+  let value = null;
+  try {
+    value = JSON.parse(c.choices[0].message.content);
+  } catch (e) {}
+  check(Array.isArray(value), "structured_outputs.grammar output is a JSON list", c.choices[0].message.content);
+  checkEqual(c.choices[0].finish_reason, "stop", "structured_outputs.grammar finish_reason");
+}
+
 // --- guided_choice and structured_outputs.choice.
 const choices = ["positive", "negative", "neutral", "ça dépend"];
 const seen = new Set();
@@ -133,7 +157,9 @@ await expect400({ response_format: { type: "xml" } }, "response_format.type", "'
 await expect400({ guided_regex: "(?=a)b" }, "guided_regex", "lookahead", "completions");
 await expect400({ guided_choice: [] }, "guided_choice", "non-empty list");
 await expect400({ guided_json: { type: "object" }, guided_regex: "a" }, "guided_regex", "give one");
-await expect400({ guided_grammar: "root ::= \"a\"" }, "guided_grammar", "not supported");
+await expect400({ guided_grammar: "root ::= item\nitem ::= x" }, "guided_grammar", "rule 'x' is used but not defined at line 2, column 10");
+await expect400({ structured_outputs: { grammar: 5 } }, "structured_outputs.grammar", "must be a string");
+await expect400({ guided_grammar: "root: \"a\"" }, "guided_grammar", "Lark grammars are not read", "completions");
 await expect400({ response_format: { type: "json_object" }, min_tokens: 3 }, "min_tokens", "structured outputs");
 
 // --- the server still serves after the errors.

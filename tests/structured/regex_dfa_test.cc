@@ -14,25 +14,7 @@ namespace kestrel::structured {
 namespace {
 
 using testing::dfa_accepts;
-
-// A random accepted string: random live bytes, ending at an accepting state with
-// probability 0.3 (or when nothing else is possible).
-std::string walk(const ByteDfa& dfa, std::mt19937& rng) {
-  std::string s;
-  int32_t state = dfa.start();
-  std::uniform_real_distribution<double> u(0.0, 1.0);
-  for (int i = 0; i < 400; ++i) {
-    std::vector<int> bytes;
-    for (int b = 0; b < 256; ++b) {
-      if (dfa.next(state, uint8_t(b)) != ByteDfa::kDead) bytes.push_back(b);
-    }
-    if (dfa.accepting(state) && (bytes.empty() || u(rng) < 0.3)) return s;
-    const int b = bytes[std::uniform_int_distribution<size_t>(0, bytes.size() - 1)(rng)];
-    s.push_back(static_cast<char>(b));
-    state = dfa.next(state, uint8_t(b));
-  }
-  return {};  // too long: the caller skips it
-}
+using testing::walk;
 
 struct Case {
   std::string pattern;
@@ -68,17 +50,10 @@ TEST(RegexDfa, AgreesWithPythonRe) {
       std::string s = walk(dfa, rng);
       if (!s.empty() || dfa.accepting(dfa.start())) accepted.push_back(s);
     }
-    // Edits of accepted strings (ASCII byte changes keep them UTF-8) that the DFA still accepts.
-    std::vector<std::string> edited;
-    for (size_t i = 0; i < accepted.size(); ++i) {
-      std::string s = accepted[i];
-      if (s.empty()) continue;
-      const size_t at = std::uniform_int_distribution<size_t>(0, s.size() - 1)(rng);
-      if (static_cast<unsigned char>(s[at]) >= 0x80) continue;
-      s[at] = static_cast<char>(std::uniform_int_distribution<int>(0x20, 0x7E)(rng));
-      if (dfa_accepts(dfa, s)) edited.push_back(s);
+    // Edits of accepted strings that the DFA still accepts.
+    for (std::string& s : testing::ascii_edits(accepted, rng)) {
+      if (dfa_accepts(dfa, s)) accepted.push_back(std::move(s));
     }
-    accepted.insert(accepted.end(), edited.begin(), edited.end());
     for (const std::string& m : c.matches) {
       EXPECT_TRUE(dfa_accepts(dfa, m)) << m;
       accepted.push_back(m);

@@ -39,6 +39,10 @@ TEST(SpecFields, EachFormOfStructuredOutputs) {
   s = one(R"({"choice": ["yes", "no"]})");
   EXPECT_EQ(s.spec.kind, Kind::kChoice);
   EXPECT_EQ(s.spec.choices, (std::vector<std::string>{"yes", "no"}));
+  s = one(R"({"grammar": "root ::= \"a\" | \"b\""})");
+  EXPECT_EQ(s.param, "so.grammar");
+  EXPECT_EQ(s.spec.kind, Kind::kGrammar);
+  EXPECT_EQ(s.spec.grammar, R"(root ::= "a" | "b")");
   s = one(R"({"json_object": true})");
   EXPECT_EQ(s.param, "so.json_object");
   EXPECT_EQ(s.spec.kind, Kind::kJsonObject);
@@ -60,7 +64,9 @@ TEST(SpecFields, MistakesNameTheField) {
   EXPECT_EQ(so(R"({"choice": []})").second, "'so.choice' must be a non-empty list of strings");
   EXPECT_EQ(so(R"({"choice": ["a", 1]})").first, "so.choice");
   EXPECT_EQ(so(R"({"json_object": "yes"})").first, "so.json_object");
-  EXPECT_NE(so(R"({"grammar": "root ::= \"a\""})").second.find("not supported"), std::string::npos);
+  EXPECT_EQ(so(R"({"grammar": ["root ::= \"a\""]})"),
+            std::make_pair(std::string("so.grammar"),
+                           std::string("'so.grammar' must be a string (a GBNF grammar)")));
 }
 
 TEST(SpecFields, OnlyOneSpec) {
@@ -72,8 +78,8 @@ TEST(SpecFields, OnlyOneSpec) {
                 std::string("so.choice"),
                 std::string("'so.regex' and 'so.choice' both constrain the output: give one")));
   std::vector<NamedSpec> guided;
-  read_spec_fields(ordered_json::parse(R"({"guided_regex": "a"})"), "", "guided_json",
-                   "guided_regex", "guided_choice", guided);
+  read_spec_fields(ordered_json::parse(R"({"guided_regex": "a"})"), "",
+                   {"guided_json", "guided_regex", "guided_choice", "guided_grammar"}, guided);
   ASSERT_EQ(guided.size(), 1u);
   EXPECT_EQ(only_spec(guided)->param, "guided_regex");
 }

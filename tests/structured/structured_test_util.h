@@ -44,6 +44,39 @@ inline bool dfa_accepts(const ByteDfa& dfa, const std::string& s) {
   return dfa.accepting(state);
 }
 
+// A random string the DFA accepts: random live bytes, ending at an accepting state with
+// probability 0.3 (or when nothing else is possible). Empty when it passes 400 bytes.
+inline std::string walk(const ByteDfa& dfa, std::mt19937& rng) {
+  std::string s;
+  int32_t state = dfa.start();
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int i = 0; i < 400; ++i) {
+    std::vector<int> bytes;
+    for (int b = 0; b < 256; ++b) {
+      if (dfa.next(state, uint8_t(b)) != ByteDfa::kDead) bytes.push_back(b);
+    }
+    if (dfa.accepting(state) && (bytes.empty() || u(rng) < 0.3)) return s;
+    const int b = bytes[std::uniform_int_distribution<size_t>(0, bytes.size() - 1)(rng)];
+    s.push_back(static_cast<char>(b));
+    state = dfa.next(state, uint8_t(b));
+  }
+  return {};  // too long: the caller skips it
+}
+
+// Each non-empty string of `strings` with one of its ASCII bytes replaced by a random
+// printable one (so the edit stays UTF-8), where the byte drawn is ASCII.
+inline std::vector<std::string> ascii_edits(const std::vector<std::string>& strings, std::mt19937& rng) {
+  std::vector<std::string> out;
+  for (std::string s : strings) {
+    if (s.empty()) continue;
+    const size_t at = std::uniform_int_distribution<size_t>(0, s.size() - 1)(rng);
+    if (static_cast<unsigned char>(s[at]) >= 0x80) continue;
+    s[at] = static_cast<char>(std::uniform_int_distribution<int>(0x20, 0x7E)(rng));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 inline bool allowed(std::span<const uint32_t> mask, int id) {
   return static_cast<size_t>(id >> 5) < mask.size() && (mask[id >> 5] >> (id & 31) & 1u);
 }
@@ -113,6 +146,26 @@ inline std::vector<bool> python_fullmatch(const std::string& pattern, const std:
   const std::string out = run_with_input(
       "python3 -c \"" + script + "\"",
       nlohmann::json{{"pattern", pattern}, {"texts", texts}}.dump());
+  return nlohmann::json::parse(out).get<std::vector<bool>>();
+}
+
+// For each text: whether Python's `predicate` (the source of a function of one str, which
+// may call parses(f, t): f(t) raises nothing) holds for it. One bool per text.
+inline std::vector<bool> python_predicate(const std::string& predicate, const std::vector<std::string>& texts) {
+  const std::string script =
+      "import ast, json, re, sys\n"
+      "def parses(f, t):\n"
+      "    try:\n"
+      "        f(t)\n"
+      "        return True\n"
+      "    except Exception:\n"
+      "        return False\n"
+      "d = json.load(open(sys.argv[1], encoding='utf-8'))\n"
+      "f = eval(d['predicate'])\n"
+      "print(json.dumps([bool(f(t)) for t in d['texts']]))\n";
+  const std::string out = run_with_input(
+      "python3 -c \"" + script + "\"",
+      nlohmann::json{{"predicate", predicate}, {"texts", texts}}.dump());
   return nlohmann::json::parse(out).get<std::vector<bool>>();
 }
 
