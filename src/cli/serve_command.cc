@@ -40,6 +40,10 @@ Runner add_serve_command(CLI::App& app) {
                   "qwen3: chat responses put the <think>...</think> part in reasoning_content "
                   "(vLLM's field), streamed too; default: thinking stays in content")
       ->check(CLI::IsMember({"qwen3"}));
+  cmd->add_flag("--structured-outputs-in-reasoning", o->server.structured_outputs_in_reasoning,
+                "with --reasoning-parser: structured outputs (response_format, guided_*, forced "
+                "tool calls) constrain the thinking too; by default they constrain the answer "
+                "after </think> (vLLM's enable_in_reasoning)");
   cmd->add_option("--tool-call-parser", o->server.tool_call_parser,
                   "chat requests with tools get the model's calls as message.tool_calls, "
                   "streamed too: hermes (<tool_call>{json}</tool_call>: Qwen2.5, Qwen3, Hermes) "

@@ -8,6 +8,7 @@
 #include "chat/template_error.h"
 #include "core/error.h"
 #include "server/api_error.h"
+#include "server/reasoning.h"
 #include "server/request_fields.h"
 #include "server/request_parser.h"
 #include "server/tool_choice.h"
@@ -233,6 +234,7 @@ GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const Ser
     throw_bad_request("messages", "the prompt cannot be tokenized: {}", e.what());
   }
   req.prompt_texts.push_back(std::move(prompt));
+  constrain_after_reasoning(ctx, req);
   finish_request(ctx, max_tokens, "messages", req);
   return req;
 }

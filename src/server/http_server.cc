@@ -232,6 +232,18 @@ HttpServer::HttpServer(LLM& llm, ServerConfig config) : impl_(new Impl(llm)) {
   s.ctx.max_model_len = llm.max_model_len();
   s.ctx.served_model_name = s.config.served_model_name;
   s.ctx.tool_call_parser = s.config.tool_call_parser;
+  s.ctx.reasoning = !s.config.reasoning_parser.empty();
+  s.ctx.structured_outputs_in_reasoning = s.config.structured_outputs_in_reasoning;
+  if (s.ctx.reasoning && s.ctx.tokenizer != nullptr) {
+    const auto open = s.ctx.tokenizer->token_to_id("<think>");
+    const auto close = s.ctx.tokenizer->token_to_id("</think>");
+    if (open && close && *open < s.ctx.vocab_size && *close < s.ctx.vocab_size) {
+      s.ctx.think_tags = {*open, *close};
+    } else {
+      KS_LOG_WARN("the tokenizer has no <think> and </think> tokens: structured outputs "
+                  "constrain the thinking too");
+    }
+  }
   s.responses = std::make_unique<ResponseStore>(s.config.responses_store_max);
   s.started_at = unix_seconds();
 }

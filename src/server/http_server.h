@@ -46,9 +46,13 @@ struct ServerConfig {
   // API; their preflight OPTIONS requests are answered (204) without the API key. Empty: no
   // CORS headers, as before.
   std::vector<std::string> allowed_origins;
-  // "qwen3": chat responses carry the <think> part as reasoning_content (reasoning.h).
-  // Empty: thinking stays in content, as vLLM without a parser.
+  // "qwen3": chat responses carry the <think> part as reasoning_content (reasoning.h), and
+  // a chat's structured output constrains the answer after the thinking. Empty: thinking
+  // stays in content, as vLLM without a parser.
   std::string reasoning_parser;
+  // With reasoning_parser: the structured output constrains the thinking too (vLLM's
+  // structured outputs option enable_in_reasoning).
+  bool structured_outputs_in_reasoning = false;
   // "hermes", "llama3_json", "pythonic" or "mistral": chat requests with `tools` get the model's tool-call markup
   // as message.tool_calls (tool_calls.h). Empty: calls stay text, as vLLM without a parser.
   std::string tool_call_parser;

@@ -12,7 +12,7 @@ OutputPieces::OutputPieces(const ServerState& state, const GenerateRequest& requ
       logprobs_(attach_logprobs && request.logprobs),
       parallel_tool_calls_(request.parallel_tool_calls) {
   if (logprobs_) meta_.tokenizer = state.ctx.tokenizer;
-  if (!state.config.reasoning_parser.empty()) reasoning_.emplace();
+  if (!state.config.reasoning_parser.empty()) reasoning_.emplace(request.thinking_open);
   if (request.tools && !state.config.tool_call_parser.empty()) {
     tool_parser_ = make_tool_call_parser(state.config.tool_call_parser);
   }

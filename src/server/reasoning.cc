@@ -56,4 +56,20 @@ ReasoningPiece ReasoningSplitter::finish() {
 
 bool known_reasoning_parser(const std::string& name) { return name == "qwen3"; }
 
+bool prompt_opens_thinking(std::string_view prompt) {
+  const size_t open = prompt.rfind(kOpen);
+  const size_t close = prompt.rfind(kClose);
+  return open != std::string_view::npos && (close == std::string_view::npos || open > close);
+}
+
+void constrain_after_reasoning(const ServingContext& ctx, GenerateRequest& req) {
+  if (!ctx.reasoning || req.prompt_texts.empty()) return;
+  req.thinking_open = prompt_opens_thinking(req.prompt_texts.back());
+  if (req.params.constraint == nullptr || ctx.structured_outputs_in_reasoning || ctx.think_tags.open < 0) {
+    return;
+  }
+  req.params.constraint = structured::after_reasoning(std::move(req.params.constraint), ctx.think_tags,
+                                                      ctx.vocab_size, req.thinking_open);
+}
+
 }  // namespace kestrel::server

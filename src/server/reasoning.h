@@ -14,6 +14,8 @@
 #include <string>
 #include <string_view>
 
+#include "server/request_parser.h"
+
 namespace kestrel::server {
 
 struct ReasoningPiece {
@@ -23,6 +25,10 @@ struct ReasoningPiece {
 
 class ReasoningSplitter {
  public:
+  // thinking: the prompt left a <think> open, so the output starts as reasoning.
+  explicit ReasoningSplitter(bool thinking = false)
+      : state_(thinking ? State::kThinking : State::kBefore) {}
+
   // The parts of `text` (appended to what came before) that are final now.
   ReasoningPiece feed(std::string_view text);
   // What was held back, at the end of the output.
@@ -32,11 +38,19 @@ class ReasoningSplitter {
 
  private:
   enum class State { kBefore, kThinking, kAfter };
-  State state_ = State::kBefore;
+  State state_;
   std::string pending_;  // a possible start of the next tag
 };
 
 // The names --reasoning-parser takes.
 bool known_reasoning_parser(const std::string& name);
+
+// Whether the rendered prompt `prompt` leaves a <think> open: its last <think> comes after
+// its last </think>.
+bool prompt_opens_thinking(std::string_view prompt);
+
+// With a reasoning parser: req.thinking_open from its last prompt, and its structured output
+// (if any) moved after the thinking, unless ctx says to constrain the thinking too.
+void constrain_after_reasoning(const ServingContext& ctx, GenerateRequest& req);
 
 }  // namespace kestrel::server

@@ -13,6 +13,7 @@
 
 #include "chat/chat_template.h"
 #include "kestrel/sampling_params.h"
+#include "structured/after_reasoning.h"
 #include "tokenizer/tokenizer.h"
 
 namespace kestrel::structured {
@@ -32,6 +33,12 @@ struct ServingContext {
   int max_model_len = 0;  // longest sequence the engine runs (prompt + output)
   std::string served_model_name;
   std::string tool_call_parser;  // --tool-call-parser; empty: tool calls are not parsed
+  // --reasoning-parser: a chat's structured output constrains the answer after the thinking
+  // (structured/after_reasoning.h), unless structured_outputs_in_reasoning. The tags' token
+  // ids; -1 where the tokenizer has no such single token (the constraint then starts at once).
+  bool reasoning = false;
+  bool structured_outputs_in_reasoning = false;
+  structured::ThinkTags think_tags;
 };
 
 struct GenerateRequest {
@@ -66,6 +73,9 @@ struct GenerateRequest {
   // Chat: parallel_tool_calls. False keeps only each choice's first tool call (and forced
   // calls are constrained to one).
   bool parallel_tool_calls = true;
+  // Chat with a reasoning parser: the prompt leaves a <think> open (a template that starts
+  // the thinking, or continue_final_message inside it), so the output begins as thinking.
+  bool thinking_open = false;
 };
 
 GenerateRequest parse_completion_request(const nlohmann::ordered_json& body,

@@ -71,6 +71,26 @@ TEST(ReasoningSplitter, NothingIsHeldBackThatCannotBeATag) {
   EXPECT_EQ(after.content, "Hi");
 }
 
+// A prompt that left <think> open: the output starts as reasoning, up to </think>.
+TEST(ReasoningSplitter, OutputOfAPromptThatOpenedThinking) {
+  ReasoningSplitter s(/*thinking=*/true);
+  const ReasoningPiece a = s.take("still thinking</think>\n\nAnswer", /*last=*/true);
+  EXPECT_EQ(a.reasoning, "still thinking");
+  EXPECT_EQ(a.content, "\n\nAnswer");
+  ReasoningSplitter cut(true);
+  EXPECT_EQ(cut.take("cut off", true).reasoning, "cut off");
+}
+
+TEST(ReasoningPrompt, OpensThinkingWhenItsLastTagIsAnOpenOne) {
+  EXPECT_FALSE(prompt_opens_thinking("<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+  // Qwen3 with enable_thinking false: an empty think block, closed.
+  EXPECT_FALSE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n\n</think>\n\n"));
+  // DeepSeek-R1's template, or continue_final_message inside the thinking.
+  EXPECT_TRUE(prompt_opens_thinking("<|im_start|>assistant\n<think>\n"));
+  EXPECT_TRUE(prompt_opens_thinking("<think>a</think>b<|im_start|>assistant\n<think>\nso far"));
+  EXPECT_FALSE(prompt_opens_thinking("</think>"));
+}
+
 // The OpenAI shapes: reasoning_content beside content (vLLM's field), null where absent.
 TEST(ReasoningFormat, ChunksAndMessages) {
   ResponseMeta meta;
