@@ -24,7 +24,7 @@ class StructuredOutputsParams:
     """What each sample's text must be; give exactly one. json: a JSON schema (a dict, or a
     string holding one); regex: a regular expression the whole text matches; choice: the
     text is one of these strings; grammar: a GBNF grammar (rules `name ::= ...`, the text
-    matches `root`; recursive rules nest at most 6 deep); json_object: any JSON object."""
+    matches `root`) or a Lark one (`name: ...`, `start`); recursive rules nest at most 6 deep; json_object: any JSON object."""
     json: Union[None, str, Dict[str, Any], bool] = None
     regex: Optional[str] = None
     choice: Optional[List[str]] = None

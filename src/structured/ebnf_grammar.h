@@ -1,14 +1,19 @@
-// Context-free grammars in the GBNF notation that llama.cpp and xgrammar read (vLLM's
-// guided_grammar and structured_outputs.grammar), as a RegexNode of the text to generate.
+// Context-free grammars (vLLM's guided_grammar and structured_outputs.grammar) as a
+// RegexNode of the text to generate, in either notation vLLM takes.
 //
-// Notation: rules `name ::= alternatives`, the output matching rule `root`. A name is
-// letters, digits, '-' and '_'. An alternative is a sequence, possibly empty, of: "strings",
-// [classes] ([a-z0-9_], [^\n"]), '.' (any code point), rule names and (groups), each
-// optionally followed by *, +, ?, {m}, {m,} or {m,n} (counts up to 1,000). Escapes in
-// strings and classes: \n \r \t \\ \" \' \[ \] \- \^ \xHH \uHHHH \UHHHHHHHH. '#' starts a
+// GBNF, as llama.cpp and xgrammar (vLLM's default backend) read it: rules
+// `name ::= alternatives`, the output matching rule `root`. A name is letters, digits, '-'
+// and '_'. An alternative is a sequence, possibly empty, of: "strings", [classes]
+// ([a-z0-9_], [^\n"]), '.' (any code point), rule names and (groups), each optionally
+// followed by *, +, ?, {m}, {m,} or {m,n} (counts up to 1,000). Escapes in strings and
+// classes: \n \r \t \f \\ \" \' \[ \] \- \^ \/ \xHH \uHHHH \UHHHHHHHH. '#' starts a
 // comment to the end of the line. A rule runs on over line breaks until the next
-// `name ::=`. llama.cpp's token matches (<think>, <[1000]>, !<...>) and Lark's notation are
-// not read: an Error names them.
+// `name ::=`. llama.cpp's token matches (<think>, <[1000]>, !<...>) are not read.
+//
+// Lark (lark_parser.cc has the details): rules `name: ...` (terminals in upper case), the
+// output matching `start`; "strings" (with the i flag), /regexes/ (regex_parser.h's
+// syntax; the i flag), "a".."z" ranges, [optional] parts, ~ counts, %import of common.lark's
+// terminals, and %ignore, whose text may come between any two tokens of a rule.
 //
 // A grammar may refer to itself (nested lists, expressions in parentheses), and an automaton
 // cannot count nesting: a rule that is already being expanded is expanded again at most
@@ -18,11 +23,9 @@
 // so that nesting multiplies the automaton by less.
 #pragma once
 
-#include <memory>
-#include <string>
 #include <string_view>
-#include <vector>
 
+#include "structured/grammar_rules.h"
 #include "structured/regex_ast.h"
 
 namespace kestrel::structured {
@@ -33,27 +36,20 @@ inline constexpr int kGrammarNestings[] = {6, 4, 3, 2, 1};
 
 class EbnfGrammar {
  public:
+  // Lark where the first rule is written `name:` (or a % directive comes first), else GBNF.
   // Throws kestrel::Error ("grammar: ... at line L, column C") for a syntax error, a rule
-  // used but not defined or defined twice, or no rule `root`.
+  // used but not defined or defined twice, or no root rule.
   static EbnfGrammar parse(std::string_view text);
 
-  // The pattern of `root`, recursive rules expanded at most `nesting` (>= 1) deep. Throws
-  // PatternTooLarge (byte_dfa.h) past kMaxPatternNodes.
+  // The pattern of the root rule, recursive rules expanded at most `nesting` (>= 1) deep.
+  // Throws PatternTooLarge (byte_dfa.h) past kMaxPatternNodes.
   RegexNode pattern(int nesting) const;
-  // Whether some rule refers to itself, directly or through others, on a path from root
+  // Whether some rule refers to itself, directly or through others, on a path from the root
   // (then pattern() depends on the nesting).
   bool recursive() const { return recursive_; }
 
-  struct Expr;
-  ~EbnfGrammar();
-  EbnfGrammar(EbnfGrammar&&) noexcept;
-  EbnfGrammar& operator=(EbnfGrammar&&) noexcept;
-
  private:
-  EbnfGrammar();
-  std::vector<std::string> names_;
-  std::vector<std::unique_ptr<Expr>> rules_;  // by rule index, as names_
-  int root_ = -1;
+  GrammarRules rules_;
   bool recursive_ = false;
 };
 

@@ -101,8 +101,9 @@ for (let i = 0; i < 10; i++) {
   checkEqual(r.choices[0].finish_reason, "stop", "guided_regex finish_reason");
 }
 
-// --- vLLM's guided_grammar (completions) and structured_outputs.grammar (chat): a GBNF grammar
-// of a regular language checked with RegExp, and a recursive one (nested lists) with JSON.parse.
+// --- vLLM's guided_grammar (completions) and structured_outputs.grammar (chat): a grammar of a
+// regular language (GBNF and Lark) checked with RegExp, and a recursive one (nested lists) with
+// JSON.parse.
 const plan = `root ::= step ("; " step){0,2}
 step ::= verb " " [0-9]{1,3} unit   # verb, amount, unit
 verb ::= "add" | "mix" | "heat"
@@ -111,7 +112,15 @@ const planRe = /^(add|mix|heat) [0-9]{1,3}(g|ml| minutes)(; (add|mix|heat) [0-9]
 const lists = `root ::= list
 list ::= "[" (item ("," item)?)? "]"
 item ::= [0-9] | list`;
+// The same in Lark's notation (vLLM takes both): a terminal, %import, an alias.
+const larkPlan = `start: step ("; " step)~0..2
+step: VERB " " AMOUNT UNIT -> instruction   // verb, amount, unit
+VERB: "add" | "mix" | "heat"
+AMOUNT: /[0-9]{1,3}/
+UNIT: "g" | "ml" | " minutes"`;
 for (let i = 0; i < 6; i++) {
+  const lark = await client.completions.create({ model: MODEL, prompt: "Recipe:", temperature: 1, seed: 40 + i, max_tokens: 60, guided_grammar: larkPlan });
+  check(planRe.test(lark.choices[0].text), "Lark guided_grammar output matches", lark.choices[0].text);
   const r = await client.completions.create({ model: MODEL, prompt: "Recipe:", temperature: 1, seed: 50 + i, max_tokens: 60, guided_grammar: plan });
   check(planRe.test(r.choices[0].text), "guided_grammar output matches", r.choices[0].text);
   checkEqual(r.choices[0].finish_reason, "stop", "guided_grammar finish_reason");
@@ -159,7 +168,7 @@ await expect400({ guided_choice: [] }, "guided_choice", "non-empty list");
 await expect400({ guided_json: { type: "object" }, guided_regex: "a" }, "guided_regex", "give one");
 await expect400({ guided_grammar: "root ::= item\nitem ::= x" }, "guided_grammar", "rule 'x' is used but not defined at line 2, column 10");
 await expect400({ structured_outputs: { grammar: 5 } }, "structured_outputs.grammar", "must be a string");
-await expect400({ guided_grammar: "root: \"a\"" }, "guided_grammar", "Lark grammars are not read", "completions");
+await expect400({ guided_grammar: "begin: \"a\"" }, "guided_grammar", "there is no rule 'start' (in Lark", "completions");
 await expect400({ response_format: { type: "json_object" }, min_tokens: 3 }, "min_tokens", "structured outputs");
 
 // --- the server still serves after the errors.

@@ -10,34 +10,19 @@
 
 #include "core/error.h"
 #include "structured/byte_dfa.h"
-#include "structured_test_util.h"
+#include "grammar_test_util.h"
 
 namespace kestrel::structured {
 namespace {
 
 using testing::dfa_accepts;
+using testing::RegularCase;
+using testing::samples;
 
 ByteDfa dfa_of(const std::string& grammar, int nesting = kGrammarNestings[0]) {
-  return ByteDfa::build(EbnfGrammar::parse(grammar).pattern(nesting));
+  return testing::grammar_dfa(grammar, nesting);
 }
 
-// Random strings the DFA accepts, then edits of them (accepted or not).
-std::vector<std::string> samples(const ByteDfa& dfa, std::mt19937& rng, int n = 60) {
-  std::vector<std::string> out;
-  for (int i = 0; i < n; ++i) {
-    std::string s = testing::walk(dfa, rng);
-    if (!s.empty() || dfa.accepting(dfa.start())) out.push_back(std::move(s));
-  }
-  std::vector<std::string> edits = testing::ascii_edits(out, rng);
-  out.insert(out.end(), edits.begin(), edits.end());
-  return out;
-}
-
-struct RegularCase {
-  std::string grammar;
-  std::string regex;                 // the same language, for Python's re
-  std::vector<std::string> matches;  // written by hand
-};
 
 TEST(EbnfGrammar, RegularGrammarsAcceptWhatTheirRegexMatches) {
   const std::string move = "([a-h][1-8]|O-O(-O)?)[+#]?";
@@ -73,19 +58,7 @@ word ::= [a-z]+)g",
        "[a-z]+(, ?[a-z]+){1,2}", {"a, b", "x,y,z"}},
   };
   std::mt19937 rng(23);
-  for (const RegularCase& c : cases) {
-    SCOPED_TRACE(c.grammar);
-    const ByteDfa dfa = dfa_of(c.grammar);
-    EXPECT_FALSE(EbnfGrammar::parse(c.grammar).recursive());
-    std::vector<std::string> texts = samples(dfa, rng);
-    texts.insert(texts.end(), c.matches.begin(), c.matches.end());
-    const std::vector<bool> py = testing::python_fullmatch(c.regex, texts);
-    ASSERT_EQ(py.size(), texts.size());
-    for (size_t i = 0; i < texts.size(); ++i) {
-      EXPECT_EQ(dfa_accepts(dfa, texts[i]), py[i]) << kestrel::testing::escaped(texts[i]);
-    }
-    for (const std::string& m : c.matches) EXPECT_TRUE(dfa_accepts(dfa, m)) << m;
-  }
+  testing::expect_same_language(cases, rng);
 }
 
 TEST(EbnfGrammar, JsonGrammarWritesJson) {
@@ -99,15 +72,7 @@ number ::= "-"? ("0" | [1-9] [0-9]{0,15}) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1
 ws ::= [ \t\n]{0,2})g";
   EXPECT_TRUE(EbnfGrammar::parse(json).recursive());
   // Through the compiler and Qwen3's vocabulary, as a request compiles it: token walks.
-  StructuredOutputSpec spec;
-  spec.kind = StructuredOutputSpec::Kind::kGrammar;
-  spec.grammar = json;
-  const auto g = testing::qwen3_compiler().compile(spec);
-  std::mt19937 rng(5);
-  std::vector<std::string> texts;
-  for (int i = 0; i < 40; ++i) {
-    if (auto tokens = testing::random_walk(*g, rng, 300)) texts.push_back(testing::qwen3().decode(*tokens));
-  }
+  const std::vector<std::string> texts = testing::grammar_outputs(json, 40, 5);
   ASSERT_GE(texts.size(), 20u);
   const std::vector<bool> py = testing::python_predicate("lambda t: parses(json.loads, t)", texts);
   for (size_t i = 0; i < texts.size(); ++i) EXPECT_TRUE(py[i]) << kestrel::testing::escaped(texts[i]);
@@ -115,9 +80,10 @@ ws ::= [ \t\n]{0,2})g";
   // and not deeper.
   const int n = kGrammarNestings[0];
   std::string deep = std::string(n - 2, '[') + "{\"a\": 1}" + std::string(n - 2, ']');
-  EXPECT_TRUE(dfa_accepts(g->dfa(), deep)) << deep;
-  EXPECT_FALSE(dfa_accepts(g->dfa(), "[" + deep + "]"));
-  EXPECT_TRUE(dfa_accepts(g->dfa(), "[1, \"x\\u00e9\", {\"k\": [true, null]}, -0.5e+10]"));
+  const ByteDfa dfa = dfa_of(json);
+  EXPECT_TRUE(dfa_accepts(dfa, deep)) << deep;
+  EXPECT_FALSE(dfa_accepts(dfa, "[" + deep + "]"));
+  EXPECT_TRUE(dfa_accepts(dfa, "[1, \"x\\u00e9\", {\"k\": [true, null]}, -0.5e+10]"));
 }
 
 TEST(EbnfGrammar, LeftRecursiveExpressionsParseInPython) {
@@ -198,7 +164,7 @@ TEST(EbnfGrammar, MistakesAreNamedWithTheirPlace) {
       {"root ::= \"a\"{3,1}", "maximum below its minimum"},
       {"root ::= \"a\"{5000}", "counts above 1000"},
       {"root ::= \"a\"{2", "expected '}'"},
-      {"root: \"a\"", "Lark grammars are not read"},
+      {"root: \"a\"", "there is no rule 'start' (in Lark, the whole output matches start)"},
       {"root ::= <think> \"a\"", "token matches"},
       {"root ::= 'a'", "double quotes"},
       {"root ::= \"\\uD800\"", "U+D800, which is not a character"},
@@ -207,14 +173,7 @@ TEST(EbnfGrammar, MistakesAreNamedWithTheirPlace) {
       {"root ::= \"\xFF\"", "invalid UTF-8 at line 1, column 11"},
       {"root ::= \"\xED\xA0\x80\"", "invalid UTF-8"},  // a surrogate's encoding
   };
-  for (const auto& [grammar, words] : bad) {
-    try {
-      EbnfGrammar::parse(grammar);
-      ADD_FAILURE() << grammar << " parsed";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find(words), std::string::npos) << grammar << ": " << e.what();
-    }
-  }
+  testing::expect_parse_errors(bad);
   // Parsed, but no finite string matches: every alternative nests without end.
   try {
     dfa_of("root ::= \"(\" root \")\"");
