@@ -7,6 +7,7 @@
 
 #include "chat/template_error.h"
 #include "core/error.h"
+#include "core/json_parse.h"
 #include "server/api_error.h"
 #include "server/reasoning.h"
 #include "server/request_fields.h"
@@ -83,8 +84,13 @@ ojson prepare_messages(const FieldReader& f) {
       ojson& function = call["function"];
       auto args = function.find("arguments");
       if (args == function.end() || !args->is_string()) continue;
-      ojson parsed = ojson::parse(args->get<std::string>(), nullptr, false);
-      if (!parsed.is_discarded()) *args = std::move(parsed);
+      try {
+        *args = parse_untrusted_json(args->get<std::string>());
+      } catch (const JsonLimitError& e) {
+        throw_bad_request("messages", "a tool call's arguments {}", e.what());
+      } catch (const nlohmann::json::exception&) {
+        // not JSON: the template gets the text
+      }
     }
   }
   return out;

@@ -3,13 +3,13 @@
 #include <cmath>
 #include <limits>
 
+#include "core/json_parse.h"
 #include "server/api_error.h"
 #include "server/request_parser.h"
 
 namespace kestrel::server {
 namespace {
 
-constexpr int kMaxJsonDepth = 64;  // request_parser.h says why
 
 }  // namespace
 
@@ -135,16 +135,10 @@ std::optional<std::string> FieldReader::string(std::string_view key) const {
 }
 
 nlohmann::ordered_json parse_request_body(const std::string& text) {
-  const nlohmann::ordered_json::parser_callback_t limit_depth =
-      [](int depth, nlohmann::ordered_json::parse_event_t, nlohmann::ordered_json&) {
-        if (depth > kMaxJsonDepth) {
-          throw ApiError(
-              400, fmt::format("The request body is nested deeper than {} levels.", kMaxJsonDepth));
-        }
-        return true;
-      };
   try {
-    return nlohmann::ordered_json::parse(text, limit_depth);
+    return parse_untrusted_json(text);
+  } catch (const JsonLimitError& e) {
+    throw ApiError(400, fmt::format("The request body {}.", e.what()));
   } catch (const nlohmann::json::exception& e) {
     throw ApiError(400, fmt::format("The request body is not valid JSON: {}", e.what()));
   }

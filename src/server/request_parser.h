@@ -83,9 +83,9 @@ GenerateRequest parse_completion_request(const nlohmann::ordered_json& body,
 GenerateRequest parse_chat_request(const nlohmann::ordered_json& body, const ServingContext& ctx);
 
 // An HTTP request body as JSON, for every endpoint that takes one. Throws ApiError 400 for
-// text that is not JSON, and for nesting deeper than 64 levels: deeply nested input would
-// exhaust the stack of the recursive code that later walks it (chat templates, JSON output),
-// so it is refused while parsing.
+// text that is not JSON, and past core/json_parse.h's bounds: nesting deeper than 64 levels
+// (deeply nested input would exhaust the stack of the recursive code that later walks it:
+// chat templates, JSON output) and objects of so many keys that parsing them is quadratic.
 nlohmann::ordered_json parse_request_body(const std::string& text);
 
 // max_tokens of a completion request that gives none (OpenAI's and vLLM's default).

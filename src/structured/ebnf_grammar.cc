@@ -160,6 +160,9 @@ void mark_reachable(const GrammarExpr& e, const GrammarRules& rules, std::vector
 }  // namespace
 
 EbnfGrammar EbnfGrammar::parse(std::string_view text) {
+  KS_CHECK(text.size() <= kMaxPatternTextBytes,
+           "grammar: {} bytes, more than the {} a pattern may be made of", text.size(),
+           kMaxPatternTextBytes);
   EbnfGrammar g;
   g.rules_ = looks_like_lark(text) ? parse_lark(text) : parse_gbnf(text);
   // A rule is recursive when it reaches itself; only those reachable from the root matter.

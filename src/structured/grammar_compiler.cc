@@ -103,6 +103,11 @@ RegexNode pattern_of(const StructuredOutputSpec& spec) {
       return EbnfGrammar::parse(spec.grammar).pattern(kGrammarNestings[0]);
     case StructuredOutputSpec::Kind::kChoice: {
       KS_CHECK(!spec.choices.empty(), "the choice list is empty");
+      size_t bytes = 0;
+      for (const std::string& c : spec.choices) bytes += c.size();
+      KS_CHECK(bytes <= kMaxPatternTextBytes,
+               "the choices hold {} bytes, more than the {} a pattern may be made of", bytes,
+               kMaxPatternTextBytes);
       std::vector<RegexNode> options;
       for (const std::string& c : spec.choices) options.push_back(literal(c));
       return alt(std::move(options));

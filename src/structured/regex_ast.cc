@@ -65,6 +65,9 @@ RegexNode class_of(std::vector<CodeRange> ranges) {
 }
 
 RegexNode literal(std::string_view utf8) {
+  KS_CHECK(utf8.size() <= kMaxPatternTextBytes,
+           "structured output: a literal of {} bytes, more than the {} a pattern may be made of",
+           utf8.size(), kMaxPatternTextBytes);
   std::vector<RegexNode> parts;
   for (size_t i = 0; i < utf8.size();) {
     const auto b = static_cast<unsigned char>(utf8[i]);

@@ -56,6 +56,11 @@ size_t node_count(const RegexNode& node);
 // a tree much larger than that cannot compile, so builders stop here (before the memory of a
 // runaway expansion is spent).
 constexpr size_t kMaxPatternNodes = 500000;
+// Longest text a pattern may be read from: a regex, a grammar, one literal, or the literals of
+// one list (choices, an enum) together. Each character makes at least one node, and text far
+// shorter than this already makes more automaton than fits; refusing longer text before it is
+// read keeps a request's memory near its size (an 8 MB regex took 1.5 GB and 3 s to refuse).
+constexpr size_t kMaxPatternTextBytes = size_t{256} << 10;
 
 // A copy of `node` whose classes lose the code points of `remove` (pattern inside a JSON
 // string: no quote, backslash or control characters, so that no escape is needed).

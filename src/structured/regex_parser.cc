@@ -280,6 +280,11 @@ class Parser {
 
 }  // namespace
 
-RegexNode parse_regex(std::string_view pattern) { return Parser(pattern).parse(); }
+RegexNode parse_regex(std::string_view pattern) {
+  KS_CHECK(pattern.size() <= kMaxPatternTextBytes,
+           "regex: {} bytes, more than the {} a pattern may be made of", pattern.size(),
+           kMaxPatternTextBytes);
+  return Parser(pattern).parse();
+}
 
 }  // namespace kestrel::structured

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "core/json_parse.h"
+
 namespace kestrel::structured {
 namespace {
 
@@ -35,7 +37,9 @@ nlohmann::ordered_json read_schema(const nlohmann::ordered_json& value, const st
   if (value.is_object() || value.is_boolean()) return value;
   if (value.is_string()) {
     try {
-      return nlohmann::ordered_json::parse(value.get<std::string>());
+      return parse_untrusted_json(value.get<std::string>());
+    } catch (const JsonLimitError& e) {
+      fail(param, "'{}' is a string whose JSON {}", param, e.what());
     } catch (const nlohmann::json::exception&) {
       fail(param, "'{}' is a string that is not a JSON schema", param);
     }

@@ -248,6 +248,22 @@ TEST(RequestParser, MistralToolRequestsKeepSpecialTokens) {
   EXPECT_TRUE(skips("", ", " + tools));
 }
 
+// A tool call's arguments, given as text, are parsed for the template under the body's own
+// bounds (core/json_parse.h): an object of 30,000 keys is a 400, not seconds of parsing.
+TEST(RequestParser, ToolCallArgumentsAreParsedUnderTheBodysBounds) {
+  const ChatContext chat;
+  std::string args = "{";
+  for (int i = 0; i < 30000; ++i) args += (i ? ",\"k" : "\"k") + std::to_string(i) + "\":1";
+  args += "}";
+  ojson body = ojson::parse(R"({"messages": [{"role": "user", "content": "Hi"},
+      {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function",
+       "function": {"name": "f", "arguments": ""}}]}, {"role": "tool", "tool_call_id": "c1",
+       "content": "ok"}]})");
+  body["messages"][1]["tool_calls"][0]["function"]["arguments"] = args;
+  expect_400([&] { parse_chat_request(body, chat.ctx); }, "messages",
+             "a tool call's arguments has objects of too many keys");
+}
+
 TEST(RequestParser, ChatRendersTheTemplateAndReadsChatFields) {
   const ChatContext chat;
   const Tokenizer& tok = chat.tok;
