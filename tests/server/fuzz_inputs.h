@@ -363,6 +363,11 @@ inline std::vector<Input> campaign(const std::vector<Base>& bases, uint64_t seed
              schema + "}}}",
          "application/json", "json_schema"});
   }
+  for (const std::string& grammar : raw_grammars()) {
+    inputs.push_back({"/v1/completions",
+                      ojson{{"prompt", "x"}, {"max_tokens", 2}, {"guided_grammar", grammar}}.dump(),
+                      "application/json", "guided_grammar"});
+  }
   for (const std::string& regex : raw_regexes()) {
     inputs.push_back({"/v1/completions",
                       R"({"prompt": "x", "max_tokens": 2, "guided_regex": ")" + regex + "\"}",
