@@ -86,6 +86,34 @@ ws ::= [ \t\n]{0,2})g";
   EXPECT_TRUE(dfa_accepts(dfa, "[1, \"x\\u00e9\", {\"k\": [true, null]}, -0.5e+10]"));
 }
 
+// The shape JSON grammars for llama.cpp are commonly written in: white space as a right
+// recursion, an object's members spelt out twice around their comma (the list is found
+// with a separator of several items), multi-line rules.
+TEST(EbnfGrammar, JsonInTheCommonGbnfShapeWritesJson) {
+  const std::string json = R"g(root ::= object
+value ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::=
+  "{" ws (
+    string ":" ws value
+    ("," ws string ":" ws value)*
+  )? "}" ws
+array ::= "[" ws (value ("," ws value)*)? "]" ws
+string ::= "\"" ([^"\\\x7F\x00-\x1F] | "\\" (["\\/bfnrt] | "u" [0-9a-fA-F]{4}))* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]{1,16})? ([eE] [-+]? [0-9]{1,2})? ws
+ws ::= ([ \t\n] ws)?)g";
+  const std::vector<std::string> texts = testing::grammar_outputs(json, 60, 9);
+  ASSERT_GE(texts.size(), 15u);  // walks that end within 300 tokens
+  const std::vector<bool> py = testing::python_predicate(
+      "lambda t: parses(json.loads, t) and isinstance(json.loads(t), dict)", texts);
+  for (size_t i = 0; i < texts.size(); ++i) EXPECT_TRUE(py[i]) << kestrel::testing::escaped(texts[i]);
+  const ByteDfa dfa = dfa_of(json);
+  EXPECT_TRUE(dfa_accepts(dfa, "{ \"a\" :  [1, {}], \"b\":\n\"c\" }"));
+  // ws nests six deep, and the sixth ws can only be empty (its own ws would be the
+  // seventh): five spaces in a row, not six.
+  EXPECT_TRUE(dfa_accepts(dfa, "{" + std::string(5, ' ') + "}"));
+  EXPECT_FALSE(dfa_accepts(dfa, "{" + std::string(6, ' ') + "}"));
+}
+
 TEST(EbnfGrammar, LeftRecursiveExpressionsParseInPython) {
   const std::string expr = R"g(root ::= expr
 expr ::= expr ("+" | "-") term | term
