@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <cctype>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -41,11 +42,73 @@ bool looks_like_lark(std::string_view t) {
   return p < t.size() && t[p] == ':' && !t.substr(p).starts_with("::=");
 }
 
+bool refers_to(const GrammarExpr& e, int rule) {
+  if (e.kind == K::kRef) return e.rule == rule;
+  for (const GrammarExpr& c : e.children) {
+    if (refers_to(c, rule)) return true;
+  }
+  return false;
+}
+
+// A rule that refers to itself only at its ends (`ws ::= ([ \t\n] ws)?`, `list ::= item
+// ("," list)?`) is regular: with its body written as `a_1 X | ... | b_1 | ...`, X is
+// (a_1 | ...)* (b_1 | ...) (Arden's rule). Fills `tails` with the a's and `ends` with the
+// b's of `e`, whose own end is the rule's end; false where the rule occurs anywhere else
+// (then it is recursion that nests, and expanded to a depth).
+bool split_tail(const GrammarExpr& e, int rule, std::vector<GrammarExpr>& tails,
+                std::vector<GrammarExpr>& ends) {
+  if (!refers_to(e, rule)) {
+    ends.push_back(e);
+    return true;
+  }
+  switch (e.kind) {
+    case K::kRef:
+      tails.push_back(seq_of({}));
+      return true;
+    case K::kAlt:
+      for (const GrammarExpr& c : e.children) {
+        if (!split_tail(c, rule, tails, ends)) return false;
+      }
+      return true;
+    case K::kSeq: {
+      for (size_t i = 0; i + 1 < e.children.size(); ++i) {
+        if (refers_to(e.children[i], rule)) return false;
+      }
+      std::vector<GrammarExpr> t, b;
+      if (!split_tail(e.children.back(), rule, t, b)) return false;
+      const std::vector<GrammarExpr> head(e.children.begin(), e.children.end() - 1);
+      auto after_head = [&](GrammarExpr last) {
+        std::vector<GrammarExpr> items = head;
+        items.push_back(std::move(last));
+        return seq_of(std::move(items));
+      };
+      for (GrammarExpr& x : t) tails.push_back(after_head(std::move(x)));
+      for (GrammarExpr& x : b) ends.push_back(after_head(std::move(x)));
+      return true;
+    }
+    case K::kRepeat:
+      if (e.min != 0 || e.max != 1) return false;
+      ends.push_back(seq_of({}));
+      return split_tail(e.children[0], rule, tails, ends);
+    case K::kTerminal:
+      return false;
+  }
+  return false;
+}
+
 // Expands references below the nesting limit, counting the nodes made.
 class Expander {
  public:
   Expander(const GrammarRules& rules, int nesting)
-      : rules_(rules), nesting_(nesting), active_(rules.bodies.size(), 0) {}
+      : rules_(rules), nesting_(nesting), active_(rules.bodies.size(), 0) {
+    for (size_t r = 0; r < rules.bodies.size(); ++r) {
+      TailForm f;
+      if (refers_to(rules.bodies[r], static_cast<int>(r)) &&
+          split_tail(rules.bodies[r], static_cast<int>(r), f.tails, f.ends)) {
+        tail_forms_.emplace(static_cast<int>(r), std::move(f));
+      }
+    }
+  }
 
   RegexNode root() {
     GrammarExpr ref;
@@ -89,7 +152,10 @@ class Expander {
         int& depth = active_[e.rule];
         if (depth >= nesting_) return alt({});  // deeper than the limit: matches nothing
         ++depth;
-        RegexNode body = expand(rules_.bodies[e.rule], lexical || rules_.lexical[e.rule]);
+        const bool inner_lexical = lexical || rules_.lexical[e.rule];
+        const auto tail = tail_forms_.find(e.rule);
+        RegexNode body = tail == tail_forms_.end() ? expand(rules_.bodies[e.rule], inner_lexical)
+                                                   : expand_tail_form(tail->second, inner_lexical);
         --depth;
         return body;
       }
@@ -107,6 +173,21 @@ class Expander {
         return expand_sequence(e.children, lexical);
     }
     return empty_node();
+  }
+
+  struct TailForm {
+    std::vector<GrammarExpr> tails, ends;
+  };
+
+  // (a_1 | ...)* (b_1 | ...), ignored text between the a's and before the b where it goes.
+  RegexNode expand_tail_form(const TailForm& f, bool lexical) {
+    const bool spaced = !lexical && ignored_;
+    std::vector<RegexNode> tails, ends;
+    for (const GrammarExpr& t : f.tails) tails.push_back(expand(t, lexical));
+    for (const GrammarExpr& b : f.ends) ends.push_back(expand(b, lexical));
+    RegexNode tail = alt(std::move(tails));
+    if (spaced) tail = concat({std::move(tail), ignored()});
+    return concat({repeat(std::move(tail), 0, -1), alt(std::move(ends))});
   }
 
   // `X (S X){m,n}` as separated(X, S, m + 1, n + 1): one copy of X where spelling it out
@@ -144,6 +225,7 @@ class Expander {
   std::vector<int> active_;
   std::optional<RegexNode> ignored_;
   size_t nodes_ = 0;
+  std::map<int, TailForm> tail_forms_;  // by rule: those recursive at their ends only
 };
 
 // Rules reachable from `e` (references followed), marked in `seen`.
