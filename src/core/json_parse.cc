@@ -22,7 +22,8 @@ nlohmann::ordered_json parse_untrusted_json(std::string_view text) {
       if (work > kMaxJsonKeyWork) {
         throw JsonLimitError(fmt::format(
             "has objects of too many keys ({} in one, {} so far in all; at most 20000 in one "
-            "object, fewer where several are large)", keys.back(), work));
+            "object, fewer where several are large)",
+            keys.back(), work));
       }
     }
     return true;

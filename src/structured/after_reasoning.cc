@@ -12,7 +12,9 @@ class AfterReasoning : public TokenConstraint {
  public:
   AfterReasoning(std::unique_ptr<TokenConstraint> answer, ThinkTags tags,
                  std::shared_ptr<const std::vector<uint32_t>> all, bool thinking)
-      : answer_(std::move(answer)), tags_(tags), all_(std::move(all)),
+      : answer_(std::move(answer)),
+        tags_(tags),
+        all_(std::move(all)),
         state_(thinking ? State::kThinking : State::kStart) {}
 
   std::span<const uint32_t> allowed_tokens() override {
@@ -93,7 +95,8 @@ std::shared_ptr<const TokenConstraintFactory> after_reasoning(
     bool prompt_opens_thinking) {
   KS_ASSERT(answer != nullptr && vocab_size > 0 && tags.open >= 0 && tags.open < vocab_size &&
                 tags.close >= 0 && tags.close < vocab_size,
-            "after_reasoning: tags {} and {} in a vocabulary of {}", tags.open, tags.close, vocab_size);
+            "after_reasoning: tags {} and {} in a vocabulary of {}", tags.open, tags.close,
+            vocab_size);
   return std::make_shared<AfterReasoningFactory>(std::move(answer), tags, vocab_size,
                                                  prompt_opens_thinking);
 }

@@ -130,7 +130,8 @@ class Expander {
     if (nodes_ > kMaxPatternNodes) {
       throw PatternTooLarge(fmt::format(
           "structured output: the grammar expands to more than {} parts; give it fewer or "
-          "smaller rules", kMaxPatternNodes));
+          "smaller rules",
+          kMaxPatternNodes));
     }
   }
 

@@ -20,8 +20,8 @@
 // `nesting` deep along one path, and not at all past that (the alternative that would go
 // deeper is dropped). Every output matches the grammar; text nested deeper than that is never
 // produced. A rule that refers to itself only at its end (`ws ::= ([ \t] ws)?`) is a
-// repetition, compiled as one exactly and not to a depth. `X (S X)*` (and X (S X){m,n}) is kept as one list of X, not two copies of X,
-// so that nesting multiplies the automaton by less.
+// repetition, compiled as one exactly and not to a depth. `X (S X)*` (and X (S X){m,n}) is kept as
+// one list of X, not two copies of X, so that nesting multiplies the automaton by less.
 #pragma once
 
 #include <string_view>

@@ -122,7 +122,8 @@ class GbnfParser : public GrammarText {
         skip_space();
       }
       if (at_end() || peek() != '}') fail("expected '}' closing a count");
-      if (max >= 0 && max < min) fail(fmt::format("count {{{},{}}} has its maximum below its minimum", min, max));
+      if (max >= 0 && max < min)
+        fail(fmt::format("count {{{},{}}} has its maximum below its minimum", min, max));
       ++pos_;
     }
     return repeat_of(std::move(item), min, max);

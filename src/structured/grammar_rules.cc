@@ -34,8 +34,12 @@ GrammarExpr list_of(K kind, std::vector<GrammarExpr> children) {
 
 }  // namespace
 
-GrammarExpr seq_of(std::vector<GrammarExpr> children) { return list_of(K::kSeq, std::move(children)); }
-GrammarExpr alt_of(std::vector<GrammarExpr> children) { return list_of(K::kAlt, std::move(children)); }
+GrammarExpr seq_of(std::vector<GrammarExpr> children) {
+  return list_of(K::kSeq, std::move(children));
+}
+GrammarExpr alt_of(std::vector<GrammarExpr> children) {
+  return list_of(K::kAlt, std::move(children));
+}
 
 GrammarExpr terminal_of(RegexNode node) {
   GrammarExpr e;
@@ -172,15 +176,29 @@ uint32_t GrammarText::read_char() {
   if (at_end()) fail("'\\' at the end");
   const char e = t_[pos_++];
   switch (e) {
-    case 'n': return '\n';
-    case 'r': return '\r';
-    case 't': return '\t';
-    case 'f': return '\f';
-    case '\\': case '"': case '\'': case '[': case ']': case '-': case '^': case '/':
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case 't':
+      return '\t';
+    case 'f':
+      return '\f';
+    case '\\':
+    case '"':
+    case '\'':
+    case '[':
+    case ']':
+    case '-':
+    case '^':
+    case '/':
       return static_cast<uint32_t>(e);
-    case 'x': return read_hex(2, start);
-    case 'u': return read_hex(4, start);
-    case 'U': return read_hex(8, start);
+    case 'x':
+      return read_hex(2, start);
+    case 'u':
+      return read_hex(4, start);
+    case 'U':
+      return read_hex(8, start);
     default:
       pos_ = start;
       fail(fmt::format("unknown escape '\\{}'", std::string(1, e)));
@@ -191,8 +209,10 @@ uint32_t GrammarText::read_hex(int digits, size_t start) {
   uint64_t v = 0;
   for (int i = 0; i < digits; ++i) {
     const char h = at_end() ? '\0' : peek();
-    const int d = h >= '0' && h <= '9' ? h - '0' : h >= 'a' && h <= 'f' ? h - 'a' + 10
-                : h >= 'A' && h <= 'F' ? h - 'A' + 10 : -1;
+    const int d = h >= '0' && h <= '9'   ? h - '0'
+                  : h >= 'a' && h <= 'f' ? h - 'a' + 10
+                  : h >= 'A' && h <= 'F' ? h - 'A' + 10
+                                         : -1;
     if (d < 0) {
       pos_ = start;
       fail(fmt::format("an escape '\\{}' needs {} hex digits", t_[start + 1], digits));
@@ -210,7 +230,8 @@ uint32_t GrammarText::read_hex(int digits, size_t start) {
 int GrammarText::read_count() {
   const size_t start = pos_;
   long long v = 0;
-  while (!at_end() && peek() >= '0' && peek() <= '9' && v <= kMaxCount) v = v * 10 + (t_[pos_++] - '0');
+  while (!at_end() && peek() >= '0' && peek() <= '9' && v <= kMaxCount)
+    v = v * 10 + (t_[pos_++] - '0');
   if (pos_ == start) fail("expected a number in a count");
   if (v > kMaxCount) {
     pos_ = start;

@@ -15,10 +15,10 @@ namespace kestrel::structured {
 struct GrammarExpr {
   enum class Kind : uint8_t { kTerminal, kRef, kSeq, kAlt, kRepeat };
   Kind kind = Kind::kSeq;
-  RegexNode terminal;              // kTerminal
-  int rule = -1;                   // kRef
+  RegexNode terminal;                 // kTerminal
+  int rule = -1;                      // kRef
   std::vector<GrammarExpr> children;  // kSeq, kAlt; kRepeat: the one repeated
-  int min = 0, max = -1;           // kRepeat (max -1: unbounded)
+  int min = 0, max = -1;              // kRepeat (max -1: unbounded)
 };
 
 // One child is that child; none is the empty sequence.

@@ -37,7 +37,8 @@ constexpr CommonTerminal kCommon[] = {
     {"FLOAT", "[0-9]+[eE][+-]?[0-9]+|([0-9]+\\.[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?"},
     {"SIGNED_FLOAT", "[+-]?([0-9]+[eE][+-]?[0-9]+|([0-9]+\\.[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?)"},
     {"NUMBER", "[0-9]+[eE][+-]?[0-9]+|([0-9]+\\.[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?|[0-9]+"},
-    {"SIGNED_NUMBER", "[+-]?([0-9]+[eE][+-]?[0-9]+|([0-9]+\\.[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?|[0-9]+)"},
+    {"SIGNED_NUMBER",
+     "[+-]?([0-9]+[eE][+-]?[0-9]+|([0-9]+\\.[0-9]*|\\.[0-9]+)([eE][+-]?[0-9]+)?|[0-9]+)"},
     {"ESCAPED_STRING", "\"([^\"\\\\\\n]|\\\\[^\\n])*\""},
     {"LCASE_LETTER", "[a-z]"},
     {"UCASE_LETTER", "[A-Z]"},
@@ -143,7 +144,8 @@ class LarkParser : public GrammarText {
     lexical_[r] = is_terminal_name(name);
     GrammarExpr body = parse_alternatives(/*nested=*/false);
     define(r, std::move(body), start);
-    if (!at_end() && (peek() == ')' || peek() == ']')) fail(fmt::format("'{}' without its opening", peek()));
+    if (!at_end() && (peek() == ')' || peek() == ']'))
+      fail(fmt::format("'{}' without its opening", peek()));
   }
 
   void directive() {
@@ -181,7 +183,8 @@ class LarkParser : public GrammarText {
       fail(fmt::format("only Lark's common module can be imported, not '{}'", module));
     }
     skip_inline_space();
-    if (at_end() || peek() != '(') fail("expected '%import common.NAME' or '%import common (A, B)'");
+    if (at_end() || peek() != '(')
+      fail("expected '%import common.NAME' or '%import common (A, B)'");
     ++pos_;
     for (;;) {
       skip_space();
@@ -272,7 +275,8 @@ class LarkParser : public GrammarText {
     if (c == '"') {
       const size_t at = pos_;
       std::vector<uint32_t> text = read_string();
-      const bool fold = !at_end() && peek() == 'i' && !(pos_ + 1 < t_.size() && name_char(t_[pos_ + 1]));
+      const bool fold =
+          !at_end() && peek() == 'i' && !(pos_ + 1 < t_.size() && name_char(t_[pos_ + 1]));
       if (fold) ++pos_;
       if (next_is("..")) {
         pos_ += 2;
@@ -318,7 +322,8 @@ class LarkParser : public GrammarText {
   RegexNode parse_regex_literal() {
     const size_t open = pos_++;
     const size_t body = pos_;
-    while (!at_end() && peek() != '/' && peek() != '\n') pos_ += peek() == '\\' && pos_ + 1 < t_.size() ? 2 : 1;
+    while (!at_end() && peek() != '/' && peek() != '\n')
+      pos_ += peek() == '\\' && pos_ + 1 < t_.size() ? 2 : 1;
     if (at_end() || peek() != '/') {
       pos_ = open;
       fail("regex without its closing '/' on the same line");
