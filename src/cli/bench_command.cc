@@ -22,13 +22,13 @@
 #include "cli/bench_run.h"
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/structured_flags.h"
 #include "core/error.h"
 #include "core/python_random.h"
 #include "core/tensor.h"
 #include "io/model_config.h"
 #include "kestrel/llm.h"
 #include "runtime/device_ceilings.h"
-#include "structured/grammar_compiler.h"
 #include "runtime/perf_model.h"
 
 namespace kestrel::cli {
@@ -227,14 +227,9 @@ Runner add_bench_command(CLI::App& app) {
       SamplingParams warm;  // warm-up, as nano-vLLM's bench does
       warm.max_tokens = 4;
       llm.generate(std::vector<std::vector<int>>{{1, 2, 3, 4}}, warm, false);
-      if (!o->regex.empty()) {
-        KS_CHECK(llm.tokenizer() != nullptr, "--regex: the model at {} has no tokenizer", o->model);
-        structured::GrammarCompiler compiler(std::make_shared<const structured::VocabTrie>(
-            structured::VocabTrie::from_tokenizer(*llm.tokenizer(), llm.vocab_size())));
-        structured::StructuredOutputSpec spec;
-        spec.kind = structured::StructuredOutputSpec::Kind::kRegex;
-        spec.regex = o->regex;
-        const auto grammar = compiler.compile(spec);
+      StructuredFlags regex;
+      regex.regex = o->regex;
+      if (const auto grammar = compile_structured_flags(regex, llm)) {
         for (SamplingParams& p : params) p.constraint = grammar;
       }
       const ProfileSteps profile = o->profile_steps == "prompt"   ? ProfileSteps::kPrompt

@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "cli/flags.h"
+#include "cli/structured_flags.h"
 #include "core/error.h"
 #include "kestrel/llm.h"
 #include "tokenizer/tokenizer.h"
@@ -60,6 +61,7 @@ Runner add_generate_command(CLI::App& app) {
     bool enable_thinking = false;
     EngineConfig engine;
     SamplingFlags sampling;
+    StructuredFlags structured;
     std::string log_level = "warn";
   };
   auto o = std::make_shared<Options>();
@@ -78,6 +80,7 @@ Runner add_generate_command(CLI::App& app) {
   cmd->add_flag("--enable-thinking", o->enable_thinking, "chat template variable enable_thinking");
   add_engine_flags(*cmd, o->engine);
   add_sampling_flags(*cmd, o->sampling);
+  add_structured_flags(*cmd, o->structured);
   add_log_flag(*cmd, o->log_level);
   return [o] {
     set_log_level(o->log_level);
@@ -86,7 +89,8 @@ Runner add_generate_command(CLI::App& app) {
     LLM llm(o->model, o->engine);
     SamplingParams defaults = llm.default_sampling_params();
     defaults.max_tokens = 64;
-    const SamplingParams params = o->sampling.apply(defaults);
+    SamplingParams params = o->sampling.apply(defaults);
+    params.constraint = compile_structured_flags(o->structured, llm);
 
     std::vector<std::vector<int>> prompts;
     std::vector<std::string> labels;

@@ -4,10 +4,13 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "server_harness.h"
 
@@ -315,6 +318,46 @@ TEST(Cli, ChatCommandsAndCtrlC) {
   const std::optional<int> code = chat.wait(30s);
   ASSERT_TRUE(code.has_value()) << chat.output();
   EXPECT_EQ(*code, 0) << chat.output();
+}
+
+// The generated text of a one-prompt run: the line after "--- prompt: ...".
+std::string text_of(const std::string& out) {
+  const size_t prompt = out.find("--- prompt:");
+  if (prompt == std::string::npos) return "<no output>";
+  const size_t begin = out.find('\n', prompt) + 1;
+  return out.substr(begin, out.find("\n--- ", begin) - begin);
+}
+
+// --grammar, --grammar-file, --json-schema and --regex (llama.cpp's flag names): each output
+// matches what its flag asked, checked here by hand (a choice, a class) and by nlohmann's
+// JSON parser; two at once, or one the compiler refuses, is an error naming the flag.
+TEST(Cli, StructuredOutputFlags) {
+  const CliRun gbnf = kestrel_run(generate({"--prompt", "hi", "--grammar", R"(root ::= "yes" | "no")"}));
+  EXPECT_EQ(gbnf.code, 0) << gbnf.output;
+  EXPECT_TRUE(text_of(gbnf.output) == "yes" || text_of(gbnf.output) == "no") << gbnf.output;
+  const std::string path = std::string(KESTREL_BINARY_DIR) + "/cli_grammar_" + std::to_string(getpid()) + ".lark";
+  { std::ofstream(path) << "start: LETTER DIGIT\nLETTER: /[a-c]/\nDIGIT: \"0\"..\"2\"\n"; }
+  const CliRun lark = kestrel_run(generate({"--prompt", "hi", "--grammar-file", path}));
+  std::remove(path.c_str());
+  EXPECT_EQ(lark.code, 0) << lark.output;
+  const std::string two = text_of(lark.output);
+  EXPECT_TRUE(two.size() == 2 && two[0] >= 'a' && two[0] <= 'c' && two[1] >= '0' && two[1] <= '2')
+      << lark.output;
+  const CliRun schema = kestrel_run(generate({"--prompt", "hi", "--json-schema", R"({"type": "boolean"})"}));
+  EXPECT_EQ(schema.code, 0) << schema.output;
+  EXPECT_TRUE(nlohmann::json::parse(text_of(schema.output), nullptr, false).is_boolean()) << schema.output;
+  const CliRun regex = kestrel_run(generate({"--prompt", "hi", "--regex", "[0-9]"}));
+  EXPECT_EQ(regex.code, 0) << regex.output;
+  EXPECT_TRUE(text_of(regex.output).size() == 1 && std::isdigit(text_of(regex.output)[0])) << regex.output;
+  const CliRun both = kestrel_run(generate({"--prompt", "hi", "--regex", "a", "--grammar", "root ::= \"a\""}));
+  EXPECT_NE(both.code, 0);
+  EXPECT_NE(both.output.find("--grammar and --regex both constrain the output"), std::string::npos) << both.output;
+  const CliRun bad = kestrel_run(generate({"--prompt", "hi", "--grammar", "root ::= x"}));
+  EXPECT_NE(bad.code, 0);
+  EXPECT_NE(bad.output.find("--grammar: grammar: rule 'x' is used but not defined"), std::string::npos) << bad.output;
+  const CliRun missing = kestrel_run(generate({"--prompt", "hi", "--json-schema", "@/nonexistent.json"}));
+  EXPECT_NE(missing.output.find("--json-schema: cannot read '/nonexistent.json'"), std::string::npos)
+      << missing.output;
 }
 
 }  // namespace
