@@ -1,12 +1,12 @@
 #include "cli/structured_flags.h"
 
 #include <fstream>
+#include <optional>
 #include <sstream>
-#include <utility>
 #include <vector>
 
 #include "core/error.h"
-#include "structured/grammar_compiler.h"
+#include "structured/spec_fields.h"
 
 namespace kestrel::cli {
 namespace {
@@ -21,15 +21,13 @@ std::string read_text(const std::string& path, const std::string& flag) {
 
 }  // namespace
 
-void add_structured_flags(CLI::App& app, StructuredFlags& flags, bool with_grammar) {
-  if (with_grammar) {
-    app.add_option("--grammar", flags.grammar,
-                   "constrain the output to this grammar: GBNF (rules 'name ::= ...', root "
-                   "'root', as llama.cpp reads it) or Lark ('name: ...', root 'start')");
-    app.add_option("--grammar-file", flags.grammar_file, "the same, read from a file");
-    app.add_option("-j,--json-schema", flags.json_schema,
-                   "constrain the output to JSON valid under this schema (its text, or @FILE)");
-  }
+void add_structured_flags(CLI::App& app, StructuredFlags& flags) {
+  app.add_option("--grammar", flags.grammar,
+                 "constrain the output to this grammar: GBNF (rules 'name ::= ...', root "
+                 "'root', as llama.cpp reads it) or Lark ('name: ...', root 'start')");
+  app.add_option("--grammar-file", flags.grammar_file, "the same, read from a file");
+  app.add_option("-j,--json-schema", flags.json_schema,
+                 "constrain the output to JSON valid under this schema (its text, or @FILE)");
   app.add_option("--regex", flags.regex,
                  "constrain the output to this regular expression (structured outputs)");
 }
@@ -37,11 +35,11 @@ void add_structured_flags(CLI::App& app, StructuredFlags& flags, bool with_gramm
 std::shared_ptr<const TokenConstraintFactory> compile_structured_flags(const StructuredFlags& flags,
                                                                        const LLM& llm) {
   using Kind = structured::StructuredOutputSpec::Kind;
-  std::vector<std::pair<std::string, structured::StructuredOutputSpec>> asked;
-  auto ask = [&](const std::string& flag, Kind kind) -> structured::StructuredOutputSpec& {
-    asked.emplace_back(flag, structured::StructuredOutputSpec{});
-    asked.back().second.kind = kind;
-    return asked.back().second;
+  std::vector<structured::NamedSpec> specs;
+  auto ask = [&](const char* flag, Kind kind) -> structured::StructuredOutputSpec& {
+    specs.push_back({flag, {}});
+    specs.back().spec.kind = kind;
+    return specs.back().spec;
   };
   if (!flags.grammar.empty()) ask("--grammar", Kind::kGrammar).grammar = flags.grammar;
   if (!flags.grammar_file.empty()) {
@@ -51,24 +49,19 @@ std::shared_ptr<const TokenConstraintFactory> compile_structured_flags(const Str
     const std::string text = flags.json_schema.starts_with("@")
                                  ? read_text(flags.json_schema.substr(1), "--json-schema")
                                  : flags.json_schema;
-    try {
-      ask("--json-schema", Kind::kJsonSchema).schema = nlohmann::ordered_json::parse(text);
-    } catch (const nlohmann::json::exception& e) {
-      throw_error("--json-schema is not valid JSON: {}", e.what());
-    }
+    ask("--json-schema", Kind::kJsonSchema).schema =
+        structured::read_schema(nlohmann::ordered_json(text), "--json-schema");
   }
   if (!flags.regex.empty()) ask("--regex", Kind::kRegex).regex = flags.regex;
-  if (asked.empty()) return nullptr;
-  KS_CHECK(asked.size() == 1, "{} and {} both constrain the output: give one", asked[0].first,
-           asked[1].first);
-  KS_CHECK(llm.tokenizer() != nullptr, "{}: the model has no tokenizer", asked[0].first);
-  structured::GrammarCompiler compiler(std::make_shared<const structured::VocabTrie>(
-      structured::VocabTrie::from_tokenizer(*llm.tokenizer(), llm.vocab_size())));
-  try {
-    return compiler.compile(asked[0].second);
-  } catch (const Error& e) {
-    throw_error("{}: {}", asked[0].first, e.what());
+  const std::optional<structured::NamedSpec> spec = structured::only_spec(std::move(specs));
+  if (!spec) return nullptr;
+  std::unique_ptr<structured::GrammarCompiler> compiler;
+  if (llm.tokenizer() != nullptr) {
+    compiler =
+        std::make_unique<structured::GrammarCompiler>(std::make_shared<const structured::VocabTrie>(
+            structured::VocabTrie::from_tokenizer(*llm.tokenizer(), llm.vocab_size())));
   }
+  return structured::compile_spec(compiler.get(), *spec);
 }
 
 }  // namespace kestrel::cli

@@ -16,12 +16,12 @@ struct StructuredFlags {
   std::string grammar, grammar_file, json_schema, regex;
 };
 
-// `with_grammar`: also --grammar, --grammar-file and --json-schema (bench takes --regex only).
-void add_structured_flags(CLI::App& app, StructuredFlags& flags, bool with_grammar = true);
+void add_structured_flags(CLI::App& app, StructuredFlags& flags);
 
 // The constraint the flags ask for over `llm`'s vocabulary, or null for none. Throws
 // kestrel::Error naming the flag for two at once, a model without a tokenizer, a file that
-// cannot be read, and what the compiler refuses.
+// cannot be read, and what the compiler refuses (structured/spec_fields.h's checks and
+// messages, as for the server's fields).
 std::shared_ptr<const TokenConstraintFactory> compile_structured_flags(const StructuredFlags& flags,
                                                                        const LLM& llm);
 

@@ -65,11 +65,12 @@ bool prompt_opens_thinking(std::string_view prompt) {
 void constrain_after_reasoning(const ServingContext& ctx, GenerateRequest& req) {
   if (!ctx.reasoning || req.prompt_texts.empty()) return;
   req.thinking_open = prompt_opens_thinking(req.prompt_texts.back());
-  if (req.params.constraint == nullptr || ctx.structured_outputs_in_reasoning || ctx.think_tags.open < 0) {
+  if (req.params.constraint == nullptr || ctx.structured_outputs_in_reasoning ||
+      ctx.think_tags.open < 0) {
     return;
   }
-  req.params.constraint = structured::after_reasoning(std::move(req.params.constraint), ctx.think_tags,
-                                                      ctx.vocab_size, req.thinking_open);
+  req.params.constraint = structured::after_reasoning(
+      std::move(req.params.constraint), ctx.think_tags, ctx.vocab_size, req.thinking_open);
 }
 
 }  // namespace kestrel::server

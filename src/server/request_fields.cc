@@ -8,10 +8,6 @@
 #include "server/request_parser.h"
 
 namespace kestrel::server {
-namespace {
-
-
-}  // namespace
 
 std::string string_member(const nlohmann::ordered_json& object, std::string_view key) {
   if (!object.is_object()) return "";

@@ -351,10 +351,15 @@ TEST(Cli, StructuredOutputFlags) {
   EXPECT_TRUE(text_of(regex.output).size() == 1 && std::isdigit(text_of(regex.output)[0])) << regex.output;
   const CliRun both = kestrel_run(generate({"--prompt", "hi", "--regex", "a", "--grammar", "root ::= \"a\""}));
   EXPECT_NE(both.code, 0);
-  EXPECT_NE(both.output.find("--grammar and --regex both constrain the output"), std::string::npos) << both.output;
+  EXPECT_NE(both.output.find("'--grammar' and '--regex' both constrain the output: give one"), std::string::npos) << both.output;
   const CliRun bad = kestrel_run(generate({"--prompt", "hi", "--grammar", "root ::= x"}));
   EXPECT_NE(bad.code, 0);
-  EXPECT_NE(bad.output.find("--grammar: grammar: rule 'x' is used but not defined"), std::string::npos) << bad.output;
+  EXPECT_NE(bad.output.find("'--grammar': grammar: rule 'x' is used but not defined"), std::string::npos) << bad.output;
+  const CliRun not_json = kestrel_run(generate({"--prompt", "hi", "--json-schema", "{oops"}));
+  EXPECT_NE(not_json.code, 0);
+  EXPECT_NE(not_json.output.find("'--json-schema' is a string that is not a JSON schema"),
+            std::string::npos)
+      << not_json.output;
   const CliRun missing = kestrel_run(generate({"--prompt", "hi", "--json-schema", "@/nonexistent.json"}));
   EXPECT_NE(missing.output.find("--json-schema: cannot read '/nonexistent.json'"), std::string::npos)
       << missing.output;

@@ -136,23 +136,27 @@ inline std::string run_with_input(const std::string& command, const std::string&
   return out;
 }
 
+// Runs a Python script that reads the JSON object `input` from the file named by sys.argv[1]
+// and prints a JSON list of one bool per text.
+inline std::vector<bool> python_bools(const std::string& script, const nlohmann::json& input) {
+  const std::string out = run_with_input("python3 -c \"" + script + "\"", input.dump());
+  return nlohmann::json::parse(out).get<std::vector<bool>>();
+}
+
 // For each text: does Python's re.fullmatch(pattern, text) match? One bool per text.
 inline std::vector<bool> python_fullmatch(const std::string& pattern, const std::vector<std::string>& texts) {
-  const std::string script =
+  return python_bools(
       "import json, re, sys\n"
       "d = json.load(open(sys.argv[1], encoding='utf-8'))\n"
       "r = re.compile(d['pattern'])\n"
-      "print(json.dumps([r.fullmatch(t) is not None for t in d['texts']]))\n";
-  const std::string out = run_with_input(
-      "python3 -c \"" + script + "\"",
-      nlohmann::json{{"pattern", pattern}, {"texts", texts}}.dump());
-  return nlohmann::json::parse(out).get<std::vector<bool>>();
+      "print(json.dumps([r.fullmatch(t) is not None for t in d['texts']]))\n",
+      {{"pattern", pattern}, {"texts", texts}});
 }
 
 // For each text: whether Python's `predicate` (the source of a function of one str, which
 // may call parses(f, t): f(t) raises nothing) holds for it. One bool per text.
 inline std::vector<bool> python_predicate(const std::string& predicate, const std::vector<std::string>& texts) {
-  const std::string script =
+  return python_bools(
       "import ast, json, re, sys\n"
       "def parses(f, t):\n"
       "    try:\n"
@@ -162,11 +166,8 @@ inline std::vector<bool> python_predicate(const std::string& predicate, const st
       "        return False\n"
       "d = json.load(open(sys.argv[1], encoding='utf-8'))\n"
       "f = eval(d['predicate'])\n"
-      "print(json.dumps([bool(f(t)) for t in d['texts']]))\n";
-  const std::string out = run_with_input(
-      "python3 -c \"" + script + "\"",
-      nlohmann::json{{"predicate", predicate}, {"texts", texts}}.dump());
-  return nlohmann::json::parse(out).get<std::vector<bool>>();
+      "print(json.dumps([bool(f(t)) for t in d['texts']]))\n",
+      {{"predicate", predicate}, {"texts", texts}});
 }
 
 // For each text: the empty string when JSON.parse reads it and ajv (strict mode off, all
